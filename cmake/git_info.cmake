@@ -1,0 +1,20 @@
+# Writes OUTPUT (a .cpp) with the git sha and dirty flag of SOURCE_DIR; touches it only on change.
+execute_process(COMMAND git -C ${SOURCE_DIR} rev-parse HEAD
+  OUTPUT_VARIABLE sha OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  set(sha "unknown")
+endif()
+execute_process(COMMAND git -C ${SOURCE_DIR} status --porcelain --untracked-files=no
+  OUTPUT_VARIABLE status OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+if(status)
+  set(dirty true)
+else()
+  set(dirty false)
+endif()
+set(content "// Generated at build time by cmake/git_info.cmake.\nnamespace cnnbench::build {\nextern const char* const git_sha = \"${sha}\";\nextern const bool git_dirty = ${dirty};\n}\n")
+if(EXISTS ${OUTPUT})
+  file(READ ${OUTPUT} old)
+endif()
+if(NOT "${old}" STREQUAL "${content}")
+  file(WRITE ${OUTPUT} "${content}")
+endif()

@@ -1,0 +1,95 @@
+// Core helpers shared by every part of libcnnbench: errors, aligned buffers, the seeded RNG,
+// clocks and atomic file writes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cnnbench {
+
+// Every error a user can act on is a cnnbench::Error whose what() is one line naming the cause.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// An input file is malformed: names the file, the byte offset, what was expected and found.
+class FormatError : public Error {
+ public:
+  FormatError(const std::filesystem::path& file, std::uint64_t offset, std::string_view expected,
+              std::string_view found);
+  const std::filesystem::path& file() const { return file_; }
+  std::uint64_t offset() const { return offset_; }
+
+ private:
+  std::filesystem::path file_;
+  std::uint64_t offset_;
+};
+
+[[noreturn]] void fail(const std::string& message);
+#define CNNBENCH_CHECK(cond, message)        \
+  do {                                       \
+    if (!(cond)) ::cnnbench::fail(message);  \
+  } while (0)
+
+// 64-byte aligned allocator so that SIMD loads and cache lines line up.
+template <class T>
+struct AlignedAllocator {
+  using value_type = T;
+  static constexpr std::size_t alignment = 64;
+  AlignedAllocator() noexcept = default;
+  template <class U>
+  AlignedAllocator(const AlignedAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(alignment)));
+  }
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, std::align_val_t(alignment)); }
+  template <class U>
+  bool operator==(const AlignedAllocator<U>&) const noexcept { return true; }
+};
+template <class T>
+using aligned_vector = std::vector<T, AlignedAllocator<T>>;
+
+// The project's own RNG (xoshiro256** seeded through splitmix64): the same seed gives the same
+// stream on every platform and strategy, unlike std:: distributions.
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed);
+  std::uint64_t next_u64();
+  // Uniform in [0, 1) with 24 bits of mantissa.
+  float next_float();
+  float uniform(float lo, float hi) { return lo + (hi - lo) * next_float(); }
+  // Uniform integer in [0, n), unbiased.
+  std::uint64_t below(std::uint64_t n);
+
+ private:
+  std::uint64_t state_[4];
+};
+
+// A seed derived from a base seed and a stream id (e.g. the epoch), so streams don't overlap.
+std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream);
+
+double now_seconds();  // steady clock, seconds
+
+// Writes bytes to `path` atomically: a temp file in the same folder, fsync, rename. On any error
+// the temp file is removed, `path` keeps its old content, and an Error names the path and cause.
+void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+
+// Whole file into memory; Error naming the path when it can't be read.
+std::string read_file(const std::filesystem::path& path);
+
+// Forces OpenBLAS to `threads` threads (1 for every strategy; N for the blas baseline).
+void set_blas_threads(int threads);
+int blas_threads();
+std::string blas_version();
+
+// Peak resident set size of this process in bytes (getrusage).
+std::uint64_t peak_rss_bytes();
+
+}  // namespace cnnbench
