@@ -1,0 +1,286 @@
+// Per-layer micro-benchmarks at the shapes FC-3 and LeNet-5 train with, for batch 1..256, each
+// reporting GFLOP/s; plain sgemm at 64^3..1024^3 is the yardstick for what one core can do.
+// Pooling, ReLU and softmax count one "flop" per comparison / add / multiply / exp.
+#include <benchmark/benchmark.h>
+#include <cblas.h>
+
+#include <cstdint>
+#include <string>
+
+#include "benchmarks.hpp"
+#include "cnnbench/core.hpp"
+#include "cnnbench/layers.hpp"
+
+namespace cnnbench::micro {
+
+namespace {
+
+constexpr int kBatches[] = {1, 16, 64, 256};
+
+aligned_vector<float> random_buffer(std::size_t n, std::uint64_t seed) {
+  Rng rng(seed);
+  aligned_vector<float> buffer(n);
+  for (auto& x : buffer) x = rng.uniform(-1.0f, 1.0f);
+  return buffer;
+}
+
+void set_flops(benchmark::State& state, double flops_per_iteration) {
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops_per_iteration / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void with_batches(benchmark::internal::Benchmark* bench) {
+  bench->ArgName("batch");
+  for (int batch : kBatches) bench->Arg(batch);
+}
+
+// --- dense -------------------------------------------------------------------------------------
+
+struct DenseLayer {
+  const char* name;
+  int in, out;
+  bool needs_dinp;  // false for a model's first layer
+};
+
+void register_dense(const DenseLayer layer) {
+  benchmark::RegisterBenchmark(
+      ("dense_forward/" + std::string(layer.name)).c_str(), [layer](benchmark::State& state) {
+        const int B = int(state.range(0));
+        const auto inp = random_buffer(std::size_t(B) * layer.in, 1);
+        const auto weight = random_buffer(std::size_t(layer.out) * layer.in, 2);
+        const auto bias = random_buffer(layer.out, 3);
+        aligned_vector<float> out(std::size_t(B) * layer.out);
+        for (auto _ : state) {
+          dense_forward(out.data(), inp.data(), weight.data(), bias.data(), B, layer.in, layer.out);
+          benchmark::DoNotOptimize(out.data());
+          benchmark::ClobberMemory();
+        }
+        set_flops(state, 2.0 * B * layer.in * layer.out);
+      })->Apply(with_batches);
+
+  benchmark::RegisterBenchmark(
+      ("dense_backward/" + std::string(layer.name)).c_str(), [layer](benchmark::State& state) {
+        const int B = int(state.range(0));
+        const auto inp = random_buffer(std::size_t(B) * layer.in, 1);
+        const auto weight = random_buffer(std::size_t(layer.out) * layer.in, 2);
+        const auto dout = random_buffer(std::size_t(B) * layer.out, 4);
+        aligned_vector<float> dinp(std::size_t(B) * layer.in);
+        aligned_vector<float> dweight(weight.size()), dbias(layer.out);
+        float* dinp_or_null = layer.needs_dinp ? dinp.data() : nullptr;
+        for (auto _ : state) {
+          dense_backward(dinp_or_null, dweight.data(), dbias.data(), dout.data(), inp.data(),
+                         weight.data(), B, layer.in, layer.out);
+          benchmark::DoNotOptimize(dweight.data());
+          benchmark::ClobberMemory();
+        }
+        const double product = 2.0 * B * layer.in * layer.out;
+        set_flops(state, (layer.needs_dinp ? 2 : 1) * product + double(B) * layer.out);
+      })->Apply(with_batches);
+}
+
+// --- conv2d ------------------------------------------------------------------------------------
+
+struct ConvLayer {
+  const char* name;
+  int in_channels, size, out_channels, kernel, pad;
+  bool needs_dinp;
+  Conv2dShape shape(int batch) const {
+    return {batch, in_channels, size, size, out_channels, kernel, pad};
+  }
+};
+
+double conv_product_flops(const Conv2dShape& s) {
+  return 2.0 * s.batch * s.out_channels * s.in_channels * s.kernel * s.kernel * s.out_height() *
+         s.out_width();
+}
+
+void register_conv(const ConvLayer layer) {
+  benchmark::RegisterBenchmark(
+      ("conv2d_forward/" + std::string(layer.name)).c_str(), [layer](benchmark::State& state) {
+        const Conv2dShape s = layer.shape(int(state.range(0)));
+        const auto inp = random_buffer(std::size_t(s.batch) * s.in_channels * s.height * s.width, 1);
+        const auto weight = random_buffer(
+            std::size_t(s.out_channels) * s.in_channels * s.kernel * s.kernel, 2);
+        const auto bias = random_buffer(s.out_channels, 3);
+        aligned_vector<float> out(std::size_t(s.batch) * s.out_channels * s.out_height() *
+                                  s.out_width());
+        aligned_vector<float> scratch(s.scratch_floats());
+        for (auto _ : state) {
+          conv2d_forward(out.data(), inp.data(), weight.data(), bias.data(), s, scratch.data());
+          benchmark::DoNotOptimize(out.data());
+          benchmark::ClobberMemory();
+        }
+        set_flops(state, conv_product_flops(s));
+      })->Apply(with_batches);
+
+  benchmark::RegisterBenchmark(
+      ("conv2d_backward/" + std::string(layer.name)).c_str(), [layer](benchmark::State& state) {
+        const Conv2dShape s = layer.shape(int(state.range(0)));
+        const auto inp = random_buffer(std::size_t(s.batch) * s.in_channels * s.height * s.width, 1);
+        const auto weight = random_buffer(
+            std::size_t(s.out_channels) * s.in_channels * s.kernel * s.kernel, 2);
+        const auto dout = random_buffer(
+            std::size_t(s.batch) * s.out_channels * s.out_height() * s.out_width(), 4);
+        aligned_vector<float> dinp(inp.size()), dweight(weight.size()), dbias(s.out_channels);
+        aligned_vector<float> scratch(s.scratch_floats());
+        float* dinp_or_null = layer.needs_dinp ? dinp.data() : nullptr;
+        for (auto _ : state) {
+          conv2d_backward(dinp_or_null, dweight.data(), dbias.data(), dout.data(), inp.data(),
+                          weight.data(), s, scratch.data());
+          benchmark::DoNotOptimize(dweight.data());
+          benchmark::ClobberMemory();
+        }
+        set_flops(state, (layer.needs_dinp ? 2 : 1) * conv_product_flops(s) +
+                             double(dout.size()));
+      })->Apply(with_batches);
+}
+
+// --- pooling, ReLU, softmax cross-entropy -----------------------------------------------------
+
+struct PoolLayer {
+  const char* name;
+  int channels, size;
+};
+
+void register_pool(const PoolLayer layer) {
+  benchmark::RegisterBenchmark(
+      ("maxpool_forward/" + std::string(layer.name)).c_str(), [layer](benchmark::State& state) {
+        const int planes = int(state.range(0)) * layer.channels;
+        const auto inp = random_buffer(std::size_t(planes) * layer.size * layer.size, 1);
+        aligned_vector<float> out(inp.size() / 4);
+        for (auto _ : state) {
+          maxpool2x2_forward(out.data(), inp.data(), planes, layer.size, layer.size);
+          benchmark::DoNotOptimize(out.data());
+          benchmark::ClobberMemory();
+        }
+        set_flops(state, 3.0 * double(out.size()));  // 3 comparisons per window
+      })->Apply(with_batches);
+
+  benchmark::RegisterBenchmark(
+      ("maxpool_backward/" + std::string(layer.name)).c_str(), [layer](benchmark::State& state) {
+        const int planes = int(state.range(0)) * layer.channels;
+        const auto inp = random_buffer(std::size_t(planes) * layer.size * layer.size, 1);
+        const auto dout = random_buffer(inp.size() / 4, 2);
+        aligned_vector<float> dinp(inp.size());
+        for (auto _ : state) {
+          maxpool2x2_backward(dinp.data(), dout.data(), inp.data(), planes, layer.size, layer.size);
+          benchmark::DoNotOptimize(dinp.data());
+          benchmark::ClobberMemory();
+        }
+        set_flops(state, 3.0 * double(dout.size()));
+      })->Apply(with_batches);
+}
+
+struct ReluSite {
+  const char* name;
+  int features;  // per sample
+};
+
+void register_relu(const ReluSite site) {
+  benchmark::RegisterBenchmark(
+      ("relu_forward/" + std::string(site.name)).c_str(), [site](benchmark::State& state) {
+        const std::size_t n = std::size_t(state.range(0)) * site.features;
+        const auto inp = random_buffer(n, 1);
+        aligned_vector<float> out(n);
+        for (auto _ : state) {
+          relu_forward(out.data(), inp.data(), n);
+          benchmark::DoNotOptimize(out.data());
+          benchmark::ClobberMemory();
+        }
+        set_flops(state, double(n));
+      })->Apply(with_batches);
+
+  benchmark::RegisterBenchmark(
+      ("relu_backward/" + std::string(site.name)).c_str(), [site](benchmark::State& state) {
+        const std::size_t n = std::size_t(state.range(0)) * site.features;
+        const auto out = random_buffer(n, 1);
+        const auto dout = random_buffer(n, 2);
+        aligned_vector<float> dinp(n);
+        for (auto _ : state) {
+          relu_backward(dinp.data(), dout.data(), out.data(), n);
+          benchmark::DoNotOptimize(dinp.data());
+          benchmark::ClobberMemory();
+        }
+        set_flops(state, double(n));
+      })->Apply(with_batches);
+}
+
+void register_softmax_xent(int classes) {
+  // Forward + backward are one fused call: max, subtract, exp, sum, scale per logit.
+  benchmark::RegisterBenchmark(
+      ("softmax_xent_forward_backward/" + std::to_string(classes)).c_str(),
+      [classes](benchmark::State& state) {
+        const int B = int(state.range(0));
+        const auto logits = random_buffer(std::size_t(B) * classes, 1);
+        std::vector<std::uint8_t> labels(B);
+        for (int b = 0; b < B; ++b) labels[b] = std::uint8_t(b % classes);
+        aligned_vector<float> dlogits(logits.size());
+        for (auto _ : state) {
+          benchmark::DoNotOptimize(softmax_xent_forward_backward(
+              dlogits.data(), logits.data(), labels.data(), B, classes, 1.0f / float(B)));
+          benchmark::ClobberMemory();
+        }
+        set_flops(state, 5.0 * double(logits.size()));
+      })->Apply(with_batches);
+
+  benchmark::RegisterBenchmark(
+      ("softmax_xent_loss/" + std::to_string(classes)).c_str(), [classes](benchmark::State& state) {
+        const int B = int(state.range(0));
+        const auto logits = random_buffer(std::size_t(B) * classes, 1);
+        std::vector<std::uint8_t> labels(B);
+        for (int b = 0; b < B; ++b) labels[b] = std::uint8_t(b % classes);
+        int correct = 0;
+        for (auto _ : state) {
+          benchmark::DoNotOptimize(
+              softmax_xent_loss(logits.data(), labels.data(), B, classes, &correct));
+        }
+        set_flops(state, 4.0 * double(logits.size()));
+      })->Apply(with_batches);
+}
+
+// --- the yardstick -----------------------------------------------------------------------------
+
+void register_sgemm() {
+  benchmark::RegisterBenchmark("sgemm", [](benchmark::State& state) {
+    const int n = int(state.range(0));
+    const auto a = random_buffer(std::size_t(n) * n, 1);
+    const auto b = random_buffer(std::size_t(n) * n, 2);
+    aligned_vector<float> c(std::size_t(n) * n);
+    for (auto _ : state) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
+                  n, 0.0f, c.data(), n);
+      benchmark::DoNotOptimize(c.data());
+      benchmark::ClobberMemory();
+    }
+    set_flops(state, 2.0 * n * n * n);
+  })->ArgName("n")->Arg(64)->Arg(256)->Arg(1024);
+}
+
+}  // namespace
+
+void register_layer_benchmarks() {
+  // FC-3: f1 784->300, ReLU, f2 300->100, ReLU, f3 100->10.
+  register_dense({"fc3.f1", 784, 300, false});
+  register_dense({"fc3.f2", 300, 100, true});
+  register_dense({"fc3.f3", 100, 10, true});
+  register_relu({"fc3.f1", 300});
+  register_relu({"fc3.f2", 100});
+
+  // LeNet-5: c1 1->6 k5 pad2 (28x28), pool1, c2 6->16 k5 (14x14 -> 10x10), pool2, f1..f3.
+  register_conv({"lenet5.c1", 1, 28, 6, 5, 2, false});
+  register_conv({"lenet5.c2", 6, 14, 16, 5, 0, true});
+  register_pool({"lenet5.pool1", 6, 28});
+  register_pool({"lenet5.pool2", 16, 10});
+  register_dense({"lenet5.f1", 400, 120, true});
+  register_dense({"lenet5.f2", 120, 84, true});
+  register_dense({"lenet5.f3", 84, 10, true});
+  register_relu({"lenet5.c1", 6 * 28 * 28});
+  register_relu({"lenet5.c2", 16 * 10 * 10});
+  register_relu({"lenet5.f1", 120});
+  register_relu({"lenet5.f2", 84});
+
+  register_softmax_xent(10);
+  register_sgemm();
+}
+
+}  // namespace cnnbench::micro

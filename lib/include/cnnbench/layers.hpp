@@ -1,0 +1,70 @@
+// Layers as forward/backward free functions over plain float pointers with explicit sizes.
+// Conventions (as in llm.c): outputs first, gradients prefixed `d`; backward *accumulates* into
+// parameter gradients (dweight, dbias += ...) so micro-batches and shares can add up, and
+// *overwrites* the input gradient dinp (which may be nullptr when not needed).
+// Every optimised kernel has a naive twin in namespace cnnbench::naive: the tests' oracle.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cnnbench {
+
+// --- dense (Linear): inp (B,in), weight (out,in), bias (out) -> out (B,out) -------------------
+void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
+                   int in, int out_features);
+void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                    const float* weight, int B, int in, int out_features);
+
+// --- conv2d, stride 1, zero padding: inp (B,C,H,W), weight (K,C,R,R), bias (K) -> (B,K,Ho,Wo) --
+struct Conv2dShape {
+  int batch = 1, in_channels = 1, height = 28, width = 28, out_channels = 1, kernel = 5, pad = 0;
+  int out_height() const { return height + 2 * pad - kernel + 1; }
+  int out_width() const { return width + 2 * pad - kernel + 1; }
+  // Floats of scratch space the optimised kernels need (im2col buffers and the like).
+  std::size_t scratch_floats() const;
+};
+void conv2d_forward(float* out, const float* inp, const float* weight, const float* bias,
+                    const Conv2dShape& s, float* scratch);
+void conv2d_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, const Conv2dShape& s, float* scratch);
+
+// --- pooling 2x2 stride 2 over planes: inp (planes,H,W) -> out (planes,H/2,W/2) ---------------
+// Max-pool backward routes each gradient to the first maximum of its window (row-major),
+// as PyTorch does; it recomputes that from inp so no index buffer is needed.
+void maxpool2x2_forward(float* out, const float* inp, int planes, int H, int W);
+void maxpool2x2_backward(float* dinp, const float* dout, const float* inp, int planes, int H, int W);
+void avgpool2x2_forward(float* out, const float* inp, int planes, int H, int W);
+void avgpool2x2_backward(float* dinp, const float* dout, int planes, int H, int W);
+
+// --- element-wise activations; backward uses the forward *output* (in-place safe) -------------
+void relu_forward(float* out, const float* inp, std::size_t n);
+void relu_backward(float* dinp, const float* dout, const float* out, std::size_t n);
+void tanh_forward(float* out, const float* inp, std::size_t n);
+void tanh_backward(float* dinp, const float* dout, const float* out, std::size_t n);
+void sigmoid_forward(float* out, const float* inp, std::size_t n);
+void sigmoid_backward(float* dinp, const float* dout, const float* out, std::size_t n);
+
+// --- softmax cross-entropy: logits (B,C), labels (B) -----------------------------------------
+// Returns the *sum* of the B per-sample losses (the caller divides by the global batch) and
+// writes dlogits = (softmax - onehot) * grad_scale; grad_scale = 1/global_batch gives the mean.
+double softmax_xent_forward_backward(float* dlogits, const float* logits, const std::uint8_t* labels,
+                                     int B, int C, float grad_scale);
+// Sum of losses and number of correct argmax predictions, no gradient (evaluation).
+double softmax_xent_loss(const float* logits, const std::uint8_t* labels, int B, int C,
+                         int* correct);
+
+namespace naive {
+void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
+                   int in, int out_features);
+void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                    const float* weight, int B, int in, int out_features);
+void conv2d_forward(float* out, const float* inp, const float* weight, const float* bias,
+                    const Conv2dShape& s);
+void conv2d_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, const Conv2dShape& s);
+void maxpool2x2_forward(float* out, const float* inp, int planes, int H, int W);
+void maxpool2x2_backward(float* dinp, const float* dout, const float* inp, int planes, int H, int W);
+}  // namespace naive
+
+}  // namespace cnnbench

@@ -1,0 +1,548 @@
+// Layer kernels: optimised == naive twin on many shapes, gradients == central finite differences,
+// the max-pool tie rule, and the accumulate/overwrite contract of backward.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/layers.hpp"
+
+namespace cnnbench {
+namespace {
+
+using Floats = std::vector<float>;
+
+Floats random_floats(std::size_t n, Rng& rng, float lo = -1.0f, float hi = 1.0f) {
+  Floats v(n);
+  for (auto& x : v) x = rng.uniform(lo, hi);
+  return v;
+}
+
+// max|a-b| / max(max|b|, scale_floor) <= tolerance; on failure names the first element beyond
+// it. The floor serves sums of O(1) terms that cancel to near zero, whose rounding error stays
+// O(1e-7) absolute however small the sum is.
+template <class A, class B>
+::testing::AssertionResult close(const std::vector<A>& actual, const std::vector<B>& expected,
+                                 double tolerance, double scale_floor = 0.0) {
+  if (actual.size() != expected.size()) {
+    return ::testing::AssertionFailure()
+           << "sizes differ: " << actual.size() << " vs " << expected.size();
+  }
+  double scale = scale_floor, max_diff = 0.0;
+  // Written so that a NaN anywhere fails (std::max would silently drop it).
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    scale = std::max(scale, std::abs(double(expected[i])));
+    const double diff = std::abs(double(actual[i]) - double(expected[i]));
+    if (std::isnan(diff) || diff > max_diff) max_diff = diff;  // a NaN, once seen, stays
+  }
+  if (scale == 0.0) scale = 1.0;
+  if (max_diff / scale <= tolerance) return ::testing::AssertionSuccess();
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    if (!(std::abs(double(actual[i]) - double(expected[i])) / scale <= tolerance)) {
+      return ::testing::AssertionFailure()
+             << "normalised max error " << max_diff / scale << " > " << tolerance
+             << "; first difference at index " << i << ": " << actual[i] << " vs expected "
+             << expected[i];
+    }
+  }
+  return ::testing::AssertionFailure() << "unreachable";
+}
+
+// dL/dx by central differences of a loss evaluated in double, one element of x at a time.
+std::vector<double> numeric_gradient(Floats& x, float eps, const std::function<double()>& loss) {
+  std::vector<double> grad(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float saved = x[i];
+    x[i] = saved + eps;
+    const double up = loss();
+    x[i] = saved - eps;
+    const double down = loss();
+    x[i] = saved;
+    grad[i] = (up - down) / (double(saved + eps) - double(saved - eps));
+  }
+  return grad;
+}
+
+// L = sum_i weights_i * out_i in double: a random projection makes every output matter.
+double projected(const Floats& out, const Floats& weights) {
+  double sum = 0.0;
+  for (std::size_t i = 0; i < out.size(); ++i) sum += double(out[i]) * double(weights[i]);
+  return sum;
+}
+
+std::string describe(const Conv2dShape& s) {
+  std::ostringstream text;
+  text << "B" << s.batch << " C" << s.in_channels << " " << s.height << "x" << s.width << " K"
+       << s.out_channels << " R" << s.kernel << " pad" << s.pad;
+  return text.str();
+}
+
+// Optimised vs naive differ by float reassociation only; every input is O(1).
+constexpr double kKernelTolerance = 1e-5;
+template <class A, class B>
+::testing::AssertionResult matches_naive(const std::vector<A>& actual,
+                                         const std::vector<B>& expected) {
+  return close(actual, expected, kKernelTolerance, 1.0);
+}
+
+// --- optimised == naive ----------------------------------------------------------------------
+
+TEST(Dense, MatchesNaive) {
+  Rng rng(1);
+  struct Case { int B, in, out; };
+  for (const Case c : {Case{1, 1, 1}, Case{1, 7, 3}, Case{3, 13, 5}, Case{5, 300, 100},
+                       Case{7, 84, 10}, Case{16, 784, 300}, Case{64, 400, 120}}) {
+    SCOPED_TRACE("B" + std::to_string(c.B) + " " + std::to_string(c.in) + "->" +
+                 std::to_string(c.out));
+    const Floats inp = random_floats(std::size_t(c.B) * c.in, rng);
+    const Floats weight = random_floats(std::size_t(c.out) * c.in, rng);
+    const Floats bias = random_floats(c.out, rng);
+    const Floats dout = random_floats(std::size_t(c.B) * c.out, rng);
+    Floats out(std::size_t(c.B) * c.out, NAN), expected_out(out.size());
+    dense_forward(out.data(), inp.data(), weight.data(), bias.data(), c.B, c.in, c.out);
+    naive::dense_forward(expected_out.data(), inp.data(), weight.data(), bias.data(), c.B, c.in,
+                         c.out);
+    EXPECT_TRUE(matches_naive(out, expected_out)) << "forward";
+
+    // Backward starts from non-zero parameter gradients (it accumulates) and a garbage dinp.
+    Floats dweight = random_floats(weight.size(), rng), dbias = random_floats(bias.size(), rng);
+    Floats expected_dweight = dweight, expected_dbias = dbias;
+    Floats dinp(inp.size(), NAN), expected_dinp(inp.size());
+    dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                   weight.data(), c.B, c.in, c.out);
+    naive::dense_backward(expected_dinp.data(), expected_dweight.data(), expected_dbias.data(),
+                          dout.data(), inp.data(), weight.data(), c.B, c.in, c.out);
+    EXPECT_TRUE(matches_naive(dinp, expected_dinp)) << "dinp";
+    EXPECT_TRUE(matches_naive(dweight, expected_dweight)) << "dweight";
+    EXPECT_TRUE(matches_naive(dbias, expected_dbias)) << "dbias";
+
+    // Without dinp (first layer) the parameter gradients are the same.
+    Floats dweight_only(weight.size(), 0.0f), dbias_only(bias.size(), 0.0f);
+    Floats expected_dweight_only(weight.size(), 0.0f), expected_dbias_only(bias.size(), 0.0f);
+    dense_backward(nullptr, dweight_only.data(), dbias_only.data(), dout.data(), inp.data(),
+                   weight.data(), c.B, c.in, c.out);
+    naive::dense_backward(nullptr, expected_dweight_only.data(), expected_dbias_only.data(),
+                          dout.data(), inp.data(), weight.data(), c.B, c.in, c.out);
+    EXPECT_TRUE(matches_naive(dweight_only, expected_dweight_only)) << "no-dinp dweight";
+    EXPECT_TRUE(matches_naive(dbias_only, expected_dbias_only)) << "no-dinp dbias";
+  }
+}
+
+// Runs the optimised and naive conv on one shape, forward and backward, and compares. The
+// scratch buffer starts as NaN (kernels must not read stale scratch) and ends in canaries that
+// catch an undersized scratch_floats().
+void expect_conv_matches_naive(const Conv2dShape& s, Rng& rng) {
+  SCOPED_TRACE(describe(s));
+  const std::size_t in_size = std::size_t(s.batch) * s.in_channels * s.height * s.width;
+  const std::size_t out_size = std::size_t(s.batch) * s.out_channels * s.out_height() * s.out_width();
+  const std::size_t weight_size = std::size_t(s.out_channels) * s.in_channels * s.kernel * s.kernel;
+  const Floats inp = random_floats(in_size, rng);
+  const Floats weight = random_floats(weight_size, rng);
+  const Floats bias = random_floats(s.out_channels, rng);
+  const Floats dout = random_floats(out_size, rng);
+  constexpr std::size_t kCanaries = 64;
+  constexpr float kCanary = 12345.0f;
+  Floats scratch(s.scratch_floats() + kCanaries, NAN);
+  std::fill(scratch.end() - kCanaries, scratch.end(), kCanary);
+
+  Floats out(out_size, NAN), expected_out(out_size);
+  conv2d_forward(out.data(), inp.data(), weight.data(), bias.data(), s, scratch.data());
+  naive::conv2d_forward(expected_out.data(), inp.data(), weight.data(), bias.data(), s);
+  EXPECT_TRUE(matches_naive(out, expected_out)) << "forward";
+
+  Floats dweight = random_floats(weight_size, rng), dbias = random_floats(s.out_channels, rng);
+  Floats expected_dweight = dweight, expected_dbias = dbias;
+  Floats dinp(in_size, NAN), expected_dinp(in_size);
+  conv2d_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                  weight.data(), s, scratch.data());
+  naive::conv2d_backward(expected_dinp.data(), expected_dweight.data(), expected_dbias.data(),
+                         dout.data(), inp.data(), weight.data(), s);
+  EXPECT_TRUE(matches_naive(dinp, expected_dinp)) << "dinp";
+  EXPECT_TRUE(matches_naive(dweight, expected_dweight)) << "dweight";
+  EXPECT_TRUE(matches_naive(dbias, expected_dbias)) << "dbias";
+
+  Floats dweight_only(weight_size, 0.0f), dbias_only(s.out_channels, 0.0f);
+  Floats expected_dweight_only(weight_size, 0.0f), expected_dbias_only(s.out_channels, 0.0f);
+  conv2d_backward(nullptr, dweight_only.data(), dbias_only.data(), dout.data(), inp.data(),
+                  weight.data(), s, scratch.data());
+  naive::conv2d_backward(nullptr, expected_dweight_only.data(), expected_dbias_only.data(),
+                         dout.data(), inp.data(), weight.data(), s);
+  EXPECT_TRUE(matches_naive(dweight_only, expected_dweight_only)) << "no-dinp dweight";
+  EXPECT_TRUE(matches_naive(dbias_only, expected_dbias_only)) << "no-dinp dbias";
+
+  EXPECT_TRUE(std::all_of(scratch.end() - kCanaries, scratch.end(),
+                          [](float x) { return x == kCanary; }))
+      << "a kernel wrote past scratch_floats() = " << s.scratch_floats();
+}
+
+TEST(Conv2d, MatchesNaiveOnManyShapes) {
+  Rng rng(2);
+  struct Image { int height, width; };
+  int shapes_run = 0;
+  for (int batch : {1, 2, 3})
+    for (int in_channels : {1, 3})
+      for (int out_channels : {1, 4})
+        for (int kernel : {3, 5})
+          for (int pad = 0; pad <= 2; ++pad)
+            for (const Image image : {Image{4, 3}, Image{6, 5}, Image{9, 9}, Image{8, 10}}) {
+              const Conv2dShape s{batch, in_channels, image.height, image.width, out_channels,
+                                  kernel, pad};
+              if (s.out_height() <= 0 || s.out_width() <= 0) continue;
+              expect_conv_matches_naive(s, rng);
+              ++shapes_run;
+            }
+  EXPECT_GT(shapes_run, 250);
+}
+
+TEST(Conv2d, MatchesNaiveAtLeNetShapes) {
+  Rng rng(3);
+  expect_conv_matches_naive(Conv2dShape{3, 1, 28, 28, 6, 5, 2}, rng);   // c1
+  expect_conv_matches_naive(Conv2dShape{3, 6, 14, 14, 16, 5, 0}, rng);  // c2
+}
+
+TEST(Conv2d, RejectsAnEmptyOutput) {
+  Floats buffer(1024);
+  const Conv2dShape s{1, 1, 3, 3, 1, 5, 0};
+  EXPECT_THROW(conv2d_forward(buffer.data(), buffer.data(), buffer.data(), buffer.data(), s,
+                              buffer.data()),
+               Error);
+}
+
+TEST(MaxPool, MatchesNaiveIncludingTiesAndOddSizes) {
+  Rng rng(4);
+  for (int planes : {1, 3})
+    for (int H : {2, 3, 6, 7, 28})
+      for (int W : {2, 5, 8, 28}) {
+        SCOPED_TRACE(std::to_string(planes) + "x" + std::to_string(H) + "x" + std::to_string(W));
+        // Few distinct values, so that many windows hold ties.
+        Floats inp(std::size_t(planes) * H * W);
+        for (auto& x : inp) x = float(rng.below(4)) - 1.5f;
+        const Floats dout = random_floats(std::size_t(planes) * (H / 2) * (W / 2), rng);
+        Floats out(dout.size(), NAN), expected_out(dout.size());
+        maxpool2x2_forward(out.data(), inp.data(), planes, H, W);
+        naive::maxpool2x2_forward(expected_out.data(), inp.data(), planes, H, W);
+        EXPECT_TRUE(close(out, expected_out, 0.0)) << "forward";
+        Floats dinp(inp.size(), NAN), expected_dinp(inp.size());
+        maxpool2x2_backward(dinp.data(), dout.data(), inp.data(), planes, H, W);
+        naive::maxpool2x2_backward(expected_dinp.data(), dout.data(), inp.data(), planes, H, W);
+        EXPECT_TRUE(close(dinp, expected_dinp, 0.0)) << "backward";
+      }
+}
+
+// --- the max-pool tie rule -------------------------------------------------------------------
+
+// One 2x2 window: which of its four inputs (row-major) receives the gradient.
+int routed_index(const Floats& window, bool use_naive) {
+  Floats dinp(4, NAN);
+  const float dout = 1.0f;
+  if (use_naive) {
+    naive::maxpool2x2_backward(dinp.data(), &dout, window.data(), 1, 2, 2);
+  } else {
+    maxpool2x2_backward(dinp.data(), &dout, window.data(), 1, 2, 2);
+  }
+  int routed = -1;
+  for (int i = 0; i < 4; ++i) {
+    if (dinp[i] == 1.0f && routed < 0) {
+      routed = i;
+    } else if (dinp[i] != 0.0f) {
+      return -2;  // gradient split or lost
+    }
+  }
+  return routed;
+}
+
+TEST(MaxPool, TiesGoToTheFirstMaximumInRowMajorOrder) {
+  for (bool use_naive : {false, true}) {
+    SCOPED_TRACE(use_naive ? "naive" : "optimised");
+    EXPECT_EQ(routed_index({2, 2, 2, 2}, use_naive), 0);  // all equal: top-left
+    EXPECT_EQ(routed_index({0, 3, 3, 3}, use_naive), 1);
+    EXPECT_EQ(routed_index({0, 1, 3, 3}, use_naive), 2);
+    EXPECT_EQ(routed_index({3, 1, 0, 3}, use_naive), 0);
+    EXPECT_EQ(routed_index({0, 3, 1, 3}, use_naive), 1);
+    EXPECT_EQ(routed_index({0, 1, 2, 3}, use_naive), 3);
+    EXPECT_EQ(routed_index({-1, -1, -1, -1}, use_naive), 0);
+  }
+}
+
+// --- backward accumulates parameter gradients and overwrites dinp ----------------------------
+
+TEST(Backward, AccumulatesParameterGradientsAndOverwritesInputGradient) {
+  Rng rng(5);
+  {
+    const int B = 3, in = 11, out = 7;
+    const Floats inp = random_floats(B * in, rng), weight = random_floats(out * in, rng);
+    const Floats dout = random_floats(B * out, rng);
+    Floats dweight(out * in, 0.0f), dbias(out, 0.0f), dinp(B * in, NAN);
+    dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                   weight.data(), B, in, out);
+    const Floats once_dweight = dweight, once_dbias = dbias, once_dinp = dinp;
+    dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                   weight.data(), B, in, out);
+    Floats twice_dweight = once_dweight, twice_dbias = once_dbias;
+    for (auto& x : twice_dweight) x *= 2.0f;
+    for (auto& x : twice_dbias) x *= 2.0f;
+    EXPECT_TRUE(close(dweight, twice_dweight, 1e-6)) << "dense dweight";
+    EXPECT_TRUE(close(dbias, twice_dbias, 1e-6)) << "dense dbias";
+    EXPECT_TRUE(close(dinp, once_dinp, 0.0)) << "dense dinp";
+  }
+  {
+    const Conv2dShape s{2, 3, 7, 6, 4, 3, 1};
+    const Floats inp = random_floats(2 * 3 * 7 * 6, rng), weight = random_floats(4 * 3 * 3 * 3, rng);
+    const Floats dout = random_floats(2 * 4 * s.out_height() * s.out_width(), rng);
+    Floats scratch(s.scratch_floats());
+    Floats dweight(weight.size(), 0.0f), dbias(4, 0.0f), dinp(inp.size(), NAN);
+    conv2d_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                    weight.data(), s, scratch.data());
+    const Floats once_dweight = dweight, once_dbias = dbias, once_dinp = dinp;
+    conv2d_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                    weight.data(), s, scratch.data());
+    Floats twice_dweight = once_dweight, twice_dbias = once_dbias;
+    for (auto& x : twice_dweight) x *= 2.0f;
+    for (auto& x : twice_dbias) x *= 2.0f;
+    EXPECT_TRUE(close(dweight, twice_dweight, 1e-6)) << "conv dweight";
+    EXPECT_TRUE(close(dbias, twice_dbias, 1e-6)) << "conv dbias";
+    EXPECT_TRUE(close(dinp, once_dinp, 0.0)) << "conv dinp";
+  }
+}
+
+// --- finite differences ----------------------------------------------------------------------
+// Linear layers are exact under central differences, so only float rounding of the forward pass
+// limits agreement; a wrong index or a missing term moves the gradient by O(1) of its scale.
+
+constexpr double kLinearGradTolerance = 1e-4;
+constexpr double kNonlinearGradTolerance = 2e-3;
+
+TEST(FiniteDifferences, Dense) {
+  Rng rng(6);
+  const int B = 3, in = 5, out = 4;
+  Floats inp = random_floats(B * in, rng), weight = random_floats(out * in, rng),
+         bias = random_floats(out, rng);
+  const Floats projection = random_floats(B * out, rng);
+  auto loss = [&] {
+    Floats y(B * out);
+    dense_forward(y.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+    return projected(y, projection);
+  };
+  Floats dinp(inp.size()), dweight(weight.size(), 0.0f), dbias(out, 0.0f);
+  dense_backward(dinp.data(), dweight.data(), dbias.data(), projection.data(), inp.data(),
+                 weight.data(), B, in, out);
+  EXPECT_TRUE(close(dinp, numeric_gradient(inp, 0.25f, loss), kLinearGradTolerance)) << "inp";
+  EXPECT_TRUE(close(dweight, numeric_gradient(weight, 0.25f, loss), kLinearGradTolerance))
+      << "weight";
+  EXPECT_TRUE(close(dbias, numeric_gradient(bias, 0.25f, loss), kLinearGradTolerance)) << "bias";
+}
+
+TEST(FiniteDifferences, Conv2d) {
+  Rng rng(7);
+  for (const Conv2dShape s : {Conv2dShape{2, 2, 7, 6, 3, 3, 1}, Conv2dShape{1, 1, 6, 6, 2, 5, 2},
+                              Conv2dShape{2, 3, 5, 7, 2, 3, 0}}) {
+    SCOPED_TRACE(describe(s));
+    Floats inp = random_floats(std::size_t(s.batch) * s.in_channels * s.height * s.width, rng);
+    Floats weight =
+        random_floats(std::size_t(s.out_channels) * s.in_channels * s.kernel * s.kernel, rng);
+    Floats bias = random_floats(s.out_channels, rng);
+    const Floats projection = random_floats(
+        std::size_t(s.batch) * s.out_channels * s.out_height() * s.out_width(), rng);
+    Floats scratch(s.scratch_floats());
+    auto loss = [&] {
+      Floats y(projection.size());
+      conv2d_forward(y.data(), inp.data(), weight.data(), bias.data(), s, scratch.data());
+      return projected(y, projection);
+    };
+    Floats dinp(inp.size()), dweight(weight.size(), 0.0f), dbias(bias.size(), 0.0f);
+    conv2d_backward(dinp.data(), dweight.data(), dbias.data(), projection.data(), inp.data(),
+                    weight.data(), s, scratch.data());
+    EXPECT_TRUE(close(dinp, numeric_gradient(inp, 0.25f, loss), kLinearGradTolerance)) << "inp";
+    EXPECT_TRUE(close(dweight, numeric_gradient(weight, 0.25f, loss), kLinearGradTolerance))
+        << "weight";
+    EXPECT_TRUE(close(dbias, numeric_gradient(bias, 0.25f, loss), kLinearGradTolerance))
+        << "bias";
+  }
+}
+
+TEST(FiniteDifferences, MaxPoolWithoutTies) {
+  Rng rng(8);
+  const int planes = 2, H = 7, W = 6;
+  // Distinct values 0.01 apart in random order: a 1e-3 step never changes a window's maximum.
+  Floats inp(planes * H * W);
+  std::iota(inp.begin(), inp.end(), 0.0f);
+  for (std::size_t i = inp.size() - 1; i > 0; --i) std::swap(inp[i], inp[rng.below(i + 1)]);
+  for (auto& x : inp) x = 0.01f * x - 0.3f;
+  const Floats projection = random_floats(planes * (H / 2) * (W / 2), rng);
+  auto loss = [&] {
+    Floats y(projection.size());
+    maxpool2x2_forward(y.data(), inp.data(), planes, H, W);
+    return projected(y, projection);
+  };
+  Floats dinp(inp.size(), NAN);
+  maxpool2x2_backward(dinp.data(), projection.data(), inp.data(), planes, H, W);
+  EXPECT_TRUE(close(dinp, numeric_gradient(inp, 1e-3f, loss), kLinearGradTolerance));
+}
+
+TEST(FiniteDifferences, AvgPool) {
+  Rng rng(9);
+  const int planes = 2, H = 5, W = 6;
+  Floats inp = random_floats(planes * H * W, rng);
+  const Floats projection = random_floats(planes * (H / 2) * (W / 2), rng);
+  auto loss = [&] {
+    Floats y(projection.size());
+    avgpool2x2_forward(y.data(), inp.data(), planes, H, W);
+    return projected(y, projection);
+  };
+  Floats dinp(inp.size(), NAN);
+  avgpool2x2_backward(dinp.data(), projection.data(), planes, H, W);
+  EXPECT_TRUE(close(dinp, numeric_gradient(inp, 0.25f, loss), kLinearGradTolerance));
+}
+
+// Element-wise activations: backward from the output, checked out of place and in place.
+void expect_activation_gradient(void (*forward)(float*, const float*, std::size_t),
+                                void (*backward)(float*, const float*, const float*, std::size_t),
+                                Floats inp, float eps, Rng& rng) {
+  const Floats projection = random_floats(inp.size(), rng);
+  auto loss = [&] {
+    Floats y(inp.size());
+    forward(y.data(), inp.data(), inp.size());
+    return projected(y, projection);
+  };
+  Floats out(inp.size());
+  forward(out.data(), inp.data(), inp.size());
+  Floats dinp(inp.size(), NAN);
+  backward(dinp.data(), projection.data(), out.data(), inp.size());
+  EXPECT_TRUE(close(dinp, numeric_gradient(inp, eps, loss), kNonlinearGradTolerance));
+
+  Floats in_place = inp;  // out == inp, then dinp == dout
+  forward(in_place.data(), in_place.data(), in_place.size());
+  EXPECT_TRUE(close(in_place, out, 0.0)) << "in-place forward";
+  Floats gradient = projection;
+  backward(gradient.data(), gradient.data(), in_place.data(), gradient.size());
+  EXPECT_TRUE(close(gradient, dinp, 0.0)) << "in-place backward";
+}
+
+TEST(FiniteDifferences, Activations) {
+  Rng rng(10);
+  Floats away_from_zero(64);
+  for (auto& x : away_from_zero) x = (rng.below(2) ? 1.0f : -1.0f) * rng.uniform(0.05f, 2.0f);
+  {
+    SCOPED_TRACE("relu");
+    expect_activation_gradient(relu_forward, relu_backward, away_from_zero, 1e-2f, rng);
+  }
+  {
+    SCOPED_TRACE("tanh");
+    expect_activation_gradient(tanh_forward, tanh_backward, random_floats(64, rng, -2.0f, 2.0f),
+                               1e-3f, rng);
+  }
+  {
+    SCOPED_TRACE("sigmoid");
+    expect_activation_gradient(sigmoid_forward, sigmoid_backward,
+                               random_floats(64, rng, -3.0f, 3.0f), 1e-3f, rng);
+  }
+}
+
+TEST(Activations, SaturateWithoutNaN) {
+  const Floats extremes = {-1e4f, -100.0f, 100.0f, 1e4f};
+  Floats out(extremes.size());
+  sigmoid_forward(out.data(), extremes.data(), extremes.size());
+  EXPECT_TRUE(close(out, Floats{0.0f, 0.0f, 1.0f, 1.0f}, 1e-6));
+  tanh_forward(out.data(), extremes.data(), extremes.size());
+  EXPECT_TRUE(close(out, Floats{-1.0f, -1.0f, 1.0f, 1.0f}, 1e-6));
+}
+
+TEST(FiniteDifferences, SoftmaxCrossEntropy) {
+  Rng rng(11);
+  const int B = 4, C = 10;
+  Floats logits = random_floats(B * C, rng, -3.0f, 3.0f);
+  const std::vector<std::uint8_t> labels = {3, 0, 9, 3};
+  Floats scratch(B * C);
+  auto loss = [&] {
+    return softmax_xent_forward_backward(scratch.data(), logits.data(), labels.data(), B, C, 1.0f);
+  };
+  Floats dlogits(B * C, NAN);
+  const double loss_sum =
+      softmax_xent_forward_backward(dlogits.data(), logits.data(), labels.data(), B, C, 1.0f);
+  EXPECT_TRUE(close(dlogits, numeric_gradient(logits, 1e-2f, loss), kNonlinearGradTolerance));
+
+  // grad_scale scales the gradient only; the returned value is always the sum of losses.
+  Floats scaled(B * C);
+  const double scaled_loss = softmax_xent_forward_backward(scaled.data(), logits.data(),
+                                                           labels.data(), B, C, 0.25f);
+  EXPECT_DOUBLE_EQ(scaled_loss, loss_sum);
+  for (auto& x : dlogits) x *= 0.25f;
+  EXPECT_TRUE(close(scaled, dlogits, 1e-6));
+
+  // Oracle for the loss itself: -log softmax in double.
+  double expected = 0.0;
+  for (int b = 0; b < B; ++b) {
+    double exp_sum = 0.0;
+    for (int c = 0; c < C; ++c) exp_sum += std::exp(double(logits[b * C + c]));
+    expected += std::log(exp_sum) - double(logits[b * C + labels[b]]);
+  }
+  EXPECT_NEAR(loss_sum, expected, 1e-5 * expected);
+}
+
+TEST(SoftmaxCrossEntropy, StableForLargeLogits) {
+  const Floats logits = {1e4f, 0.0f, -1e4f, 50.0f, 51.0f, 52.0f};
+  const Floats shifted = {1e4f - 52.0f, -52.0f, -1e4f - 52.0f, -2.0f, -1.0f, 0.0f};
+  const std::vector<std::uint8_t> labels = {1, 0};
+  Floats dlogits(6), dshifted(6);
+  const double loss = softmax_xent_forward_backward(dlogits.data(), logits.data(), labels.data(),
+                                                    2, 3, 1.0f);
+  EXPECT_TRUE(std::isfinite(loss));
+  // Losses 1e4 (p[label] = e^-1e4 underflows, the loss must not) and 2 + log(1 + e^-1 + e^-2).
+  const double expected = 1e4 + (std::log(1.0 + std::exp(-1.0) + std::exp(-2.0)) + 2.0);
+  EXPECT_NEAR(loss, expected, 1e-6 * expected);
+  for (float g : dlogits) EXPECT_TRUE(std::isfinite(g));
+  // Per-row shift invariance of the gradient.
+  const std::vector<std::uint8_t> shifted_labels = {1, 0};
+  softmax_xent_forward_backward(dshifted.data(), shifted.data(), shifted_labels.data(), 2, 3, 1.0f);
+  EXPECT_TRUE(close(Floats(dlogits.begin() + 3, dlogits.end()),
+                    Floats(dshifted.begin() + 3, dshifted.end()), 1e-6));
+}
+
+TEST(SoftmaxCrossEntropy, LossMatchesTrainingLossAndCountsFirstMaxima) {
+  Rng rng(12);
+  const int B = 9, C = 10;
+  Floats logits = random_floats(B * C, rng);
+  std::vector<std::uint8_t> labels(B);
+  for (auto& label : labels) label = std::uint8_t(rng.below(C));
+  // Sample 0: a tie between classes 2 and 7 -> the prediction is 2.
+  std::fill_n(logits.begin(), C, 0.0f);
+  logits[2] = logits[7] = 5.0f;
+  labels[0] = 7;
+  labels[1] = 2;
+  logits[1 * C + 2] = 9.0f;  // sample 1 is right
+
+  int expected_correct = 0;
+  for (int b = 0; b < B; ++b) {
+    const auto row = logits.begin() + b * C;
+    expected_correct += std::max_element(row, row + C) - row == labels[b] ? 1 : 0;
+  }
+  Floats dlogits(B * C);
+  const double training_loss =
+      softmax_xent_forward_backward(dlogits.data(), logits.data(), labels.data(), B, C, 1.0f);
+  int correct = -1;
+  const double evaluation_loss = softmax_xent_loss(logits.data(), labels.data(), B, C, &correct);
+  EXPECT_NEAR(evaluation_loss, training_loss, 1e-6 * training_loss);
+  EXPECT_EQ(correct, expected_correct);
+  EXPECT_GE(correct, 1);
+}
+
+TEST(SoftmaxCrossEntropy, RejectsLabelsOutOfRange) {
+  const Floats logits(10, 0.0f);
+  const std::vector<std::uint8_t> labels = {10};
+  Floats dlogits(10);
+  EXPECT_THROW(softmax_xent_forward_backward(dlogits.data(), logits.data(), labels.data(), 1, 10,
+                                             1.0f),
+               Error);
+  EXPECT_THROW(softmax_xent_loss(logits.data(), labels.data(), 1, 10, nullptr), Error);
+}
+
+}  // namespace
+}  // namespace cnnbench
