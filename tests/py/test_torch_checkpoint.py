@@ -1,0 +1,182 @@
+#!/usr/bin/env python3
+"""PyTorch reads cnnbench checkpoints (load_state_dict(strict=True) on the reference nets) and
+cnnbench reads safetensors files written from a PyTorch state_dict (--init).
+
+Usage: test_torch_checkpoint.py --cli PATH/cnnbench --source REPO. Exits 77 (skipped) without torch.
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+
+try:
+    import numpy as np
+    import torch
+    from torch import nn
+except ImportError as error:  # the test needs Debian's python3-torch
+    print(f"skipped: cannot import torch/numpy ({error})")
+    sys.exit(SKIP)
+
+
+# --- the reference nets, as DESIGN.md defines them (attribute names = checkpoint names) ---------
+
+class FC3(nn.Module):
+    """f1 Linear 784->300, ReLU, f2 Linear 300->100, ReLU, f3 Linear 100->10."""
+
+    def __init__(self):
+        super().__init__()
+        self.f1 = nn.Linear(784, 300)
+        self.f2 = nn.Linear(300, 100)
+        self.f3 = nn.Linear(100, 10)
+
+    def forward(self, x):  # x is (N,1,28,28)
+        x = torch.flatten(x, 1)
+        x = torch.relu(self.f1(x))
+        x = torch.relu(self.f2(x))
+        return self.f3(x)
+
+
+class LeNet5(nn.Module):
+    """c1 Conv 1->6 5x5 pad 2, ReLU, MaxPool 2; c2 Conv 6->16 5x5, ReLU, MaxPool 2;
+    flatten (C,H,W) -> 400; f1 400->120, ReLU; f2 120->84, ReLU; f3 84->10."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.c2 = nn.Conv2d(6, 16, 5)
+        self.f1 = nn.Linear(400, 120)
+        self.f2 = nn.Linear(120, 84)
+        self.f3 = nn.Linear(84, 10)
+
+    def forward(self, x):  # x is (N,1,28,28)
+        x = nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
+        x = nn.functional.max_pool2d(torch.relu(self.c2(x)), 2)
+        x = torch.flatten(x, 1)
+        x = torch.relu(self.f1(x))
+        x = torch.relu(self.f2(x))
+        return self.f3(x)
+
+
+def build_net(model):
+    """The PyTorch twin of cnnbench's --model fc3|lenet5."""
+    return {"fc3": FC3, "lenet5": LeNet5}[model]()
+
+
+# --- a minimal safetensors reader/writer (F32 only), so the `safetensors` package is optional ---
+
+def read_safetensors(path):
+    """Returns ({name: float32 ndarray}, metadata dict)."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    (header_length,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + header_length])
+    metadata = header.pop("__metadata__", {})
+    data = blob[8 + header_length:]
+    tensors = {}
+    for name, info in header.items():
+        assert info["dtype"] == "F32", f"{name}: dtype {info['dtype']}"
+        begin, end = info["data_offsets"]
+        tensors[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(info["shape"]).copy()
+    return tensors, metadata
+
+
+def write_safetensors(path, tensors):
+    """Writes {name: float32 ndarray} the way safetensors.torch.save_file lays it out."""
+    header, chunks, offset = {}, [], 0
+    for name in sorted(tensors):
+        raw = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
+
+
+def run_cli(cli, *arguments):
+    command = [cli, "train", *arguments, "--quiet"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed ({result.returncode}):\n"
+                             f"{result.stdout}{result.stderr}")
+
+
+def check_torch_loads_our_checkpoint(cli, model, folder):
+    path = os.path.join(folder, f"{model}.safetensors")
+    run_cli(cli, "--model", model, "--synthetic", "256", "--steps", "2", "--batch", "16",
+            "--seed", "3", "--save", path)
+    tensors, metadata = read_safetensors(path)
+    assert metadata.get("format") == "cnnbench-checkpoint-1", metadata
+    assert metadata.get("model") == model, metadata
+
+    net = build_net(model)
+    state = {k: torch.from_numpy(v) for k, v in tensors.items() if not k.startswith("momentum.")}
+    net.load_state_dict(state, strict=True)  # raises on any missing/extra name or wrong shape
+    momentum = {k[len("momentum."):] for k in tensors if k.startswith("momentum.")}
+    assert momentum == set(net.state_dict()), f"momentum tensors {sorted(momentum)}"
+    # After two SGD steps with momentum the buffers are non-zero.
+    assert any(np.abs(tensors["momentum." + k]).max() > 0 for k in momentum)
+
+    try:
+        from safetensors.torch import load_file
+    except ImportError:
+        load_file = None
+    if load_file is not None:
+        reference = load_file(path)
+        for name, value in tensors.items():
+            assert torch.equal(reference[name], torch.from_numpy(value)), name
+
+    with torch.no_grad():
+        logits = net(torch.rand(4, 1, 28, 28))
+    assert logits.shape == (4, 10) and torch.isfinite(logits).all()
+    print(f"{model}: PyTorch loaded {len(state)} parameter tensors (strict), "
+          f"{len(momentum)} momentum tensors present")
+
+
+def check_we_load_torch_weights(cli, model, folder):
+    torch.manual_seed(11)
+    net = build_net(model)
+    weights = {k: v.detach().numpy() for k, v in net.state_dict().items()}
+    source = os.path.join(folder, f"torch-{model}.safetensors")
+    write_safetensors(source, weights)
+    saved = os.path.join(folder, f"roundtrip-{model}.safetensors")
+    run_cli(cli, "--model", model, "--synthetic", "64", "--steps", "0", "--init", source,
+            "--save", saved)
+    tensors, _ = read_safetensors(saved)
+    for name, value in weights.items():
+        if not np.array_equal(tensors[name], value):
+            diff = np.abs(tensors[name] - value).max()
+            raise AssertionError(f"{model}: {name} changed on the way through cnnbench "
+                                 f"(max |diff| = {diff})")
+    print(f"{model}: cnnbench loaded a PyTorch state_dict and saved it back bit-exact")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--cli", required=True)
+    parser.add_argument("--source", required=True)
+    args = parser.parse_args()
+    if not os.access(args.cli, os.X_OK):
+        print(f"FAILED: the cnnbench binary {args.cli} is missing")
+        return 1
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="cnnbench-torch-") as folder:
+        for model in ("fc3", "lenet5"):
+            for check in (check_torch_loads_our_checkpoint, check_we_load_torch_weights):
+                try:
+                    check(args.cli, model, folder)
+                except Exception as error:  # report every failing check, then fail
+                    failures += 1
+                    print(f"FAILED {check.__name__}({model}): {error}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

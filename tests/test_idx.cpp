@@ -1,0 +1,303 @@
+// IDX reading and MNIST loading: valid files round-trip; every kind of corrupt file is rejected
+// with the file name and the byte offset of the problem.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/data.hpp"
+
+namespace cnnbench {
+namespace {
+
+using Bytes = std::vector<std::uint8_t>;
+
+// A fresh folder per test, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::temp_directory_path() /
+            ("cnnbench-test-idx-" + std::to_string(::getpid()) + "-" + info->name());
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+void write_bytes(const std::filesystem::path& file, const Bytes& bytes) {
+  std::ofstream out(file, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+}
+
+void append_be32(Bytes& bytes, std::uint32_t value) {
+  for (int shift = 24; shift >= 0; shift -= 8)
+    bytes.push_back(static_cast<std::uint8_t>(value >> shift));
+}
+
+Bytes idx_header(std::vector<std::uint32_t> dims) {
+  Bytes bytes = {0x00, 0x00, 0x08, static_cast<std::uint8_t>(dims.size())};
+  for (auto d : dims) append_be32(bytes, d);
+  return bytes;
+}
+
+// Header + prod(dims) bytes of a recognisable pattern.
+Bytes idx_file(std::vector<std::uint32_t> dims) {
+  Bytes bytes = idx_header(dims);
+  std::size_t count = 1;
+  for (auto d : dims) count *= d;
+  for (std::size_t i = 0; i < count; ++i)
+    bytes.push_back(static_cast<std::uint8_t>((i * 37 + 11) % 251));
+  return bytes;
+}
+
+bool have_gzip() { return std::system("gzip --version >/dev/null 2>&1") == 0; }
+
+void gzip_file(const std::filesystem::path& file) {
+  const std::string command = "gzip -f '" + file.string() + "'";
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+}
+
+TEST(ReadIdx, ValidFilesRoundTrip) {
+  TempDir dir;
+  for (const std::vector<std::uint32_t>& dims :
+       {std::vector<std::uint32_t>{5}, std::vector<std::uint32_t>{3, 28, 28},
+        std::vector<std::uint32_t>{2, 3, 4, 5}}) {
+    const auto file = dir.path() / "valid";
+    const Bytes bytes = idx_file(dims);
+    write_bytes(file, bytes);
+    const IdxArray array = read_idx(file, static_cast<int>(dims.size()));
+    EXPECT_EQ(array.dims, dims);
+    const Bytes data(bytes.begin() + 4 + 4 * static_cast<std::ptrdiff_t>(dims.size()), bytes.end());
+    EXPECT_EQ(array.data, data);
+  }
+}
+
+struct CorruptCase {
+  std::string name;
+  Bytes bytes;
+  int rank;
+  std::uint64_t offset;
+  std::string message_part;
+};
+
+std::vector<CorruptCase> corrupt_cases() {
+  std::vector<CorruptCase> cases;
+  const Bytes valid = idx_file({2, 4, 4});  // 16-byte header + 32 bytes
+  for (int i = 0; i < 2; ++i) {
+    Bytes b = valid;
+    b[static_cast<std::size_t>(i)] = 0x01;
+    cases.push_back(
+        {"magic byte " + std::to_string(i), b, 3, static_cast<std::uint64_t>(i), "0x01"});
+  }
+  {
+    Bytes b = valid;
+    b[2] = 0x0d;
+    cases.push_back({"type float", b, 3, 2, "expected type 0x08 (unsigned byte), found 0x0d"});
+  }
+  cases.push_back({"wrong rank", idx_file({4}), 3, 3, "expected rank 3, found rank 1"});
+  cases.push_back({"zero dimension", idx_file({2, 0, 4}), 3, 8, "found 0"});
+  cases.push_back({"empty file", {}, 3, 0, "end of file"});
+  cases.push_back({"truncated magic", {0x00, 0x00}, 3, 2, "end of file"});
+  cases.push_back(
+      {"truncated header", Bytes(valid.begin(), valid.begin() + 10), 3, 10, "end of file"});
+  cases.push_back({"truncated data", Bytes(valid.begin(), valid.end() - 1), 3, 47, "48 bytes"});
+  {
+    Bytes b = valid;
+    b.insert(b.end(), {1, 2, 3});
+    cases.push_back({"extra bytes", b, 3, 48, "3 extra bytes"});
+  }
+  {
+    // 65536 x 65536 x 1 claims 4 GiB of data in a 20-byte file.
+    Bytes b = idx_header({65536, 65536, 1});
+    b.insert(b.end(), {1, 2, 3, 4});
+    cases.push_back({"huge dims", b, 3, 20, "4294967312 bytes"});
+  }
+  {
+    Bytes b = idx_header({0xffffffffu, 0xffffffffu, 0xffffffffu});
+    b.insert(b.end(), {1, 2, 3, 4});
+    cases.push_back({"dims overflow 64 bits", b, 3, 20, "more than 2^64 bytes"});
+  }
+  return cases;
+}
+
+TEST(ReadIdx, CorruptFilesNameFileAndOffset) {
+  TempDir dir;
+  for (const CorruptCase& c : corrupt_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto file = dir.path() / "train-images-idx3-ubyte";
+    write_bytes(file, c.bytes);
+    try {
+      read_idx(file, c.rank);
+      ADD_FAILURE() << "accepted a file with " << c.name;
+    } catch (const FormatError& e) {
+      const std::string message = e.what();
+      EXPECT_EQ(e.offset(), c.offset) << message;
+      EXPECT_EQ(e.file(), file);
+      EXPECT_NE(
+          message.find(file.string() + ": at byte " + std::to_string(c.offset) + ": expected "),
+          std::string::npos)
+          << message;
+      EXPECT_NE(message.find(c.message_part), std::string::npos) << message;
+    }
+  }
+}
+
+TEST(ReadIdx, MissingFileIsAnError) {
+  TempDir dir;
+  EXPECT_THROW(read_idx(dir.path() / "absent", 1), Error);
+}
+
+TEST(ReadIdx, GzipFilesRoundTripAndAreValidated) {
+  if (!have_gzip()) GTEST_SKIP() << "gzip is not installed";
+  TempDir dir;
+  const auto file = dir.path() / "t10k-images-idx3-ubyte";
+  const Bytes bytes = idx_file({3, 28, 28});
+  write_bytes(file, bytes);
+  gzip_file(file);
+  const IdxArray array = read_idx(dir.path() / "t10k-images-idx3-ubyte.gz", 3);
+  EXPECT_EQ(array.dims, (std::vector<std::uint32_t>{3, 28, 28}));
+  EXPECT_EQ(array.data, Bytes(bytes.begin() + 16, bytes.end()));
+
+  for (const CorruptCase& c : corrupt_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto corrupt = dir.path() / "corrupt";
+    const auto compressed = dir.path() / "corrupt.gz";
+    write_bytes(corrupt, c.bytes);
+    gzip_file(corrupt);
+    try {
+      read_idx(compressed, c.rank);
+      ADD_FAILURE() << "accepted a compressed file with " << c.name;
+    } catch (const FormatError& e) {
+      EXPECT_EQ(e.file(), compressed);
+      // Offsets count decompressed bytes; a stream cannot know its size before reading it, so
+      // short data is reported where it ended.
+      EXPECT_NE(std::string(e.what()).find(compressed.string()), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(ReadIdx, CorruptGzipIsAnError) {
+  if (!have_gzip()) GTEST_SKIP() << "gzip is not installed";
+  TempDir dir;
+  const auto file = dir.path() / "labels";
+  write_bytes(file, idx_file({5000}));
+  gzip_file(file);
+  const auto compressed = dir.path() / "labels.gz";
+  const auto size = std::filesystem::file_size(compressed);
+  std::filesystem::resize_file(compressed, size / 2);
+  try {
+    read_idx(compressed, 1);
+    ADD_FAILURE() << "accepted a truncated .gz file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(compressed.string()), std::string::npos) << e.what();
+  }
+}
+
+// A small MNIST-shaped folder: n images of 28x28 and n labels.
+void write_mnist(const std::filesystem::path& dir, const std::string& prefix, Bytes labels,
+                 std::uint32_t rows = 28) {
+  write_bytes(dir / (prefix + "-images-idx3-ubyte"),
+              idx_file({static_cast<std::uint32_t>(labels.size()), rows, 28}));
+  Bytes label_file = idx_header({static_cast<std::uint32_t>(labels.size())});
+  label_file.insert(label_file.end(), labels.begin(), labels.end());
+  write_bytes(dir / (prefix + "-labels-idx1-ubyte"), label_file);
+}
+
+TEST(LoadMnist, ReadsBothSplits) {
+  TempDir dir;
+  write_mnist(dir.path(), "train", {3, 1, 4, 1, 5});
+  write_mnist(dir.path(), "t10k", {9, 2});
+  const Dataset train = load_mnist(dir.path(), Split::train);
+  EXPECT_EQ(train.count, 5u);
+  EXPECT_EQ(train.labels, (Bytes{3, 1, 4, 1, 5}));
+  EXPECT_EQ(train.images.size(), 5u * 28 * 28);
+  const Bytes expected_images = idx_file({5, 28, 28});
+  EXPECT_EQ(train.images, Bytes(expected_images.begin() + 16, expected_images.end()));
+  EXPECT_NE(train.source.find("train-images-idx3-ubyte"), std::string::npos);
+  const Dataset test = load_mnist(dir.path(), Split::test);
+  EXPECT_EQ(test.count, 2u);
+  EXPECT_EQ(test.labels, (Bytes{9, 2}));
+}
+
+TEST(LoadMnist, LabelAboveNineNamesFileAndOffset) {
+  TempDir dir;
+  write_mnist(dir.path(), "train", {3, 1, 4, 10, 5});
+  try {
+    load_mnist(dir.path(), Split::train);
+    ADD_FAILURE() << "accepted label 10";
+  } catch (const FormatError& e) {
+    EXPECT_EQ(e.file(), dir.path() / "train-labels-idx1-ubyte");
+    EXPECT_EQ(e.offset(), 8u + 3u);
+    EXPECT_NE(std::string(e.what()).find("found 10"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LoadMnist, RejectsMismatchedCountsAndSizes) {
+  TempDir dir;
+  write_mnist(dir.path(), "train", {1, 2, 3});
+  Bytes labels = idx_header({2});
+  labels.insert(labels.end(), {1, 2});
+  write_bytes(dir.path() / "train-labels-idx1-ubyte", labels);
+  try {
+    load_mnist(dir.path(), Split::train);
+    ADD_FAILURE() << "accepted 3 images with 2 labels";
+  } catch (const FormatError& e) {
+    EXPECT_EQ(e.file(), dir.path() / "train-labels-idx1-ubyte");
+    EXPECT_EQ(e.offset(), 4u);
+  }
+
+  write_mnist(dir.path(), "t10k", {1, 2}, 27);
+  try {
+    load_mnist(dir.path(), Split::test);
+    ADD_FAILURE() << "accepted 27x28 images";
+  } catch (const FormatError& e) {
+    EXPECT_EQ(e.file(), dir.path() / "t10k-images-idx3-ubyte");
+    EXPECT_EQ(e.offset(), 8u);
+  }
+}
+
+TEST(LoadMnist, MissingFilesSayHowToFetch) {
+  TempDir dir;
+  write_mnist(dir.path(), "train", {1, 2});
+  std::filesystem::remove(dir.path() / "train-labels-idx1-ubyte");
+  try {
+    load_mnist(dir.path(), Split::train);
+    ADD_FAILURE() << "loaded without a labels file";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("train-labels-idx1-ubyte"), std::string::npos) << message;
+    EXPECT_NE(message.find("datasets/fetch_mnist.sh"), std::string::npos) << message;
+    EXPECT_NE(message.find("--synthetic"), std::string::npos) << message;
+  }
+  try {
+    load_mnist(dir.path() / "nowhere", Split::test);
+    ADD_FAILURE() << "loaded from a missing folder";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("nowhere"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("datasets/fetch_mnist.sh"), std::string::npos) << e.what();
+  }
+}
+
+TEST(LoadMnist, ReadsGzipFiles) {
+  if (!have_gzip()) GTEST_SKIP() << "gzip is not installed";
+  TempDir dir;
+  write_mnist(dir.path(), "t10k", {7, 0, 7});
+  gzip_file(dir.path() / "t10k-images-idx3-ubyte");
+  gzip_file(dir.path() / "t10k-labels-idx1-ubyte");
+  const Dataset test = load_mnist(dir.path(), Split::test);
+  EXPECT_EQ(test.labels, (Bytes{7, 0, 7}));
+  EXPECT_NE(test.source.find(".gz"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cnnbench
