@@ -1,0 +1,171 @@
+// `cnnbench info`: what this build contains and what machine it runs on, as an aligned text
+// block or (--json) as the report's context plus the strategy list.
+#include <algorithm>
+#include <cstdint>
+#include <iostream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cnnbench/report.hpp"
+#include "cnnbench/topology.hpp"
+#include "cnnbench/train.hpp"
+#include "commands.hpp"
+
+namespace cnnbench::cli {
+
+namespace {
+
+struct InfoOptions {
+  bool json = false;
+  // Measured machine peaks (--peak) join here as one more flag.
+};
+
+constexpr int label_width = 14;
+constexpr std::size_t line_width = 96;
+
+void print_heading(std::ostream& out, const std::string& title) { out << title << "\n"; }
+
+void print_row(std::ostream& out, const std::string& label, const std::string& value) {
+  std::string padded = "  " + label;
+  padded.resize(std::max<std::size_t>(padded.size() + 1, label_width + 2), ' ');
+  out << padded << value << "\n";
+}
+
+// Items joined by `separator`, wrapped so that continuation lines line up under the first.
+void print_wrapped_row(std::ostream& out, const std::string& label,
+                       const std::vector<std::string>& items, const std::string& separator) {
+  std::string line;
+  bool first_line = true;
+  const auto flush = [&] {
+    print_row(out, first_line ? label : "", line);
+    first_line = false;
+    line.clear();
+  };
+  for (const auto& item : items) {
+    if (!line.empty() &&
+        label_width + 2 + line.size() + separator.size() + item.size() > line_width) {
+      line += separator.substr(0, separator.find_last_not_of(' ') + 1);
+      flush();
+    }
+    line += (line.empty() ? "" : separator) + item;
+  }
+  if (!line.empty() || first_line) flush();
+}
+
+std::string text_or_dash(const nlohmann::json& value) {
+  return value.is_string() && !value.get<std::string>().empty() ? value.get<std::string>() : "-";
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  if (bytes >= (1ULL << 30) && bytes % (1ULL << 30) == 0)
+    return std::to_string(bytes >> 30) + " GiB";
+  if (bytes >= (1ULL << 20) && bytes % (1ULL << 20) == 0)
+    return std::to_string(bytes >> 20) + " MiB";
+  if (bytes >= (1ULL << 10) && bytes % (1ULL << 10) == 0)
+    return std::to_string(bytes >> 10) + " KiB";
+  return std::to_string(bytes) + " B";
+}
+
+// "L1d 48 KiB x2", "L3 32 MiB x1".
+std::string describe_cache(const nlohmann::json& cache) {
+  const std::string type = cache.at("type");
+  const std::string suffix = type == "data" ? "d" : type == "instruction" ? "i" : "";
+  return "L" + std::to_string(cache.at("level").get<int>()) + suffix + " " +
+         format_bytes(cache.at("bytes").get<std::uint64_t>()) + " x" +
+         std::to_string(cache.at("count").get<int>());
+}
+
+void print_build(std::ostream& out, const nlohmann::json& build) {
+  std::string revision = build.at("git_sha").get<std::string>();
+  if (build.at("git_dirty").get<bool>()) revision += " (dirty)";
+  print_heading(out, "cnnbench " + build.at("version").get<std::string>());
+  print_row(out, "build type", text_or_dash(build.at("type")));
+  print_row(out, "compiler", text_or_dash(build.at("compiler")));
+  print_row(out, "flags", text_or_dash(build.at("flags")));
+  const std::string sanitize = build.at("sanitize");
+  print_row(out, "sanitizers", sanitize.empty() ? "none" : sanitize);
+  print_row(out, "git", revision);
+}
+
+void print_strategies(std::ostream& out) {
+  print_heading(out, "strategies");
+  for (const StrategyInfo& info : list_strategies()) {
+    print_row(out, info.name, info.available ? "yes  " + info.description : "no   " + info.reason);
+  }
+}
+
+void print_libraries(std::ostream& out, const nlohmann::json& libraries) {
+  print_heading(out, "libraries");
+  print_row(out, "OpenBLAS", text_or_dash(libraries.at("openblas")));
+  print_row(out, "hwloc", text_or_dash(libraries.at("hwloc")));
+  print_row(out, "MPI", text_or_dash(libraries.at("mpi")));
+  print_row(out, "CUDA", text_or_dash(libraries.at("cuda")));
+}
+
+void print_machine(std::ostream& out, const nlohmann::json& context) {
+  const nlohmann::json& topology = context.at("topology");
+  print_heading(out, "machine");
+  print_row(out, "host", context.at("host").get<std::string>());
+  print_row(out, "CPU", topology.at("cpu_model").get<std::string>());
+  std::ostringstream counts;
+  counts << "packages " << topology.at("packages") << ", NUMA nodes " << topology.at("numa_nodes")
+         << ", usable cores " << topology.at("cores") << ", PUs " << topology.at("pus");
+  print_row(out, "layout", counts.str());
+
+  std::vector<std::string> caches;
+  for (const auto& cache : topology.at("caches")) caches.push_back(describe_cache(cache));
+  if (caches.empty()) caches.push_back("-");
+  print_wrapped_row(out, "caches", caches, ", ");
+
+  // core:PU[,PU...], the logical core numbers that --threads and pinning use.
+  std::vector<std::string> pin_targets;
+  int core = 0;
+  for (const auto& pus : topology.at("core_pus")) {
+    std::string item = std::to_string(core++) + ":";
+    for (std::size_t i = 0; i < pus.size(); ++i) item += (i ? "," : "") + pus[i].dump();
+    pin_targets.push_back(item);
+  }
+  print_wrapped_row(out, "core:PUs", pin_targets, " ");
+  print_row(out, "discovered by", topology.at("source").get<std::string>());
+}
+
+void print_environment(std::ostream& out, const nlohmann::json& environment) {
+  if (environment.empty()) return;
+  print_heading(out, "environment");
+  // NAME=value, since variable names are longer than the label column.
+  for (const auto& variable : environment.items()) {
+    out << "  " << variable.key() << "=" << variable.value().get<std::string>() << "\n";
+  }
+}
+
+int run_info(const InfoOptions& options) {
+  // --peak adds a "peak" entry here and a section after the machine's.
+  const nlohmann::json info = {{"context", collect_context()}, {"features", build_features()}};
+  if (options.json) {
+    write_json("-", info);
+    return 0;
+  }
+  const nlohmann::json& context = info.at("context");
+  print_build(std::cout, context.at("build"));
+  print_strategies(std::cout);
+  print_libraries(std::cout, context.at("libraries"));
+  print_machine(std::cout, context);
+  print_environment(std::cout, context.at("environment"));
+  std::cout << std::flush;
+  return 0;
+}
+
+}  // namespace
+
+void add_info_command(CLI::App& root, Runner& runner) {
+  auto options = std::make_shared<InfoOptions>();
+  CLI::App* info = root.add_subcommand(
+      "info",
+      "Show the build (version, strategies, libraries) and the machine (CPU, cores, caches)");
+  info->add_flag("--json", options->json, "Print the report context and strategy list as JSON");
+  info->callback([&runner, options] { runner = [options] { return run_info(*options); }; });
+}
+
+}  // namespace cnnbench::cli

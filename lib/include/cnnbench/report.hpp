@@ -1,0 +1,38 @@
+// Run reports: the provenance context (machine, build, versions, environment), JSON writing and
+// the statistics every report uses.
+#pragma once
+
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace cnnbench {
+
+inline constexpr int report_schema_version = 1;
+
+// date, host, CPU, cores, topology summary, compiler, flags, build type, git sha + dirty,
+// library versions (OpenBLAS, hwloc, MPI, CUDA), OPENBLAS_* / OMP_* / CNNBENCH_* environment.
+nlohmann::json collect_context();
+
+// Which strategies this build has and, for those it lacks, why:
+// {"serial": {"available": true, "description": ...}, "gpu": {"available": false, "reason": ...}}.
+nlohmann::json build_features();
+
+// The CUDA runtime version ("12.4"), "" in builds without CUDA or when the runtime won't say.
+std::string cuda_version_string();
+// The MPI library's own version line ("Open MPI v4.1.6, ..."), "" in builds without MPI.
+std::string mpi_version_string();
+
+// Writes JSON (indented) to path atomically, or to stdout when path is "-".
+void write_json(const std::filesystem::path& path, const nlohmann::json& value);
+
+struct Summary {
+  double median = 0, min = 0, max = 0, mean = 0, mad = 0;  // mad = median absolute deviation
+};
+Summary summarize(std::span<const double> values);
+nlohmann::json summary_json(const Summary& s);
+
+}  // namespace cnnbench

@@ -1,0 +1,81 @@
+// The report of one `cnnbench train` run (schema: results/schema/run-report.schema.json).
+#include <algorithm>
+#include <numeric>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/report.hpp"
+#include "cnnbench/train.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+nlohmann::json config_json(const TrainConfig& config, const Dataset& train) {
+  return {
+      {"model", model_name(config.model)},
+      {"strategy", config.strategy},
+      {"batch", config.batch},
+      {"lr", config.sgd.lr},
+      {"momentum", config.sgd.momentum},
+      {"weight_decay", config.sgd.weight_decay},
+      {"seed", config.seed},
+      {"shuffle", config.shuffle},
+      {"steps", config.steps},
+      {"epochs", config.steps >= 0 ? nlohmann::json(nullptr) : nlohmann::json(config.epochs)},
+      {"threads", config.threads},
+      {"pin", config.pin},
+      {"options", config.options},
+      {"data", {{"source", train.source}, {"train_samples", train.count}}},
+  };
+}
+
+// Mean loss of the last min(100, n) steps: one number that is not the noise of a single batch.
+double final_loss(const std::vector<double>& losses) {
+  if (losses.empty()) return 0;
+  const std::size_t n = std::min<std::size_t>(100, losses.size());
+  return std::accumulate(losses.end() - static_cast<std::ptrdiff_t>(n), losses.end(), 0.0) /
+         static_cast<double>(n);
+}
+
+}  // namespace
+
+nlohmann::json make_run_report(const TrainConfig& config, const Dataset& train,
+                               const RunResult& result) {
+  const ModelSpec& spec = model_spec(config.model);
+  const double images = static_cast<double>(result.steps_run) * config.batch;
+  nlohmann::json metrics = {
+      {"images_per_s", result.images_per_s},
+      {"train_seconds", result.train_seconds},
+      {"steps", result.steps_run},
+      {"images", images},
+      {"global_step", result.progress.global_step},
+      {"final_loss", final_loss(result.step_losses)},
+      {"gflops", result.images_per_s * spec.train_flops_per_image / 1e9},
+      {"train_flops_per_image", spec.train_flops_per_image},
+      {"peak_rss_bytes", peak_rss_bytes()},
+      {"interrupted", result.interrupted},
+  };
+  if (result.test) {
+    metrics["test_accuracy"] = result.test->accuracy;
+    metrics["test_loss"] = result.test->loss;
+    metrics["test_samples"] = result.test->count;
+  }
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& e : result.epochs) {
+    epochs.push_back({{"epoch", e.epoch}, {"steps", e.steps}, {"mean_loss", e.mean_loss},
+                      {"seconds", e.seconds}});
+  }
+  return {
+      {"schema_version", report_schema_version},
+      {"kind", "run"},
+      {"context", collect_context()},
+      {"config", config_json(config, train)},
+      {"metrics", metrics},
+      {"epochs", epochs},
+      {"loss_curve", result.step_losses},
+      {"pin_map", pin_map_json(result.pins)},
+      {"strategy_metrics", result.strategy_metrics},
+  };
+}
+
+}  // namespace cnnbench
