@@ -1,0 +1,98 @@
+// FC-3 and LeNet-5: one flat parameter buffer (plus gradients and momentum of the same layout)
+// with named views whose names and shapes are PyTorch's (f1.weight is (out, in), ...).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cnnbench/core.hpp"
+
+namespace cnnbench {
+
+enum class ModelKind { fc3, lenet5 };
+
+ModelKind parse_model(std::string_view name);  // Error naming the unknown model
+const char* model_name(ModelKind kind);
+
+struct ParamTensor {
+  std::string name;                 // "c1.weight", ... as in PyTorch's state_dict
+  std::vector<std::int64_t> shape;  // PyTorch's shape
+  std::size_t offset = 0;           // into the flat buffer, in floats
+  std::size_t count = 0;
+  int fan_in = 0;                   // for the U(-1/sqrt(fan_in), 1/sqrt(fan_in)) init
+};
+
+struct ModelSpec {
+  ModelKind kind = ModelKind::fc3;
+  std::vector<ParamTensor> tensors;  // state_dict order
+  std::size_t param_count = 0;
+  int input_size = 28 * 28;
+  int classes = 10;
+  double train_flops_per_image = 0;    // forward + backward (no input gradient for layer 1)
+  double forward_flops_per_image = 0;
+  const ParamTensor& tensor(std::string_view name) const;  // Error when absent
+};
+const ModelSpec& model_spec(ModelKind kind);
+
+// A model's state: parameters, their gradients and the SGD momentum, each one flat buffer.
+struct Model {
+  explicit Model(ModelKind kind);
+  ModelKind kind;
+  aligned_vector<float> params;
+  aligned_vector<float> grads;
+  aligned_vector<float> momentum;
+  const ModelSpec& spec() const { return model_spec(kind); }
+  std::span<float> param(std::string_view name);
+  std::span<const float> param(std::string_view name) const;
+};
+
+// PyTorch's default init ranges from the project's RNG: tensors in state_dict order, each filled
+// element by element with U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+void init_params(std::span<float> params, ModelKind kind, std::uint64_t seed);
+
+// Activations and scratch for batches of up to max_batch samples; one per thread.
+class Workspace {
+ public:
+  Workspace(ModelKind kind, int max_batch);
+  ~Workspace();
+  Workspace(Workspace&&) noexcept;
+  Workspace& operator=(Workspace&&) noexcept;
+  int max_batch() const;
+  struct Buffers;
+  Buffers& buffers() { return *buffers_; }
+
+ private:
+  std::unique_ptr<Buffers> buffers_;
+};
+
+// Forward + backward of n samples x (n,1,28,28) with labels y. Gradients are *added* into grads
+// (same layout as params) scaled by grad_scale (1/global_batch); returns the sum of the n losses.
+double forward_backward(ModelKind kind, const float* params, float* grads, const float* x,
+                        const std::uint8_t* y, int n, float grad_scale, Workspace& ws);
+// The same, announcing each layer's gradients as soon as backward has finished them (for
+// overlapping communication with compute): ready(first, last) means the tensors with indices
+// [first, last] of model_spec(kind).tensors are final. Layers finish in reverse order (f3 first).
+using GradientReady = std::function<void(int first_tensor, int last_tensor)>;
+double forward_backward(ModelKind kind, const float* params, float* grads, const float* x,
+                        const std::uint8_t* y, int n, float grad_scale, Workspace& ws,
+                        const GradientReady& ready);
+// Forward only: logits (n,10).
+void forward_logits(ModelKind kind, const float* params, const float* x, int n, float* logits,
+                    Workspace& ws);
+
+// PyTorch's SGD: g += wd*p; v = mu*v + g; p -= lr*v (no dampening, no Nesterov).
+struct SgdConfig {
+  float lr = 0.01f;
+  float momentum = 0.9f;
+  float weight_decay = 0.0f;
+};
+void sgd_step(float* params, const float* grads, float* momentum, std::size_t n,
+              const SgdConfig& config);
+
+}  // namespace cnnbench

@@ -1,0 +1,189 @@
+// Whole-model forward and backward of FC-3 and LeNet-5 on one batch, written out layer by layer
+// from the functions of layers.hpp. This is the serial reference every strategy is checked against.
+#include <algorithm>
+#include <cstring>
+
+#include "cnnbench/layers.hpp"
+#include "cnnbench/models.hpp"
+
+namespace cnnbench {
+
+namespace {
+constexpr int classes = 10;
+
+// LeNet-5's convolutions: c1 (B,1,28,28) -> (B,6,28,28) pad 2; c2 (B,6,14,14) -> (B,16,10,10).
+Conv2dShape c1_shape(int n) { return {n, 1, 28, 28, 6, 5, 2}; }
+Conv2dShape c2_shape(int n) { return {n, 6, 14, 14, 16, 5, 0}; }
+}  // namespace
+
+// Activations (forward) and their gradients (backward) for up to max_batch samples.
+struct Workspace::Buffers {
+  int max_batch = 0;
+  // FC-3: h1 (B,300), h2 (B,100); LeNet-5: a1 (B,6,28,28), p1 (B,6,14,14), a2 (B,16,10,10),
+  // p2 (B,400), h1 (B,120), h2 (B,84). logits (B,10) for both.
+  aligned_vector<float> a1, p1, a2, p2, h1, h2, logits;
+  aligned_vector<float> da1, dp1, da2, dp2, dh1, dh2, dlogits;
+  aligned_vector<float> conv_scratch;
+};
+
+Workspace::Workspace(ModelKind kind, int max_batch) : buffers_(std::make_unique<Buffers>()) {
+  CNNBENCH_CHECK(max_batch > 0, "workspace batch must be positive");
+  Buffers& b = *buffers_;
+  b.max_batch = max_batch;
+  const auto n = static_cast<std::size_t>(max_batch);
+  auto both = [n](aligned_vector<float>& value, aligned_vector<float>& grad, std::size_t per) {
+    value.assign(n * per, 0.0f);
+    grad.assign(n * per, 0.0f);
+  };
+  if (kind == ModelKind::fc3) {
+    both(b.h1, b.dh1, 300);
+    both(b.h2, b.dh2, 100);
+  } else {
+    both(b.a1, b.da1, 6 * 28 * 28);
+    both(b.p1, b.dp1, 6 * 14 * 14);
+    both(b.a2, b.da2, 16 * 10 * 10);
+    both(b.p2, b.dp2, 400);
+    both(b.h1, b.dh1, 120);
+    both(b.h2, b.dh2, 84);
+    b.conv_scratch.assign(std::max(c1_shape(max_batch).scratch_floats(),
+                                   c2_shape(max_batch).scratch_floats()),
+                          0.0f);
+  }
+  both(b.logits, b.dlogits, classes);
+}
+
+Workspace::~Workspace() = default;
+Workspace::Workspace(Workspace&&) noexcept = default;
+Workspace& Workspace::operator=(Workspace&&) noexcept = default;
+int Workspace::max_batch() const { return buffers_->max_batch; }
+
+namespace {
+
+// Named pointers into a flat buffer (parameters or gradients), in state_dict order.
+struct Fc3View {
+  float *f1w, *f1b, *f2w, *f2b, *f3w, *f3b;
+};
+struct Lenet5View {
+  float *c1w, *c1b, *c2w, *c2b, *f1w, *f1b, *f2w, *f2b, *f3w, *f3b;
+};
+
+// Pointer to tensor i (state_dict order) of a flat buffer.
+float* tensor_at(ModelKind kind, const float* flat, int i) {
+  return const_cast<float*>(flat) + model_spec(kind).tensors[static_cast<std::size_t>(i)].offset;
+}
+
+Fc3View fc3_view(const float* flat) {
+  auto at = [flat](int i) { return tensor_at(ModelKind::fc3, flat, i); };
+  return {at(0), at(1), at(2), at(3), at(4), at(5)};
+}
+
+Lenet5View lenet5_view(const float* flat) {
+  auto at = [flat](int i) { return tensor_at(ModelKind::lenet5, flat, i); };
+  return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9)};
+}
+
+void check_batch(const Workspace& ws, int n) {
+  CNNBENCH_CHECK(n > 0 && n <= ws.max_batch(), "batch of " + std::to_string(n) +
+                                                   " samples exceeds the workspace's " +
+                                                   std::to_string(ws.max_batch()));
+}
+
+void fc3_forward(const Fc3View& p, const float* x, int n, Workspace::Buffers& b) {
+  dense_forward(b.h1.data(), x, p.f1w, p.f1b, n, 784, 300);
+  relu_forward(b.h1.data(), b.h1.data(), std::size_t(n) * 300);
+  dense_forward(b.h2.data(), b.h1.data(), p.f2w, p.f2b, n, 300, 100);
+  relu_forward(b.h2.data(), b.h2.data(), std::size_t(n) * 100);
+  dense_forward(b.logits.data(), b.h2.data(), p.f3w, p.f3b, n, 100, classes);
+}
+
+void fc3_backward(const Fc3View& p, const Fc3View& g, const float* x, int n,
+                  Workspace::Buffers& b, const GradientReady& ready) {
+  dense_backward(b.dh2.data(), g.f3w, g.f3b, b.dlogits.data(), b.h2.data(), p.f3w, n, 100, classes);
+  if (ready) ready(4, 5);
+  relu_backward(b.dh2.data(), b.dh2.data(), b.h2.data(), std::size_t(n) * 100);
+  dense_backward(b.dh1.data(), g.f2w, g.f2b, b.dh2.data(), b.h1.data(), p.f2w, n, 300, 100);
+  if (ready) ready(2, 3);
+  relu_backward(b.dh1.data(), b.dh1.data(), b.h1.data(), std::size_t(n) * 300);
+  dense_backward(nullptr, g.f1w, g.f1b, b.dh1.data(), x, p.f1w, n, 784, 300);
+  if (ready) ready(0, 1);
+}
+
+void lenet5_forward(const Lenet5View& p, const float* x, int n, Workspace::Buffers& b) {
+  float* scratch = b.conv_scratch.data();
+  conv2d_forward(b.a1.data(), x, p.c1w, p.c1b, c1_shape(n), scratch);
+  relu_forward(b.a1.data(), b.a1.data(), std::size_t(n) * 6 * 28 * 28);
+  maxpool2x2_forward(b.p1.data(), b.a1.data(), n * 6, 28, 28);
+  conv2d_forward(b.a2.data(), b.p1.data(), p.c2w, p.c2b, c2_shape(n), scratch);
+  relu_forward(b.a2.data(), b.a2.data(), std::size_t(n) * 16 * 10 * 10);
+  maxpool2x2_forward(b.p2.data(), b.a2.data(), n * 16, 10, 10);  // (B,16,5,5) = flatten (B,400)
+  dense_forward(b.h1.data(), b.p2.data(), p.f1w, p.f1b, n, 400, 120);
+  relu_forward(b.h1.data(), b.h1.data(), std::size_t(n) * 120);
+  dense_forward(b.h2.data(), b.h1.data(), p.f2w, p.f2b, n, 120, 84);
+  relu_forward(b.h2.data(), b.h2.data(), std::size_t(n) * 84);
+  dense_forward(b.logits.data(), b.h2.data(), p.f3w, p.f3b, n, 84, classes);
+}
+
+void lenet5_backward(const Lenet5View& p, const Lenet5View& g, const float* x, int n,
+                     Workspace::Buffers& b, const GradientReady& ready) {
+  float* scratch = b.conv_scratch.data();
+  dense_backward(b.dh2.data(), g.f3w, g.f3b, b.dlogits.data(), b.h2.data(), p.f3w, n, 84, classes);
+  if (ready) ready(8, 9);
+  relu_backward(b.dh2.data(), b.dh2.data(), b.h2.data(), std::size_t(n) * 84);
+  dense_backward(b.dh1.data(), g.f2w, g.f2b, b.dh2.data(), b.h1.data(), p.f2w, n, 120, 84);
+  if (ready) ready(6, 7);
+  relu_backward(b.dh1.data(), b.dh1.data(), b.h1.data(), std::size_t(n) * 120);
+  dense_backward(b.dp2.data(), g.f1w, g.f1b, b.dh1.data(), b.p2.data(), p.f1w, n, 400, 120);
+  if (ready) ready(4, 5);
+  maxpool2x2_backward(b.da2.data(), b.dp2.data(), b.a2.data(), n * 16, 10, 10);
+  relu_backward(b.da2.data(), b.da2.data(), b.a2.data(), std::size_t(n) * 16 * 10 * 10);
+  conv2d_backward(b.dp1.data(), g.c2w, g.c2b, b.da2.data(), b.p1.data(), p.c2w, c2_shape(n),
+                  scratch);
+  if (ready) ready(2, 3);
+  maxpool2x2_backward(b.da1.data(), b.dp1.data(), b.a1.data(), n * 6, 28, 28);
+  relu_backward(b.da1.data(), b.da1.data(), b.a1.data(), std::size_t(n) * 6 * 28 * 28);
+  conv2d_backward(nullptr, g.c1w, g.c1b, b.da1.data(), x, p.c1w, c1_shape(n), scratch);
+  if (ready) ready(0, 1);
+}
+
+}  // namespace
+
+double forward_backward(ModelKind kind, const float* params, float* grads, const float* x,
+                        const std::uint8_t* y, int n, float grad_scale, Workspace& ws,
+                        const GradientReady& ready) {
+  check_batch(ws, n);
+  Workspace::Buffers& b = ws.buffers();
+  double loss_sum = 0;
+  if (kind == ModelKind::fc3) {
+    const auto p = fc3_view(params);
+    fc3_forward(p, x, n, b);
+    loss_sum = softmax_xent_forward_backward(b.dlogits.data(), b.logits.data(), y, n, classes,
+                                             grad_scale);
+    fc3_backward(p, fc3_view(grads), x, n, b, ready);
+  } else {
+    const auto p = lenet5_view(params);
+    lenet5_forward(p, x, n, b);
+    loss_sum = softmax_xent_forward_backward(b.dlogits.data(), b.logits.data(), y, n, classes,
+                                             grad_scale);
+    lenet5_backward(p, lenet5_view(grads), x, n, b, ready);
+  }
+  return loss_sum;
+}
+
+double forward_backward(ModelKind kind, const float* params, float* grads, const float* x,
+                        const std::uint8_t* y, int n, float grad_scale, Workspace& ws) {
+  return forward_backward(kind, params, grads, x, y, n, grad_scale, ws, GradientReady{});
+}
+
+void forward_logits(ModelKind kind, const float* params, const float* x, int n, float* logits,
+                    Workspace& ws) {
+  check_batch(ws, n);
+  Workspace::Buffers& b = ws.buffers();
+  if (kind == ModelKind::fc3) {
+    fc3_forward(fc3_view(params), x, n, b);
+  } else {
+    lenet5_forward(lenet5_view(params), x, n, b);
+  }
+  std::memcpy(logits, b.logits.data(), sizeof(float) * std::size_t(n) * classes);
+}
+
+}  // namespace cnnbench

@@ -1,0 +1,124 @@
+// Parameter layouts of FC-3 and LeNet-5 (PyTorch's names, shapes and state_dict order), the flat
+// buffers, PyTorch-style initialisation and the SGD update.
+#include <cmath>
+
+#include "cnnbench/models.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+struct LayerShape {
+  std::string name;
+  std::vector<std::int64_t> weight_shape;  // bias shape is weight_shape[0]
+};
+
+ModelSpec build_spec(ModelKind kind, const std::vector<LayerShape>& layers, double train_flops,
+                     double forward_flops) {
+  ModelSpec spec;
+  spec.kind = kind;
+  for (const auto& layer : layers) {
+    std::int64_t fan_in = 1;
+    for (std::size_t d = 1; d < layer.weight_shape.size(); ++d) fan_in *= layer.weight_shape[d];
+    const std::int64_t out = layer.weight_shape[0];
+    for (const bool is_weight : {true, false}) {
+      ParamTensor t;
+      t.name = layer.name + (is_weight ? ".weight" : ".bias");
+      t.shape = is_weight ? layer.weight_shape : std::vector<std::int64_t>{out};
+      t.count = static_cast<std::size_t>(is_weight ? out * fan_in : out);
+      t.offset = spec.param_count;
+      t.fan_in = static_cast<int>(fan_in);
+      spec.param_count += t.count;
+      spec.tensors.push_back(std::move(t));
+    }
+  }
+  spec.train_flops_per_image = train_flops;
+  spec.forward_flops_per_image = forward_flops;
+  return spec;
+}
+
+// Multiply-adds counted as 2 FLOPs; backward = weight gradient + input gradient, except that the
+// first layer needs no input gradient. Element-wise work is not counted.
+double dense_flops(int in, int out) { return 2.0 * in * out; }
+double conv_flops(int c, int k, int r, int ho, int wo) { return 2.0 * c * k * r * r * ho * wo; }
+
+ModelSpec make_fc3_spec() {
+  const double f1 = dense_flops(784, 300), f2 = dense_flops(300, 100), f3 = dense_flops(100, 10);
+  return build_spec(ModelKind::fc3,
+                    {{"f1", {300, 784}}, {"f2", {100, 300}}, {"f3", {10, 100}}},
+                    f1 * 2 + f2 * 3 + f3 * 3, f1 + f2 + f3);
+}
+
+ModelSpec make_lenet5_spec() {
+  const double c1 = conv_flops(1, 6, 5, 28, 28), c2 = conv_flops(6, 16, 5, 10, 10);
+  const double f1 = dense_flops(400, 120), f2 = dense_flops(120, 84), f3 = dense_flops(84, 10);
+  return build_spec(ModelKind::lenet5,
+                    {{"c1", {6, 1, 5, 5}},
+                     {"c2", {16, 6, 5, 5}},
+                     {"f1", {120, 400}},
+                     {"f2", {84, 120}},
+                     {"f3", {10, 84}}},
+                    c1 * 2 + (c2 + f1 + f2 + f3) * 3, c1 + c2 + f1 + f2 + f3);
+}
+
+}  // namespace
+
+ModelKind parse_model(std::string_view name) {
+  if (name == "fc3") return ModelKind::fc3;
+  if (name == "lenet5") return ModelKind::lenet5;
+  fail("unknown model '" + std::string(name) + "' (expected fc3 or lenet5)");
+}
+
+const char* model_name(ModelKind kind) { return kind == ModelKind::fc3 ? "fc3" : "lenet5"; }
+
+const ParamTensor& ModelSpec::tensor(std::string_view name) const {
+  for (const auto& t : tensors) {
+    if (t.name == name) return t;
+  }
+  fail(std::string("model ") + model_name(kind) + " has no tensor '" + std::string(name) + "'");
+}
+
+const ModelSpec& model_spec(ModelKind kind) {
+  static const ModelSpec fc3 = make_fc3_spec();
+  static const ModelSpec lenet5 = make_lenet5_spec();
+  return kind == ModelKind::fc3 ? fc3 : lenet5;
+}
+
+Model::Model(ModelKind model_kind)
+    : kind(model_kind),
+      params(model_spec(model_kind).param_count, 0.0f),
+      grads(model_spec(model_kind).param_count, 0.0f),
+      momentum(model_spec(model_kind).param_count, 0.0f) {}
+
+std::span<float> Model::param(std::string_view name) {
+  const ParamTensor& t = spec().tensor(name);
+  return {params.data() + t.offset, t.count};
+}
+
+std::span<const float> Model::param(std::string_view name) const {
+  const ParamTensor& t = spec().tensor(name);
+  return {params.data() + t.offset, t.count};
+}
+
+void init_params(std::span<float> params, ModelKind kind, std::uint64_t seed) {
+  const ModelSpec& spec = model_spec(kind);
+  CNNBENCH_CHECK(params.size() == spec.param_count, "init_params: buffer size does not match model");
+  Rng rng(derive_seed(seed, 0x1417));
+  for (const auto& t : spec.tensors) {
+    const float bound = 1.0f / std::sqrt(static_cast<float>(t.fan_in));
+    for (std::size_t i = 0; i < t.count; ++i) params[t.offset + i] = rng.uniform(-bound, bound);
+  }
+}
+
+void sgd_step(float* params, const float* grads, float* momentum, std::size_t n,
+              const SgdConfig& config) {
+  const float lr = config.lr, mu = config.momentum, wd = config.weight_decay;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float g = grads[i] + wd * params[i];
+    const float v = mu * momentum[i] + g;
+    momentum[i] = v;
+    params[i] -= lr * v;
+  }
+}
+
+}  // namespace cnnbench

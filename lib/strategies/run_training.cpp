@@ -1,0 +1,181 @@
+// The training driver shared by every strategy: initial weights (seeded, --init or --resume), the
+// step schedule of DESIGN.md (epoch e visits epoch_order(e); step k uses samples [kB, (k+1)B);
+// a final partial batch is dropped), progress, checkpoints and evaluation.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/layers.hpp"
+#include "cnnbench/train.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+// Ranges are cut at most this long so that interruption and progress stay responsive.
+constexpr std::int64_t max_steps_per_range = 200;
+
+class ProgressBar {
+ public:
+  ProgressBar(bool enabled, std::int64_t total, int batch)
+      : enabled_(enabled), total_(total), batch_(batch), start_(now_seconds()) {}
+
+  void update(std::int64_t step, double loss, std::int64_t steps_this_run) {
+    if (!enabled_) return;
+    const double now = now_seconds();
+    if (now - last_ < 0.2 && step != total_) return;
+    last_ = now;
+    const double elapsed = now - start_;
+    const double rate = elapsed > 0 ? steps_this_run * batch_ / elapsed : 0;
+    const double eta = rate > 0 ? (total_ - step) * batch_ / rate : 0;
+    const int width = 30;
+    const int filled = total_ > 0 ? static_cast<int>(width * step / total_) : width;
+    std::fprintf(stderr, "\r[%-*s] step %lld/%lld  %.0f img/s  loss %.4f  ETA %.0fs ", width,
+                 std::string(static_cast<std::size_t>(filled), '#').c_str(),
+                 static_cast<long long>(step), static_cast<long long>(total_), rate, loss, eta);
+    std::fflush(stderr);
+    drawn_ = true;
+  }
+
+  ~ProgressBar() {
+    if (drawn_) std::fputc('\n', stderr);
+  }
+
+ private:
+  bool enabled_;
+  std::int64_t total_;
+  int batch_;
+  double start_;
+  double last_ = 0;
+  bool drawn_ = false;
+};
+
+void load_initial_weights(Model& model, TrainProgress& progress, const TrainConfig& config,
+                          const RunOptions& options) {
+  init_params(model.params, config.model, config.seed);
+  if (options.init) {
+    Model from_file(config.model);
+    load_checkpoint(*options.init, from_file);
+    model.params = from_file.params;
+  }
+  if (options.resume) {
+    progress = load_checkpoint(*options.resume, model);
+    if (progress.seed != config.seed || progress.batch != config.batch) {
+      fail("--resume " + options.resume->string() + ": the checkpoint was trained with --seed " +
+           std::to_string(progress.seed) + " --batch " + std::to_string(progress.batch) +
+           "; pass the same values to continue the run exactly");
+    }
+  }
+}
+
+}  // namespace
+
+EvalResult evaluate(ModelKind kind, const float* params, const Dataset& data, int batch) {
+  EvalResult result;
+  result.count = data.count;
+  if (data.count == 0) return result;
+  Workspace ws(kind, batch);
+  aligned_vector<float> x(static_cast<std::size_t>(batch) * data.image_size());
+  std::vector<std::uint8_t> y(static_cast<std::size_t>(batch));
+  std::vector<float> logits(static_cast<std::size_t>(batch) * 10);
+  std::vector<std::uint32_t> indices(static_cast<std::size_t>(batch));
+  double loss = 0;
+  std::size_t correct = 0;
+  for (std::size_t start = 0; start < data.count; start += static_cast<std::size_t>(batch)) {
+    const int n = static_cast<int>(std::min<std::size_t>(batch, data.count - start));
+    for (int i = 0; i < n; ++i) indices[i] = static_cast<std::uint32_t>(start + i);
+    gather_batch(x.data(), y.data(), data, indices.data(), n);
+    forward_logits(kind, params, x.data(), n, logits.data(), ws);
+    int c = 0;
+    loss += softmax_xent_loss(logits.data(), y.data(), n, 10, &c);
+    correct += static_cast<std::size_t>(c);
+  }
+  result.loss = loss / static_cast<double>(data.count);
+  result.accuracy = static_cast<double>(correct) / static_cast<double>(data.count);
+  return result;
+}
+
+RunResult run_training(const TrainConfig& config, const Dataset& train, const RunOptions& options) {
+  CNNBENCH_CHECK(config.batch > 0, "--batch must be positive");
+  const std::int64_t steps_per_epoch = static_cast<std::int64_t>(train.count) / config.batch;
+  if (steps_per_epoch == 0) {
+    fail("the training set (" + std::to_string(train.count) + " samples from " + train.source +
+         ") is smaller than one batch of " + std::to_string(config.batch));
+  }
+  const std::int64_t total_steps =
+      config.steps >= 0 ? config.steps : config.epochs * steps_per_epoch;
+
+  std::unique_ptr<Strategy> strategy = make_strategy(config.strategy);
+  RunResult result(config.model);
+  TrainProgress& progress = result.progress;
+  load_initial_weights(result.model, progress, config, options);
+  progress.seed = config.seed;
+  progress.batch = config.batch;
+  progress.steps_per_epoch = steps_per_epoch;
+  if (progress.global_step > total_steps) {
+    fail("--resume: the checkpoint is already at step " + std::to_string(progress.global_step) +
+         ", past the requested total of " + std::to_string(total_steps) + " steps");
+  }
+
+  strategy->prepare(result.model, train, config);
+  const bool primary = strategy->is_primary();
+  ProgressBar bar(options.progress_bar && primary, total_steps, config.batch);
+
+  std::int64_t cached_epoch = -1;
+  std::vector<std::uint32_t> order;
+  EpochRecord epoch_record;
+  double epoch_loss_sum = 0;
+  while (progress.global_step < total_steps) {
+    if (options.stop_requested && options.stop_requested()) {
+      result.interrupted = true;
+      break;
+    }
+    const std::int64_t epoch = progress.global_step / steps_per_epoch;
+    const std::int64_t first = progress.global_step % steps_per_epoch;
+    if (epoch != cached_epoch) {
+      order = epoch_order(train.count, config.seed, epoch, config.shuffle);
+      cached_epoch = epoch;
+      epoch_record = EpochRecord{};
+      epoch_record.epoch = epoch;
+      epoch_loss_sum = 0;
+    }
+    const std::int64_t count = std::min({steps_per_epoch - first, total_steps - progress.global_step,
+                                         max_steps_per_range});
+    const StepRange range{order.data(), first, count, progress.global_step};
+    const double start = now_seconds();
+    strategy->run_steps(range, [&](std::int64_t i, double loss) {
+      result.step_losses.push_back(loss);
+      epoch_loss_sum += loss;
+      bar.update(range.global_first + i + 1, loss, result.steps_run + i + 1);
+    });
+    const double seconds = now_seconds() - start;
+    result.train_seconds += seconds;
+    result.steps_run += count;
+    progress.global_step += count;
+    epoch_record.steps += count;
+    epoch_record.seconds += seconds;
+    if (first + count == steps_per_epoch || progress.global_step == total_steps) {
+      epoch_record.mean_loss = epoch_loss_sum / static_cast<double>(epoch_record.steps);
+      result.epochs.push_back(epoch_record);
+    }
+  }
+
+  strategy->sync_to(result.model);
+  if (result.train_seconds > 0) {
+    result.images_per_s =
+        static_cast<double>(result.steps_run) * config.batch / result.train_seconds;
+  }
+  if (options.save && primary) save_checkpoint(*options.save, result.model, progress);
+  if (options.test) {
+    result.test = evaluate(config.model, result.model.params.data(), *options.test);
+  }
+  result.strategy_metrics = strategy->metrics();
+  result.pins = strategy->pin_map();
+  result.primary = primary;
+  return result;
+}
+
+}  // namespace cnnbench

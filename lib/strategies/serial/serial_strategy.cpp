@@ -1,0 +1,76 @@
+// The serial strategy: the clean, minimal reference. One thread gathers a batch, runs
+// forward + backward of the whole model and applies SGD. The "blas" baseline is the same code
+// with OpenBLAS allowed N threads, i.e. what a library's intra-op threading alone gives.
+#include <algorithm>
+
+#include "../factories.hpp"
+#include "cnnbench/core.hpp"
+#include "cnnbench/topology.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+class SerialStrategy final : public Strategy {
+ public:
+  explicit SerialStrategy(bool blas_baseline) : blas_baseline_(blas_baseline) {}
+
+  std::string name() const override { return blas_baseline_ ? "blas" : "serial"; }
+
+  void prepare(const Model& model, const Dataset& train, const TrainConfig& config) override {
+    model_ = std::make_unique<Model>(model);
+    data_ = &train;
+    config_ = config;
+    workspace_ = std::make_unique<Workspace>(model.kind, config.batch);
+    x_.assign(static_cast<std::size_t>(config.batch) * train.image_size(), 0.0f);
+    y_.assign(static_cast<std::size_t>(config.batch), 0);
+    threads_ = blas_baseline_ ? std::max(1, config.threads) : 1;
+    set_blas_threads(threads_);
+    if (config.pin && !blas_baseline_) pinned_pu_ = pin_current_thread(0);
+  }
+
+  void run_steps(const StepRange& range, const StepCallback& on_step) override {
+    const int batch = config_.batch;
+    const float grad_scale = 1.0f / static_cast<float>(batch);
+    Model& m = *model_;
+    for (std::int64_t i = 0; i < range.count; ++i) {
+      const std::uint32_t* indices = range.order + (range.first + i) * batch;
+      gather_batch(x_.data(), y_.data(), *data_, indices, batch);
+      std::fill(m.grads.begin(), m.grads.end(), 0.0f);
+      const double loss_sum = forward_backward(m.kind, m.params.data(), m.grads.data(), x_.data(),
+                                               y_.data(), batch, grad_scale, *workspace_);
+      sgd_step(m.params.data(), m.grads.data(), m.momentum.data(), m.params.size(), config_.sgd);
+      on_step(i, loss_sum / batch);
+    }
+  }
+
+  void sync_to(Model& model) override {
+    model.params = model_->params;
+    model.momentum = model_->momentum;
+  }
+
+  nlohmann::json metrics() const override { return {{"blas_threads", threads_}}; }
+
+  std::vector<PinRecord> pin_map() const override {
+    if (pinned_pu_ < 0) return {{name() + "/main", -1, -1, current_cpu()}};
+    return {{name() + "/main", 0, pinned_pu_, current_cpu()}};
+  }
+
+ private:
+  bool blas_baseline_;
+  std::unique_ptr<Model> model_;
+  const Dataset* data_ = nullptr;
+  TrainConfig config_;
+  std::unique_ptr<Workspace> workspace_;
+  aligned_vector<float> x_;
+  std::vector<std::uint8_t> y_;
+  int threads_ = 1;
+  int pinned_pu_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_serial_strategy() { return std::make_unique<SerialStrategy>(false); }
+std::unique_ptr<Strategy> make_blas_strategy() { return std::make_unique<SerialStrategy>(true); }
+
+}  // namespace cnnbench

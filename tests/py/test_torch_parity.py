@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""PyTorch parity: PyTorch loads a cnnbench checkpoint, trains the same nets the same way from the
+same init on the same data, and lands within float rounding of cnnbench's weights and losses.
+Skips (exit 77) when PyTorch is not installed (Debian: python3-torch)."""
+import argparse
+import json
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+try:
+    import numpy as np
+    import torch
+    from torch import nn
+except ImportError as e:
+    print(f"SKIP: {e}")
+    sys.exit(77)
+
+TOLERANCE = 1e-4  # max|a-b| / max|b| per tensor, as in the semantics contract
+
+
+def make_net(model):
+    """The two nets exactly as DESIGN.md defines them (names match cnnbench's tensors)."""
+    class FC3(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.f1, self.f2, self.f3 = nn.Linear(784, 300), nn.Linear(300, 100), nn.Linear(100, 10)
+
+        def forward(self, x):
+            x = x.flatten(1)
+            return self.f3(torch.relu(self.f2(torch.relu(self.f1(x)))))
+
+    class LeNet5(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1, self.c2 = nn.Conv2d(1, 6, 5, padding=2), nn.Conv2d(6, 16, 5)
+            self.f1, self.f2, self.f3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+        def forward(self, x):
+            x = torch.max_pool2d(torch.relu(self.c1(x)), 2)
+            x = torch.max_pool2d(torch.relu(self.c2(x)), 2).flatten(1)
+            return self.f3(torch.relu(self.f2(torch.relu(self.f1(x)))))
+
+    return FC3() if model == "fc3" else LeNet5()
+
+
+def read_safetensors(path):
+    raw = Path(path).read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    data = raw[8 + n:]
+    tensors = {}
+    for name, info in header.items():
+        assert info["dtype"] == "F32", name
+        b, e = info["data_offsets"]
+        tensors[name] = torch.from_numpy(np.frombuffer(data[b:e], dtype="<f4").copy()).reshape(info["shape"])
+    return tensors, meta
+
+
+def write_idx(path, array):
+    dims = array.shape
+    header = bytes([0, 0, 8, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims)
+    Path(path).write_bytes(header + array.astype(np.uint8).tobytes())
+
+
+def relative_error(a, b):
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cli", required=True)
+    parser.add_argument("--source", required=True)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rng = np.random.default_rng(0)
+    failures = passes = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        count, batch, steps = 640, 32, 20
+        # Images: class-dependent blobs plus noise, so the loss moves; labels uniform.
+        labels = rng.integers(0, 10, count)
+        images = rng.integers(0, 60, (count, 28, 28))
+        for i, label in enumerate(labels):
+            images[i, 2 * label:2 * label + 8, 4:24] += 180
+        write_idx(Path(tmp, "train-images-idx3-ubyte"), images.clip(0, 255))
+        write_idx(Path(tmp, "train-labels-idx1-ubyte"), labels)
+        for model in ("fc3", "lenet5"):
+            common = [args.cli, "train", "--model", model, "--data", tmp, "--seed", "3",
+                      "--batch", str(batch), "--no-shuffle", "--weight-decay", "0.001", "--quiet"]
+            init, final, report = (Path(tmp, f"{model}-{n}") for n in ("init.st", "final.st", "run.json"))
+            subprocess.run(common + ["--steps", "0", "--save", str(init)], check=True)
+            subprocess.run(common + ["--steps", str(steps), "--save", str(final), "--report", str(report)],
+                           check=True)
+
+            net = make_net(model)
+            start, _ = read_safetensors(init)
+            net.load_state_dict({k: v for k, v in start.items() if not k.startswith("momentum.")},
+                                strict=True)
+            opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=0.001)
+            x_all = torch.from_numpy(images.clip(0, 255).astype(np.uint8)).float().div(255).unsqueeze(1)
+            y_all = torch.from_numpy(labels).long()
+            torch_losses = []
+            for k in range(steps):
+                x, y = x_all[k * batch:(k + 1) * batch], y_all[k * batch:(k + 1) * batch]
+                opt.zero_grad()
+                loss = nn.functional.cross_entropy(net(x), y)
+                loss.backward()
+                opt.step()
+                torch_losses.append(loss.item())
+
+            ours, meta = read_safetensors(final)
+            assert meta.get("model") == model, meta
+            worst = 0.0
+            for name, value in net.state_dict().items():
+                err = relative_error(ours[name], value)
+                worst = max(worst, err)
+                if err > TOLERANCE:
+                    print(f"FAIL {model} {name}: max|a-b|/max|b| = {err:.3g}")
+                    failures += 1
+                else:
+                    passes += 1
+            our_losses = json.loads(report.read_text())["loss_curve"]
+            loss_err = max(abs(a - b) / abs(b) for a, b in zip(our_losses, torch_losses))
+            if loss_err > TOLERANCE:
+                print(f"FAIL {model} losses: relative error {loss_err:.3g}")
+                failures += 1
+            else:
+                passes += 1
+            print(f"{model}: TENSOR OK up to maxdiff {worst:.3g}, loss maxdiff {loss_err:.3g} "
+                  f"after {steps} steps")
+    print(f"{passes} passed, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

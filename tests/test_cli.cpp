@@ -1,0 +1,111 @@
+// `cnnbench` as a user runs it: usage errors exit 2, runtime errors exit 1 with one line naming
+// the cause, resume through the CLI is exact, and reports are written whole.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cnnbench/core.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CliResult run_cli(const std::string& args) {
+  const std::string command = std::string(CNNBENCH_CLI) + " " + args + " 2>&1";
+  CliResult result;
+  std::FILE* pipe = ::popen(command.c_str(), "r");
+  if (!pipe) return result;
+  std::array<char, 4096> buffer{};
+  std::size_t n;
+  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("cnnbench-test-cli-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  for (const std::string args : {"", "train --batch 0", "train --model vgg16", "train --steps 5 --epochs 2",
+                                 "train --synthetic 100 --data x", "train --resume /no/such/file",
+                                 "train --consistency sometimes", "train --lr -1", "frobnicate"}) {
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << "cnnbench " << args << "\n" << r.output;
+  }
+}
+
+TEST(Cli, RuntimeErrorsExitOneWithTheCause) {
+  struct Case {
+    std::string args, expected;
+  };
+  const fs::path dir = temp_dir("errors");
+  for (const Case& c : std::vector<Case>{
+           {"train --synthetic 100 --strategy quantum", "unknown strategy 'quantum'"},
+           {"train --data " + dir.string(), "train-images-idx3-ubyte"},
+           {"train --data " + (dir / "none").string(), "does not exist"},
+           {"train --synthetic 100 --steps 1 --save /proc/no-such-dir/x.safetensors", "/proc/no-such-dir"},
+           {"train --synthetic 10", "smaller than one batch"}}) {
+    const CliResult r = run_cli(c.args + " --quiet");
+    EXPECT_EQ(r.code, 1) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find("cnnbench: error: "), std::string::npos) << r.output;
+  }
+}
+
+TEST(Cli, ResumeThroughTheCliIsBitExact) {
+  const fs::path dir = temp_dir("resume");
+  const std::string common = "train --model lenet5 --synthetic 300 --batch 32 --seed 9 --quiet";
+  ASSERT_EQ(run_cli(common + " --steps 7 --save " + (dir / "half.st").string()).code, 0);
+  ASSERT_EQ(run_cli(common + " --steps 14 --resume " + (dir / "half.st").string() + " --save " +
+                    (dir / "resumed.st").string()).code, 0);
+  ASSERT_EQ(run_cli(common + " --steps 14 --save " + (dir / "straight.st").string()).code, 0);
+  EXPECT_EQ(cnnbench::read_file(dir / "resumed.st"), cnnbench::read_file(dir / "straight.st"));
+}
+
+TEST(Cli, ReportHasTheMetricsAndStdoutWorks) {
+  const fs::path dir = temp_dir("report");
+  const fs::path report = dir / "run.json";
+  const CliResult r = run_cli("train --model fc3 --synthetic 256 --steps 4 --eval --quiet --report " +
+                              report.string());
+  ASSERT_EQ(r.code, 0) << r.output;
+  const auto j = nlohmann::json::parse(cnnbench::read_file(report));
+  EXPECT_EQ(j.at("schema_version"), 1);
+  EXPECT_EQ(j.at("config").at("model"), "fc3");
+  EXPECT_EQ(j.at("metrics").at("steps"), 4);
+  EXPECT_GT(j.at("metrics").at("images_per_s").get<double>(), 0);
+  EXPECT_EQ(j.at("loss_curve").size(), 4u);
+  EXPECT_TRUE(j.at("metrics").contains("test_accuracy"));
+  // No temp files are left beside the report.
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+
+  const CliResult to_stdout = run_cli("train --model fc3 --synthetic 128 --steps 1 --quiet --report -");
+  ASSERT_EQ(to_stdout.code, 0);
+  EXPECT_NO_THROW(nlohmann::json::parse(to_stdout.output)) << to_stdout.output;
+}
+
+TEST(Cli, SummaryLineNamesModelStrategyAndSpeed) {
+  const CliResult r = run_cli("train --model fc3 --synthetic 128 --steps 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("fc3 serial: 2 steps"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("images/s"), std::string::npos) << r.output;
+}
+
+}  // namespace

@@ -1,0 +1,193 @@
+// FC-3 and LeNet-5 as whole models: layouts and init per PyTorch, gradients by finite differences,
+// accumulation, the gradient-ready hook and PyTorch's SGD update.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cnnbench/data.hpp"
+#include "cnnbench/models.hpp"
+
+namespace cnnbench {
+namespace {
+
+TEST(ModelSpec, ShapesAndOrderArePyTorchs) {
+  const auto& lenet = model_spec(ModelKind::lenet5);
+  std::vector<std::string> names;
+  for (const auto& t : lenet.tensors) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"c1.weight", "c1.bias", "c2.weight", "c2.bias",
+                                             "f1.weight", "f1.bias", "f2.weight", "f2.bias",
+                                             "f3.weight", "f3.bias"}));
+  EXPECT_EQ(lenet.tensor("c2.weight").shape, (std::vector<std::int64_t>{16, 6, 5, 5}));
+  EXPECT_EQ(lenet.tensor("f1.weight").shape, (std::vector<std::int64_t>{120, 400}));
+  // PyTorch's LeNet-5 (conv pad 2) has 61,706 parameters, FC-3 266,610.
+  EXPECT_EQ(lenet.param_count, 61706u);
+  EXPECT_EQ(model_spec(ModelKind::fc3).param_count, 266610u);
+  std::size_t offset = 0;
+  for (const auto& t : lenet.tensors) {
+    EXPECT_EQ(t.offset, offset) << t.name;
+    const auto product = std::accumulate(t.shape.begin(), t.shape.end(), std::int64_t{1},
+                                         std::multiplies<>());
+    EXPECT_EQ(static_cast<std::size_t>(product), t.count) << t.name;
+    offset += t.count;
+  }
+  EXPECT_THROW(lenet.tensor("c3.weight"), Error);
+  EXPECT_THROW(parse_model("vgg16"), Error);
+}
+
+TEST(ModelSpec, FlopsPerImageMatchHandCount) {
+  // conv: 2*C*K*R*R*Ho*Wo, dense: 2*in*out; backward = dW + dX, no dX for the first layer.
+  const double c1 = 2.0 * 1 * 6 * 25 * 28 * 28, c2 = 2.0 * 6 * 16 * 25 * 10 * 10;
+  const double f1 = 2.0 * 400 * 120, f2 = 2.0 * 120 * 84, f3 = 2.0 * 84 * 10;
+  EXPECT_DOUBLE_EQ(model_spec(ModelKind::lenet5).train_flops_per_image,
+                   3 * c1 - c1 + 3 * (c2 + f1 + f2 + f3));
+  EXPECT_NEAR(model_spec(ModelKind::fc3).train_flops_per_image / 1e6, 1.1268, 1e-3);
+}
+
+TEST(Init, PyTorchRangesDeterministicPerSeed) {
+  for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
+    Model a(kind), b(kind), c(kind);
+    init_params(a.params, kind, 42);
+    init_params(b.params, kind, 42);
+    init_params(c.params, kind, 43);
+    EXPECT_EQ(a.params, b.params);
+    EXPECT_NE(a.params, c.params);
+    for (const auto& t : a.spec().tensors) {
+      const float bound = 1.0f / std::sqrt(static_cast<float>(t.fan_in));
+      const auto view = a.param(t.name);
+      const auto [lo, hi] = std::minmax_element(view.begin(), view.end());
+      EXPECT_GE(*lo, -bound) << t.name;
+      EXPECT_LE(*hi, bound) << t.name;
+      if (t.count >= 100) {  // a uniform fill reaches near both ends of the range
+        EXPECT_LT(*lo, -0.9f * bound) << t.name;
+        EXPECT_GT(*hi, 0.9f * bound) << t.name;
+      }
+    }
+  }
+}
+
+struct Batch {
+  aligned_vector<float> x;
+  std::vector<std::uint8_t> y;
+};
+
+Batch make_batch(int n, std::uint64_t seed) {
+  const Dataset data = make_synthetic(static_cast<std::size_t>(n), seed);
+  Batch b{aligned_vector<float>(static_cast<std::size_t>(n) * 784), std::vector<std::uint8_t>(n)};
+  std::vector<std::uint32_t> idx(static_cast<std::size_t>(n));
+  std::iota(idx.begin(), idx.end(), 0u);
+  gather_batch(b.x.data(), b.y.data(), data, idx.data(), n);
+  return b;
+}
+
+double mean_loss(ModelKind kind, const aligned_vector<float>& params, const Batch& b, int n,
+                 Workspace& ws) {
+  aligned_vector<float> scratch(params.size(), 0.0f);
+  return forward_backward(kind, params.data(), scratch.data(), b.x.data(), b.y.data(), n, 1.0f / n,
+                          ws) /
+         n;
+}
+
+// Central differences on 16 random elements of every tensor against the analytic gradient,
+// compared as vectors: ||numeric - analytic|| / ||analytic||. ReLU and max-pool kinks plus float
+// rounding put a few percent of noise on single quotients (the layers' own tests check each kernel
+// tightly); a wrong index, a missing term or a wrong scale gives an error of order 1.
+class ModelGradient : public ::testing::TestWithParam<ModelKind> {};
+
+TEST_P(ModelGradient, MatchesFiniteDifferencesPerTensor) {
+  const ModelKind kind = GetParam();
+  const int n = 6;
+  Model m(kind);
+  init_params(m.params, kind, 11);
+  const Batch b = make_batch(n, 5);
+  Workspace ws(kind, n);
+  std::fill(m.grads.begin(), m.grads.end(), 0.0f);
+  forward_backward(kind, m.params.data(), m.grads.data(), b.x.data(), b.y.data(), n, 1.0f / n, ws);
+  Rng rng(99);
+  const float eps = 1e-3f;
+  for (const auto& t : m.spec().tensors) {
+    double error2 = 0, norm2 = 0;
+    for (int k = 0; k < 16; ++k) {
+      const std::size_t i = t.offset + rng.below(t.count);
+      aligned_vector<float> p = m.params;
+      p[i] += eps;
+      const double plus = mean_loss(kind, p, b, n, ws);
+      p[i] = m.params[i] - eps;
+      const double numeric = (plus - mean_loss(kind, p, b, n, ws)) / (2.0 * eps);
+      error2 += (numeric - m.grads[i]) * (numeric - m.grads[i]);
+      norm2 += double(m.grads[i]) * m.grads[i];
+    }
+    ASSERT_GT(norm2, 0) << t.name;
+    EXPECT_LT(std::sqrt(error2 / norm2), 0.1) << model_name(kind) << " " << t.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModels, ModelGradient,
+                         ::testing::Values(ModelKind::fc3, ModelKind::lenet5),
+                         [](const auto& param_info) { return std::string(model_name(param_info.param)); });
+
+TEST(ForwardBackward, AccumulatesAndSplitsLikeOneBatch) {
+  // Gradients of two half-batches with grad_scale 1/n added together equal the whole batch's.
+  for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
+    const int n = 8;
+    Model m(kind);
+    init_params(m.params, kind, 3);
+    const Batch b = make_batch(n, 9);
+    Workspace ws(kind, n);
+    aligned_vector<float> whole(m.params.size(), 0.0f), halves(m.params.size(), 0.0f);
+    const double loss = forward_backward(kind, m.params.data(), whole.data(), b.x.data(),
+                                         b.y.data(), n, 1.0f / n, ws);
+    double loss_halves = 0;
+    for (int h = 0; h < 2; ++h) {
+      loss_halves += forward_backward(kind, m.params.data(), halves.data(), b.x.data() + h * 4 * 784,
+                                      b.y.data() + h * 4, 4, 1.0f / n, ws);
+    }
+    EXPECT_NEAR(loss, loss_halves, 1e-4 * loss);
+    float max_abs = 0, max_diff = 0;
+    for (std::size_t i = 0; i < whole.size(); ++i) {
+      max_abs = std::max(max_abs, std::abs(whole[i]));
+      max_diff = std::max(max_diff, std::abs(whole[i] - halves[i]));
+    }
+    EXPECT_LE(max_diff, 1e-4f * max_abs) << model_name(kind);
+    EXPECT_GT(max_abs, 0.0f);
+  }
+}
+
+TEST(ForwardBackward, AnnouncesEveryTensorOnceLastLayerFirst) {
+  for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
+    Model m(kind);
+    init_params(m.params, kind, 1);
+    const Batch b = make_batch(4, 2);
+    Workspace ws(kind, 4);
+    std::vector<std::pair<int, int>> calls;
+    forward_backward(kind, m.params.data(), m.grads.data(), b.x.data(), b.y.data(), 4, 0.25f, ws,
+                     [&](int first, int last) { calls.emplace_back(first, last); });
+    const int tensors = static_cast<int>(m.spec().tensors.size());
+    ASSERT_EQ(static_cast<int>(calls.size()), tensors / 2);
+    int expected_last = tensors - 1;
+    for (auto [first, last] : calls) {
+      EXPECT_EQ(last, expected_last);
+      EXPECT_EQ(first, last - 1);
+      expected_last = first - 1;
+    }
+  }
+}
+
+TEST(Sgd, MatchesPyTorchFormula) {
+  // g += wd*p; v = mu*v + g; p -= lr*v, element by element in float.
+  std::vector<float> p = {1.0f, -2.0f, 0.5f}, g = {0.1f, 0.2f, -0.3f}, v = {0.0f, 1.0f, -1.0f};
+  const SgdConfig c{0.1f, 0.9f, 0.01f};
+  std::vector<float> expected_p = p, expected_v = v;
+  for (int i = 0; i < 3; ++i) {
+    const float gi = g[i] + c.weight_decay * p[i];
+    expected_v[i] = c.momentum * v[i] + gi;
+    expected_p[i] = p[i] - c.lr * expected_v[i];
+  }
+  sgd_step(p.data(), g.data(), v.data(), 3, c);
+  EXPECT_EQ(p, expected_p);
+  EXPECT_EQ(v, expected_v);
+}
+
+}  // namespace
+}  // namespace cnnbench

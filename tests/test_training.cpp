@@ -1,0 +1,166 @@
+// The training driver: exact resume, --init, schedule length, errors, and the pinned loss
+// trajectory of the first steps (golden file cross-checked against PyTorch when it was made).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/train.hpp"
+
+namespace cnnbench {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("cnnbench-test-training-" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TrainConfig small_config(ModelKind kind, std::int64_t steps) {
+  TrainConfig c;
+  c.model = kind;
+  c.batch = 32;
+  c.steps = steps;
+  c.seed = 5;
+  c.pin = false;
+  return c;
+}
+
+TEST(RunTraining, ResumeEqualsUninterruptedBitForBit) {
+  const fs::path dir = temp_dir("resume");
+  const Dataset data = make_synthetic(200, 5);  // 6 steps per epoch: the run crosses epochs
+  for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
+    RunOptions first;
+    first.save = dir / "half.safetensors";
+    run_training(small_config(kind, 7), data, first);
+
+    RunOptions second;
+    second.resume = dir / "half.safetensors";
+    const RunResult resumed = run_training(small_config(kind, 14), data, second);
+    const RunResult straight = run_training(small_config(kind, 14), data, RunOptions{});
+
+    EXPECT_EQ(resumed.steps_run, 7);
+    EXPECT_EQ(resumed.progress.global_step, 14);
+    EXPECT_EQ(resumed.model.params, straight.model.params) << model_name(kind);
+    EXPECT_EQ(resumed.model.momentum, straight.model.momentum) << model_name(kind);
+    // The loss of the resumed steps are the second half of the straight run's.
+    ASSERT_EQ(straight.step_losses.size(), 14u);
+    EXPECT_EQ(resumed.step_losses,
+              std::vector<double>(straight.step_losses.begin() + 7, straight.step_losses.end()));
+  }
+}
+
+TEST(RunTraining, ResumeWithOtherSeedOrBatchIsAnError) {
+  const fs::path dir = temp_dir("resume-mismatch");
+  const Dataset data = make_synthetic(100, 1);
+  RunOptions save;
+  save.save = dir / "a.safetensors";
+  run_training(small_config(ModelKind::fc3, 2), data, save);
+  RunOptions resume;
+  resume.resume = dir / "a.safetensors";
+  TrainConfig other = small_config(ModelKind::fc3, 4);
+  other.seed = 6;
+  EXPECT_THROW(
+      {
+        try {
+          run_training(other, data, resume);
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("--seed 5"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+}
+
+TEST(RunTraining, InitLoadsWeightsAndStepsZeroKeepsThem) {
+  const fs::path dir = temp_dir("init");
+  const Dataset data = make_synthetic(100, 1);
+  RunOptions save;
+  save.save = dir / "init.safetensors";
+  const RunResult trained = run_training(small_config(ModelKind::fc3, 3), data, save);
+
+  RunOptions init;
+  init.init = dir / "init.safetensors";
+  TrainConfig config = small_config(ModelKind::fc3, 0);
+  config.seed = 77;  // the file's weights win over the seeded init
+  const RunResult loaded = run_training(config, data, init);
+  EXPECT_EQ(loaded.model.params, trained.model.params);
+  EXPECT_EQ(loaded.steps_run, 0);
+}
+
+TEST(RunTraining, EpochsDropThePartialBatch) {
+  const Dataset data = make_synthetic(100, 1);  // batch 32: 3 full batches, 4 samples dropped
+  TrainConfig config = small_config(ModelKind::fc3, -1);
+  config.epochs = 2;
+  const RunResult r = run_training(config, data, RunOptions{});
+  EXPECT_EQ(r.steps_run, 6);
+  ASSERT_EQ(r.epochs.size(), 2u);
+  EXPECT_EQ(r.epochs[0].steps, 3);
+  EXPECT_EQ(r.epochs[1].epoch, 1);
+}
+
+TEST(RunTraining, ClearErrors) {
+  const Dataset tiny = make_synthetic(10, 1);
+  EXPECT_THROW(run_training(small_config(ModelKind::fc3, 1), tiny, RunOptions{}), Error);
+  TrainConfig bad = small_config(ModelKind::fc3, 1);
+  bad.strategy = "quantum";
+  try {
+    run_training(bad, make_synthetic(100, 1), RunOptions{});
+    FAIL() << "an unknown strategy must be an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown strategy 'quantum'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("serial"), std::string::npos) << "lists the known ones";
+  }
+}
+
+TEST(RunTraining, SyntheticDataIsLearnable) {
+  TrainConfig config = small_config(ModelKind::fc3, -1);
+  config.epochs = 3;
+  const Dataset train = make_synthetic(2048, 3), test = make_synthetic(512, 3, 2048);
+  RunOptions options;
+  options.test = &test;
+  const RunResult r = run_training(config, train, options);
+  ASSERT_TRUE(r.test.has_value());
+  EXPECT_GT(r.test->accuracy, 0.5) << "a net must learn the synthetic classes";
+  EXPECT_LT(r.step_losses.back(), r.step_losses.front());
+}
+
+// The first 10 losses of a fixed-seed run on synthetic data, pinned in tests/data. The file was
+// produced by this code and checked against PyTorch (tests/py/test_torch_parity.py does that
+// comparison live where PyTorch is installed). CNNBENCH_UPDATE_GOLDEN=1 rewrites it.
+TEST(RunTraining, LossTrajectoryOfFirstTenStepsIsPinned) {
+  const fs::path golden = fs::path(CNNBENCH_SOURCE_DIR) / "tests/data/loss_trajectory.json";
+  nlohmann::json current;
+  const Dataset data = make_synthetic(640, 7);
+  for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
+    TrainConfig config = small_config(kind, 10);
+    config.batch = 64;
+    config.seed = 7;
+    current[model_name(kind)] = run_training(config, data, RunOptions{}).step_losses;
+  }
+  if (std::getenv("CNNBENCH_UPDATE_GOLDEN")) {
+    write_file_atomically(golden, current.dump(2) + "\n");
+    GTEST_SKIP() << "rewrote " << golden;
+  }
+  const nlohmann::json expected = nlohmann::json::parse(read_file(golden));
+  for (const char* model : {"fc3", "lenet5"}) {
+    const auto want = expected.at(model).get<std::vector<double>>();
+    const auto got = current.at(model).get<std::vector<double>>();
+    ASSERT_EQ(want.size(), got.size()) << model;
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-4 * std::abs(want[i])) << model << " step " << i;
+    }
+    EXPECT_LT(got.back(), got.front()) << model << " must learn in 10 steps";
+  }
+}
+
+}  // namespace
+}  // namespace cnnbench
