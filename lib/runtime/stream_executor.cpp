@@ -1,0 +1,231 @@
+// The phased stream executor: one pinned thread per core runs the actors placed there, in stage
+// order, over bounded SPSC channels; and the profiling warm-up that measures each actor's work.
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/stream.hpp"
+
+namespace cnnbench::stream {
+
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+}  // namespace
+
+Executor::Executor(Graph graph, Schedule schedule, Partition partition, ExecutorOptions options)
+    : graph_(std::move(graph)),
+      schedule_(std::move(schedule)),
+      partition_(std::move(partition)),
+      options_(std::move(options)) {
+  const std::size_t n = graph_.actors.size();
+  CNNBENCH_CHECK(schedule_.steady.size() == n && partition_.core_of.size() == n,
+                 "executor: schedule and partition don't match the graph");
+  actor_inputs_.resize(n);
+  actor_outputs_.resize(n);
+  actor_input_edges_.resize(n);
+  actor_output_edges_.resize(n);
+  for (std::size_t a = 0; a < n; ++a) {
+    actor_inputs_[a].assign(graph_.actors[a]->inputs().size(), nullptr);
+    actor_outputs_[a].assign(graph_.actors[a]->outputs().size(), nullptr);
+    actor_input_edges_[a].assign(actor_inputs_[a].size(), -1);
+    actor_output_edges_[a].assign(actor_outputs_[a].size(), -1);
+  }
+  // Room for one steady-state iteration of the producer (plus slack, so that cores on different
+  // stages decouple), the consumer's look-ahead and what the init schedule leaves behind.
+  for (std::size_t e = 0; e < graph_.edges.size(); ++e) {
+    const Edge& edge = graph_.edges[e];
+    const Port& out = graph_.actors[edge.from]->outputs()[edge.from_port];
+    const Port& in = graph_.actors[edge.to]->inputs()[edge.to_port];
+    const std::int64_t per_iteration = schedule_.steady[edge.from] * out.rate;
+    const std::int64_t capacity = per_iteration * (1 + options_.slack_iterations) + in.window() +
+                                  schedule_.init[edge.from] * out.rate;
+    channels_.push_back(std::make_unique<Channel>(static_cast<std::size_t>(capacity),
+                                                  out.token_bytes()));
+    CNNBENCH_CHECK(actor_outputs_[edge.from][edge.from_port] == nullptr &&
+                       actor_inputs_[edge.to][edge.to_port] == nullptr,
+                   "executor: a port of edge '" + graph_.edge_name(edge) +
+                       "' is connected twice");
+    actor_outputs_[edge.from][edge.from_port] = channels_.back().get();
+    actor_inputs_[edge.to][edge.to_port] = channels_.back().get();
+    actor_output_edges_[edge.from][edge.from_port] = static_cast<int>(e);
+    actor_input_edges_[edge.to][edge.to_port] = static_cast<int>(e);
+  }
+  for (std::size_t a = 0; a < n; ++a) {
+    const bool open = std::count(actor_inputs_[a].begin(), actor_inputs_[a].end(), nullptr) +
+                          std::count(actor_outputs_[a].begin(), actor_outputs_[a].end(), nullptr) >
+                      0;
+    CNNBENCH_CHECK(!open, "executor: actor '" + graph_.actors[a]->name() +
+                              "' has a port that no edge connects");
+  }
+  // Each core's actors in stage order (ties: topological order), fused into one loop.
+  core_actors_.resize(static_cast<std::size_t>(partition_.cores));
+  const std::vector<int> order = graph_.topological_order();
+  std::vector<int> rank(n);
+  for (std::size_t i = 0; i < order.size(); ++i) rank[order[i]] = static_cast<int>(i);
+  for (int a : order) core_actors_[partition_.core_of[a]].push_back(a);
+  for (auto& actors : core_actors_) {
+    std::stable_sort(actors.begin(), actors.end(), [&](int x, int y) {
+      return partition_.stage_of[x] != partition_.stage_of[y]
+                 ? partition_.stage_of[x] < partition_.stage_of[y]
+                 : rank[x] < rank[y];
+    });
+  }
+  reset_stats();
+  pins_.resize(static_cast<std::size_t>(partition_.cores));
+  for (int core = 0; core < partition_.cores; ++core) {
+    pins_[core].worker = options_.worker_prefix + std::to_string(core);
+  }
+}
+
+Executor::~Executor() = default;
+
+void Executor::reset_stats() {
+  actor_stats_.assign(graph_.actors.size(), {});
+  channel_stats_.assign(graph_.edges.size(), {});
+  core_stats_.assign(static_cast<std::size_t>(partition_.cores), {});
+  wall_seconds_ = 0;
+}
+
+double Executor::bubble_fraction() const {
+  if (wall_seconds_ <= 0) return 0;
+  double busy = 0;
+  for (const CoreStats& core : core_stats_) busy += core.busy_seconds;
+  return std::max(0.0, 1.0 - busy / (wall_seconds_ * partition_.cores));
+}
+
+void Executor::run(std::int64_t iterations) {
+  CNNBENCH_CHECK(!broken_, "the stream executor stopped after an actor failed; rebuild it");
+  CNNBENCH_CHECK(iterations >= 0, "executor: negative iteration count");
+  abort_.store(false);
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  const bool with_init = !initialised_;
+  const double start = now_seconds();
+  {
+    std::vector<std::jthread> threads;
+    for (int core = 0; core < partition_.cores; ++core) {
+      threads.emplace_back([&, core] {
+        try {
+          run_core(core, iterations, with_init);
+        } catch (...) {
+          const std::lock_guard lock(failure_mutex);
+          if (!failure) failure = std::current_exception();
+          abort_.store(true, std::memory_order_relaxed);
+        }
+      });
+    }
+  }
+  wall_seconds_ += now_seconds() - start;
+  initialised_ = true;
+  if (failure) {
+    broken_ = true;
+    std::rethrow_exception(failure);
+  }
+}
+
+// One core's loop: sweep the actors in stage order, firing each up to one steady-state share per
+// sweep while its tokens and room allow; back off (pause, yield, then short sleeps) when idle.
+void Executor::run_core(int core, std::int64_t iterations, bool with_init) {
+  PinRecord& pin = pins_[core];
+  if (options_.pin) {
+    pin.core = core;
+    pin.pu = pin_current_thread(core);
+  }
+  const std::vector<int>& actors = core_actors_[core];
+  std::vector<std::int64_t> remaining(actors.size());
+  for (std::size_t i = 0; i < actors.size(); ++i) {
+    const int a = actors[i];
+    remaining[i] = iterations * schedule_.steady[a] + (with_init ? schedule_.init[a] : 0);
+  }
+  // Per actor: whether its last check already counted a stall, so a stall is counted once per wait.
+  std::vector<char> stalled(actors.size(), 0);
+  CoreStats& stats = core_stats_[core];
+  int idle = 0;
+  double idle_since = 0;
+  for (;;) {
+    bool pending = false;
+    bool fired = false;
+    for (std::size_t i = 0; i < actors.size(); ++i) {
+      if (remaining[i] == 0) continue;
+      pending = true;
+      const int a = actors[i];
+      Actor& actor = *graph_.actors[a];
+      const std::int64_t burst = std::max<std::int64_t>(1, schedule_.steady[a]);
+      for (std::int64_t k = 0; k < burst && remaining[i] > 0; ++k) {
+        bool ready = actor.can_fire();
+        for (std::size_t p = 0; ready && p < actor_inputs_[a].size(); ++p) {
+          if (actor_inputs_[a][p]->has_tokens(static_cast<std::size_t>(actor.inputs()[p].window())))
+            continue;
+          ready = false;
+          if (!stalled[i]) ++channel_stats_[actor_input_edges_[a][p]].empty_stalls;
+        }
+        for (std::size_t p = 0; ready && p < actor_outputs_[a].size(); ++p) {
+          if (actor_outputs_[a][p]->has_room(static_cast<std::size_t>(actor.outputs()[p].rate)))
+            continue;
+          ready = false;
+          if (!stalled[i]) ++channel_stats_[actor_output_edges_[a][p]].full_stalls;
+        }
+        if (!ready) {
+          stalled[i] = 1;
+          break;
+        }
+        stalled[i] = 0;
+        const double t0 = now_seconds();
+        Firing firing(actor_inputs_[a], actor_outputs_[a]);
+        actor.fire(firing);
+        const double seconds = now_seconds() - t0;
+        for (std::size_t p = 0; p < actor_inputs_[a].size(); ++p)
+          actor_inputs_[a][p]->pop(static_cast<std::size_t>(actor.inputs()[p].rate));
+        for (std::size_t p = 0; p < actor_outputs_[a].size(); ++p)
+          actor_outputs_[a][p]->push(static_cast<std::size_t>(actor.outputs()[p].rate));
+        --remaining[i];
+        ActorStats& actor_stats = actor_stats_[a];
+        if (actor_stats.firings == 0 || seconds < actor_stats.fastest_firing_seconds)
+          actor_stats.fastest_firing_seconds = seconds;
+        ++actor_stats.firings;
+        actor_stats.busy_seconds += seconds;
+        stats.busy_seconds += seconds;
+        ++stats.firings;
+        fired = true;
+      }
+    }
+    if (!pending || abort_.load(std::memory_order_relaxed)) break;
+    if (fired) {
+      idle = 0;
+      continue;
+    }
+    ++stats.idle_spins;
+    if (++idle < 64) {
+      cpu_relax();
+      if (idle == 1) idle_since = now_seconds();
+    } else if (now_seconds() - idle_since < 200e-6) {
+      std::this_thread::yield();
+    } else {
+      // Waiting this long means a partner is far behind or descheduled (a shared machine):
+      // give the core away instead of spinning on it.
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  pin.observed_cpu = current_cpu();
+}
+
+void profile_work(Graph& graph, const Schedule& schedule, std::int64_t iterations) {
+  Executor executor(graph, schedule, single_core_partition(graph, schedule),
+                    ExecutorOptions{.pin = false, .worker_prefix = "profile/core"});
+  executor.run(1);  // warm caches and first-touch the channels
+  executor.reset_stats();
+  executor.run(iterations);
+  for (std::size_t a = 0; a < graph.actors.size(); ++a) {
+    const ActorStats& stats = executor.actor_stats()[a];
+    if (stats.firings > 0) graph.actors[a]->set_work_estimate(stats.fastest_firing_seconds);
+  }
+}
+
+}  // namespace cnnbench::stream

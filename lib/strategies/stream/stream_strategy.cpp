@@ -1,0 +1,210 @@
+// The stream strategy: trains through the stream runtime. prepare() builds the net's graph,
+// schedules it, profiles a few warm-up steps on a scratch copy of the state, partitions the
+// actors onto the cores and starts from the given model; run_steps() runs one steady-state
+// iteration (one optimizer step of M micro-batches) per step and drains before returning.
+// on_step is called by the sink actor, on the worker thread that runs it, in step order.
+#include <algorithm>
+#include <numeric>
+
+#include "../factories.hpp"
+#include "cnnbench/core.hpp"
+#include "cnnbench/stream.hpp"
+#include "training_graph.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+int parse_microbatches(const TrainConfig& config) {
+  const auto it = config.options.find("microbatches");
+  if (it == config.options.end()) return std::gcd(config.batch, 4);
+  int m = 0;
+  try {
+    std::size_t used = 0;
+    m = std::stoi(it->second, &used);
+    CNNBENCH_CHECK(used == it->second.size(), "");
+  } catch (const std::exception&) {
+    fail("--microbatches: '" + it->second + "' is not a whole number");
+  }
+  CNNBENCH_CHECK(m >= 1 && config.batch % m == 0,
+                 "--microbatches " + it->second + ": must be >= 1 and divide the batch size " +
+                     std::to_string(config.batch));
+  return m;
+}
+
+std::string option_or(const TrainConfig& config, const std::string& key,
+                      const std::string& fallback) {
+  const auto it = config.options.find(key);
+  return it == config.options.end() ? fallback : it->second;
+}
+
+class StreamStrategy final : public Strategy {
+ public:
+  std::string name() const override { return "stream"; }
+
+  void prepare(const Model& model, const Dataset& train, const TrainConfig& config) override {
+    for (const auto& [key, value] : config.options) {
+      CNNBENCH_CHECK(key == "consistency" || key == "microbatches" || key == "graph",
+                     "strategy 'stream' has no option --" + key);
+    }
+    CNNBENCH_CHECK(config.threads >= 1, "--cores must be at least 1");
+    CNNBENCH_CHECK(train.count > 0, "stream: the training set is empty");
+    set_blas_threads(1);
+    cores_ = config.threads;
+    run_.data = &train;
+    run_.model = config.model;
+    run_.batch = config.batch;
+    run_.microbatches = parse_microbatches(config);
+    run_.micro_batch = config.batch / run_.microbatches;
+    run_.consistency = parse_consistency(option_or(config, "consistency", "strict"));
+    // strict keeps one group in flight; the others let a second group overlap the first.
+    run_.window = run_.consistency == Consistency::strict ? run_.microbatches
+                                                          : 2 * run_.microbatches;
+    run_.sgd = config.sgd;
+    widths_ = default_widths(config.model, cores_);
+
+    TrainingGraph built = build_training_graph(run_, widths_);
+    blocks_ = std::move(built.blocks);
+    stream::Graph graph = stream::flatten(built.root);
+    stream::Schedule schedule = stream::make_schedule(graph);
+
+    // Profiling warm-up: a few real steps through the graph on one thread measure each actor.
+    for (auto& block : blocks_) block->load(model);
+    profile(graph, schedule, train);
+    for (auto& block : blocks_) block->load(model);
+
+    stream::Partition partition = stream::partition_graph(graph, schedule, cores_);
+    executor_ = std::make_unique<stream::Executor>(
+        std::move(graph), std::move(schedule), std::move(partition),
+        stream::ExecutorOptions{.pin = config.pin, .worker_prefix = "stream/core"});
+    const std::string dot = option_or(config, "graph", "");
+    if (!dot.empty()) {
+      stream::write_graph_dot(dot, executor_->graph(), executor_->partition(),
+                              std::string(model_name(config.model)) + " stream graph");
+    }
+  }
+
+  void run_steps(const StepRange& range, const StepCallback& on_step) override {
+    CNNBENCH_CHECK(executor_ != nullptr, "stream: run_steps before prepare");
+    run_.range = range;
+    run_.on_step = &on_step;
+    run_.next_sequence = range.global_first * run_.microbatches;
+    run_.completed_steps.store(range.global_first);
+    executor_->run(range.count);
+    run_.on_step = nullptr;
+  }
+
+  void sync_to(Model& model) override {
+    for (const auto& block : blocks_) block->store(model);
+    std::fill(model.grads.begin(), model.grads.end(), 0.0f);
+  }
+
+  nlohmann::json metrics() const override;
+
+  std::vector<PinRecord> pin_map() const override {
+    return executor_ ? executor_->pin_records() : std::vector<PinRecord>{};
+  }
+
+ private:
+  void profile(stream::Graph& graph, const stream::Schedule& schedule, const Dataset& train) {
+    constexpr int warmup_steps = 4;  // one to warm caches, three measured
+    profile_order_.resize(std::size_t(warmup_steps) * run_.batch);
+    for (std::size_t i = 0; i < profile_order_.size(); ++i) {
+      profile_order_[i] = static_cast<std::uint32_t>(i % train.count);
+    }
+    const StepCallback ignore;
+    run_.range = {profile_order_.data(), 0, warmup_steps, 0};
+    run_.on_step = &ignore;
+    run_.next_sequence = 0;
+    run_.completed_steps.store(0);
+    stream::profile_work(graph, schedule, warmup_steps - 1);
+    run_.on_step = nullptr;
+    for (const auto& actor : graph.actors) profiled_.push_back(actor->work_estimate());
+  }
+
+  int cores_ = 1;
+  TrainingRun run_;
+  LayerWidths widths_;
+  std::vector<std::shared_ptr<ParamBlock>> blocks_;
+  std::unique_ptr<stream::Executor> executor_;
+  std::vector<std::uint32_t> profile_order_;
+  std::vector<double> profiled_;
+};
+
+nlohmann::json StreamStrategy::metrics() const {
+  nlohmann::json m = nlohmann::json::object();
+  m["consistency"] = consistency_name(run_.consistency);
+  m["microbatches"] = run_.microbatches;
+  m["micro_batch_size"] = run_.micro_batch;
+  m["window_microbatches"] = run_.window;
+  m["cores"] = cores_;
+  m["widths"] = {{"c1_kernel_groups", widths_.c1_kernel_groups},
+                 {"c1_channel_groups", widths_.c1_channel_groups},
+                 {"c2_kernel_groups", widths_.c2_kernel_groups},
+                 {"c2_channel_groups", widths_.c2_channel_groups},
+                 {"f1_blocks", widths_.f1_blocks},
+                 {"f2_blocks", widths_.f2_blocks},
+                 {"f3_blocks", widths_.f3_blocks}};
+  if (!executor_) return m;
+  const stream::Graph& graph = executor_->graph();
+  const stream::Partition& partition = executor_->partition();
+  m["graph"] = {{"actors", graph.actors.size()}, {"edges", graph.edges.size()},
+                {"param_blocks", blocks_.size()}};
+  m["predicted_speedup"] = partition.predicted_speedup;
+  m["estimated_step_seconds"] = partition.total_work;
+  m["estimated_core_seconds"] = partition.core_work;
+  m["cross_core_bytes_per_step"] = partition.cross_core_bytes;
+  std::vector<double> busy;
+  for (const auto& core : executor_->core_stats()) busy.push_back(core.busy_seconds);
+  m["busy_seconds_per_core"] = busy;
+  m["wall_seconds"] = executor_->wall_seconds();
+  m["bubble_fraction"] = executor_->bubble_fraction();
+  std::int64_t full = 0, empty = 0;
+  nlohmann::json channels = nlohmann::json::array();
+  for (std::size_t e = 0; e < graph.edges.size(); ++e) {
+    const auto& stats = executor_->channel_stats()[e];
+    full += stats.full_stalls;
+    empty += stats.empty_stalls;
+    channels.push_back({{"edge", graph.edge_name(graph.edges[e])},
+                        {"cross_core", partition.core_of[graph.edges[e].from] !=
+                                           partition.core_of[graph.edges[e].to]},
+                        {"full_stalls", stats.full_stalls},
+                        {"empty_stalls", stats.empty_stalls}});
+  }
+  m["channel_full_stalls"] = full;
+  m["channel_empty_stalls"] = empty;
+  m["channels"] = channels;
+  std::vector<std::int64_t> staleness;
+  for (const auto& block : blocks_) {
+    const auto& histogram = block->staleness();
+    if (staleness.size() < histogram.size()) staleness.resize(histogram.size(), 0);
+    for (std::size_t s = 0; s < histogram.size(); ++s) staleness[s] += histogram[s];
+  }
+  nlohmann::json histogram = nlohmann::json::object();
+  for (std::size_t s = 0; s < staleness.size(); ++s) histogram[std::to_string(s)] = staleness[s];
+  m["staleness_histogram"] = histogram;
+  nlohmann::json actors = nlohmann::json::array();
+  nlohmann::json core_map = nlohmann::json::object();
+  for (std::size_t a = 0; a < graph.actors.size(); ++a) {
+    const auto& actor = *graph.actors[a];
+    const auto& stats = executor_->actor_stats()[a];
+    actors.push_back({{"name", actor.name()},
+                      {"kind", actor.kind()},
+                      {"path", graph.paths[a]},
+                      {"core", partition.core_of[a]},
+                      {"stage", partition.stage_of[a]},
+                      {"profiled_seconds_per_firing", a < profiled_.size() ? profiled_[a] : 0.0},
+                      {"firings", stats.firings},
+                      {"busy_seconds", stats.busy_seconds}});
+    core_map[actor.name()] = partition.core_of[a];
+  }
+  m["actors"] = actors;
+  m["actor_core_map"] = core_map;
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_stream_strategy() { return std::make_unique<StreamStrategy>(); }
+
+}  // namespace cnnbench

@@ -1,0 +1,634 @@
+// The actors that train FC-3 and LeNet-5 on the stream runtime and the builder that wires them
+// into the paper's graph: each layer a splitjoin of parameter blocks (dense: blocks of output
+// neurons; conv: kernel groups x input-channel groups with a summing join), forward actors, the
+// loss actor, backward actors. Tokens are micro-batches.
+#include "training_graph.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "cnnbench/layers.hpp"
+
+namespace cnnbench {
+
+using stream::Firing;
+using stream::Join;
+using stream::Node;
+using stream::f32_port;
+
+Consistency parse_consistency(const std::string& name) {
+  if (name == "strict") return Consistency::strict;
+  if (name == "group-async") return Consistency::group_async;
+  if (name == "async") return Consistency::async;
+  fail("--consistency: unknown mode '" + name + "' (expected strict, group-async or async)");
+}
+
+const char* consistency_name(Consistency consistency) {
+  switch (consistency) {
+    case Consistency::strict: return "strict";
+    case Consistency::group_async: return "group-async";
+    case Consistency::async: return "async";
+  }
+  return "?";
+}
+
+const std::uint32_t* TrainingRun::samples_of(std::int64_t sequence) const {
+  const std::int64_t step = sequence / microbatches - range.global_first;
+  const std::int64_t m = sequence % microbatches;
+  CNNBENCH_CHECK(step >= 0 && step < range.count, "stream: micro-batch " +
+                                                      std::to_string(sequence) +
+                                                      " lies outside the current step range");
+  return range.order + (range.first + step) * batch + m * micro_batch;
+}
+
+// Cost matters more than symmetry: c1 is cheap and its im2col would be repeated per kernel group,
+// so it splits only on many cores; c2 and the wide dense layers split across every core.
+LayerWidths default_widths(ModelKind model, int cores) {
+  LayerWidths w;
+  if (cores <= 1) return w;
+  if (model == ModelKind::fc3) {
+    w.f1_blocks = std::min(cores, 6);
+    w.f2_blocks = std::min(cores, 2);
+    return w;
+  }
+  w.c1_kernel_groups = std::clamp(cores / 2, 1, 6);
+  w.c2_kernel_groups = std::min(cores, 8);
+  w.c2_channel_groups = cores >= 3 ? 2 : 1;
+  w.f1_blocks = std::min(cores, 2);
+  return w;
+}
+
+// ---- parameter blocks -------------------------------------------------------------------------
+
+ParamBlock::ParamBlock(std::string name, std::vector<Run> runs, const TrainingRun& run)
+    : name_(std::move(name)), runs_(std::move(runs)), run_(run) {
+  for (const Run& r : runs_) size_ += r.count;
+  for (auto& w : weights_) w.assign(size_, 0.0f);
+  grads_.assign(size_, 0.0f);
+  momentum_.assign(size_, 0.0f);
+}
+
+void ParamBlock::load(const Model& model) {
+  std::size_t at = 0;
+  for (const Run& r : runs_) {
+    std::copy_n(model.params.data() + r.offset, r.count, weights_[0].data() + at);
+    std::copy_n(model.momentum.data() + r.offset, r.count, momentum_.data() + at);
+    at += r.count;
+  }
+  weights_[1] = weights_[0];
+  buffer_version_[0] = buffer_version_[1] = 0;
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  updates_ = 0;
+  staleness_.clear();
+}
+
+void ParamBlock::store(Model& model) const {
+  const int newest = buffer_version_[1] > buffer_version_[0] ? 1 : 0;
+  std::size_t at = 0;
+  for (const Run& r : runs_) {
+    std::copy_n(weights_[newest].data() + at, r.count, model.params.data() + r.offset);
+    std::copy_n(momentum_.data() + at, r.count, model.momentum.data() + r.offset);
+    at += r.count;
+  }
+}
+
+// group-async: group g computes on the buffer its group-before-last's update wrote, (g + 1) % 2,
+// while group g - 1's update lands in the other one.
+int ParamBlock::buffer_for(std::int64_t sequence) const {
+  if (run_.consistency != Consistency::group_async) return 0;
+  return static_cast<int>((sequence / run_.microbatches + 1) & 1);
+}
+
+float* ParamBlock::weights_for(std::int64_t sequence) {
+  return weights_[buffer_for(sequence)].data();
+}
+
+std::int64_t ParamBlock::version_for(std::int64_t sequence) const {
+  return buffer_version_[buffer_for(sequence)];
+}
+
+void ParamBlock::finish_backward(std::int64_t sequence, std::int64_t version_used) {
+  const auto staleness =
+      static_cast<std::size_t>(std::max<std::int64_t>(0, updates_ - version_used));
+  if (staleness_.size() <= staleness) staleness_.resize(staleness + 1, 0);
+  ++staleness_[staleness];
+  if (sequence % run_.microbatches != run_.microbatches - 1) return;
+  // The group's gradients are complete: one SGD step, as serial does once per batch.
+  int target = 0;
+  if (run_.consistency == Consistency::group_async) {
+    const std::int64_t group = sequence / run_.microbatches;
+    target = static_cast<int>((group + 1) & 1);
+    weights_[target] = weights_[1 - target];
+  }
+  sgd_step(weights_[target].data(), grads_.data(), momentum_.data(), size_, run_.sgd);
+  std::fill(grads_.begin(), grads_.end(), 0.0f);
+  buffer_version_[target] = ++updates_;
+}
+
+namespace {
+
+// What a forward actor keeps of each micro-batch for its backward partner (same core): a ring of
+// `depth` entries, one per micro-batch that can be in flight.
+class Stash {
+ public:
+  Stash(int depth, std::size_t floats)
+      : floats_(floats), sequences_(static_cast<std::size_t>(depth), -1),
+        versions_(static_cast<std::size_t>(depth), 0),
+        data_(static_cast<std::size_t>(depth) * floats) {}
+  float* put(std::int64_t sequence, std::int64_t version) {
+    const std::size_t slot = slot_of(sequence);
+    sequences_[slot] = sequence;
+    versions_[slot] = version;
+    return data_.data() + slot * floats_;
+  }
+  const float* get(std::int64_t sequence, const std::string& owner) const {
+    const std::size_t slot = slot_of(sequence);
+    CNNBENCH_CHECK(sequences_[slot] == sequence,
+                   owner + ": no saved forward state for micro-batch " + std::to_string(sequence));
+    return data_.data() + slot * floats_;
+  }
+  std::int64_t version(std::int64_t sequence) const { return versions_[slot_of(sequence)]; }
+
+ private:
+  std::size_t slot_of(std::int64_t sequence) const {
+    return static_cast<std::size_t>(sequence) % sequences_.size();
+  }
+  std::size_t floats_;
+  std::vector<std::int64_t> sequences_;
+  std::vector<std::int64_t> versions_;
+  aligned_vector<float> data_;
+};
+
+std::int64_t oldest_version(std::int64_t a, std::int64_t b) {
+  if (a < 0) return b;
+  if (b < 0) return a;
+  return std::min(a, b);
+}
+
+// ---- source, loss, sink -----------------------------------------------------------------------
+
+// Emits micro-batch after micro-batch of the current range; its firing condition is the
+// consistency mode's flow control on finished steps.
+class SourceActor final : public stream::Actor {
+ public:
+  explicit SourceActor(TrainingRun& run)
+      : Actor("source", {}, {f32_port(std::size_t(run.micro_batch) * 784)}), run_(run),
+        labels_(static_cast<std::size_t>(run.micro_batch)) {}
+  std::string kind() const override { return "source"; }
+  bool can_fire() const override {
+    const std::int64_t s = run_.next_sequence, m = run_.microbatches;
+    const std::int64_t done = run_.completed_steps.load(std::memory_order_acquire);
+    switch (run_.consistency) {
+      case Consistency::strict: return s % m != 0 || done * m == s;  // flush between groups
+      case Consistency::group_async: return s % m != 0 || done >= s / m - 1;
+      case Consistency::async: return s - done * m < run_.window;
+    }
+    return false;
+  }
+  void fire(Firing& firing) override {
+    const stream::TokenRef out = firing.output(0);
+    out.header() = {run_.next_sequence, -1, 0.0};
+    gather_batch(out.as<float>().data(), labels_.data(), *run_.data,
+                 run_.samples_of(run_.next_sequence), run_.micro_batch);
+    ++run_.next_sequence;
+  }
+
+ private:
+  TrainingRun& run_;
+  std::vector<std::uint8_t> labels_;
+};
+
+// Softmax cross-entropy of one micro-batch: logits in, dlogits out (scaled by 1/batch so that the
+// group's micro-batches add up to the batch mean); the loss sum rides in the header.
+class LossActor final : public stream::Actor {
+ public:
+  explicit LossActor(const TrainingRun& run)
+      : Actor("loss", {f32_port(std::size_t(run.micro_batch) * 10)},
+              {f32_port(std::size_t(run.micro_batch) * 10)}),
+        run_(run), labels_(static_cast<std::size_t>(run.micro_batch)) {}
+  std::string kind() const override { return "loss"; }
+  void fire(Firing& firing) override {
+    const stream::TokenRef in = firing.input(0);
+    const stream::TokenRef out = firing.output(0);
+    const std::uint32_t* samples = run_.samples_of(in.header().sequence);
+    for (int i = 0; i < run_.micro_batch; ++i) labels_[i] = run_.data->labels[samples[i]];
+    out.header() = in.header();
+    out.header().scalar = softmax_xent_forward_backward(
+        out.as<float>().data(), in.as<float>().data(), labels_.data(), run_.micro_batch, 10,
+        1.0f / static_cast<float>(run_.batch));
+  }
+
+ private:
+  const TrainingRun& run_;
+  std::vector<std::uint8_t> labels_;
+};
+
+// Takes the M finished micro-batches of a step at once: the step is done, every block has applied
+// its update; reports the step's mean loss.
+class SinkActor final : public stream::Actor {
+ public:
+  explicit SinkActor(TrainingRun& run)
+      : Actor("sink", {f32_port(0, run.microbatches)}, {}), run_(run) {}
+  std::string kind() const override { return "sink"; }
+  void fire(Firing& firing) override {
+    double loss = 0;
+    const std::int64_t first = firing.input(0, 0).header().sequence;
+    for (int m = 0; m < run_.microbatches; ++m) {
+      const stream::TokenHeader& header = firing.input(0, static_cast<std::size_t>(m)).header();
+      CNNBENCH_CHECK(header.sequence == first + m && first % run_.microbatches == 0,
+                     "stream sink: micro-batches arrived out of order");
+      loss += header.scalar;
+    }
+    const std::int64_t step = first / run_.microbatches;
+    run_.completed_steps.store(step + 1, std::memory_order_release);
+    if (run_.on_step && *run_.on_step) {
+      (*run_.on_step)(step - run_.range.global_first, loss / run_.batch);
+    }
+  }
+
+ private:
+  TrainingRun& run_;
+};
+
+// ---- dense blocks -----------------------------------------------------------------------------
+
+// Output neurons [first, first + count) of a Linear layer (in -> out), optionally followed by ReLU.
+struct DenseBlockShape {
+  int in = 0, count = 0;
+  bool relu = false;
+  bool input_grad = true;  // false for the first layer
+};
+
+class DenseForward final : public stream::Actor {
+ public:
+  DenseForward(std::string name, DenseBlockShape shape, std::shared_ptr<ParamBlock> block,
+               const TrainingRun& run, std::shared_ptr<Stash> inputs,
+               std::shared_ptr<Stash> outputs)
+      : Actor(std::move(name), {f32_port(std::size_t(run.micro_batch) * shape.in)},
+              {f32_port(std::size_t(run.micro_batch) * shape.count)}),
+        shape_(shape), block_(std::move(block)), n_(run.micro_batch),
+        inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
+  std::string kind() const override { return "dense forward"; }
+  void fire(Firing& firing) override {
+    const stream::TokenRef in = firing.input(0);
+    const stream::TokenRef out = firing.output(0);
+    const std::int64_t sequence = in.header().sequence;
+    const std::int64_t version = block_->version_for(sequence);
+    const float* weight = block_->weights_for(sequence);
+    const float* bias = weight + std::size_t(shape_.count) * shape_.in;
+    float* y = out.as<float>().data();
+    dense_forward(y, in.as<float>().data(), weight, bias, n_, shape_.in, shape_.count);
+    if (shape_.relu) relu_forward(y, y, out.as<float>().size());
+    std::copy_n(in.as<float>().data(), in.as<float>().size(), inputs_->put(sequence, version));
+    if (shape_.relu) std::copy_n(y, out.as<float>().size(), outputs_->put(sequence, version));
+    out.header() = in.header();
+    out.header().version = oldest_version(in.header().version, version);
+  }
+
+ private:
+  DenseBlockShape shape_;
+  std::shared_ptr<ParamBlock> block_;
+  int n_;
+  std::shared_ptr<Stash> inputs_, outputs_;
+};
+
+class DenseBackward final : public stream::Actor {
+ public:
+  DenseBackward(std::string name, DenseBlockShape shape, std::shared_ptr<ParamBlock> block,
+                const TrainingRun& run, std::shared_ptr<Stash> inputs,
+                std::shared_ptr<Stash> outputs)
+      : Actor(std::move(name), {f32_port(std::size_t(run.micro_batch) * shape.count)},
+              {f32_port(shape.input_grad ? std::size_t(run.micro_batch) * shape.in : 0)}),
+        shape_(shape), block_(std::move(block)), n_(run.micro_batch),
+        inputs_(std::move(inputs)), outputs_(std::move(outputs)),
+        dpre_(std::size_t(run.micro_batch) * shape.count) {}
+  std::string kind() const override { return "dense backward"; }
+  void fire(Firing& firing) override {
+    const stream::TokenRef in = firing.input(0);
+    const stream::TokenRef out = firing.output(0);
+    const std::int64_t sequence = in.header().sequence;
+    const float* dout = in.as<float>().data();
+    if (shape_.relu) {
+      relu_backward(dpre_.data(), dout, outputs_->get(sequence, name()), dpre_.size());
+      dout = dpre_.data();
+    }
+    const float* weight = block_->weights_for(sequence);
+    float* dweight = block_->grads();
+    float* dbias = dweight + std::size_t(shape_.count) * shape_.in;
+    dense_backward(shape_.input_grad ? out.as<float>().data() : nullptr, dweight, dbias, dout,
+                   inputs_->get(sequence, name()), weight, n_, shape_.in, shape_.count);
+    out.header() = in.header();
+    block_->finish_backward(sequence, inputs_->version(sequence));
+  }
+
+ private:
+  DenseBlockShape shape_;
+  std::shared_ptr<ParamBlock> block_;
+  int n_;
+  std::shared_ptr<Stash> inputs_, outputs_;
+  aligned_vector<float> dpre_;
+};
+
+// ---- convolution blocks -----------------------------------------------------------------------
+
+// Kernels [k0, k0 + shape.out_channels) over input channels [c0, c0 + shape.in_channels);
+// the block owns the kernels' bias when it is the first channel group.
+struct ConvBlockShape {
+  Conv2dShape conv;  // batch = micro-batch, channels = this block's share
+  bool owns_bias = true;
+  bool input_grad = true;
+  std::size_t in_elements() const {
+    return std::size_t(conv.batch) * conv.in_channels * conv.height * conv.width;
+  }
+  std::size_t out_elements() const {
+    return std::size_t(conv.batch) * conv.out_channels * conv.out_height() * conv.out_width();
+  }
+  std::size_t weight_count() const {
+    return std::size_t(conv.out_channels) * conv.in_channels * conv.kernel * conv.kernel;
+  }
+};
+
+class ConvForward final : public stream::Actor {
+ public:
+  ConvForward(std::string name, ConvBlockShape shape, std::shared_ptr<ParamBlock> block,
+              std::shared_ptr<Stash> inputs)
+      : Actor(std::move(name), {f32_port(shape.in_elements())}, {f32_port(shape.out_elements())}),
+        shape_(shape), block_(std::move(block)), inputs_(std::move(inputs)),
+        zero_bias_(static_cast<std::size_t>(shape.conv.out_channels), 0.0f),
+        scratch_(shape.conv.scratch_floats()) {}
+  std::string kind() const override { return "conv forward"; }
+  void fire(Firing& firing) override {
+    const stream::TokenRef in = firing.input(0);
+    const stream::TokenRef out = firing.output(0);
+    const std::int64_t sequence = in.header().sequence;
+    const std::int64_t version = block_->version_for(sequence);
+    const float* weight = block_->weights_for(sequence);
+    const float* bias = shape_.owns_bias ? weight + shape_.weight_count() : zero_bias_.data();
+    conv2d_forward(out.as<float>().data(), in.as<float>().data(), weight, bias, shape_.conv,
+                   scratch_.data());
+    std::copy_n(in.as<float>().data(), in.as<float>().size(), inputs_->put(sequence, version));
+    out.header() = in.header();
+    out.header().version = oldest_version(in.header().version, version);
+  }
+
+ private:
+  ConvBlockShape shape_;
+  std::shared_ptr<ParamBlock> block_;
+  std::shared_ptr<Stash> inputs_;
+  aligned_vector<float> zero_bias_, scratch_;
+};
+
+class ConvBackward final : public stream::Actor {
+ public:
+  ConvBackward(std::string name, ConvBlockShape shape, std::shared_ptr<ParamBlock> block,
+               std::shared_ptr<Stash> inputs)
+      : Actor(std::move(name), {f32_port(shape.out_elements())},
+              {f32_port(shape.input_grad ? shape.in_elements() : 0)}),
+        shape_(shape), block_(std::move(block)), inputs_(std::move(inputs)),
+        unused_dbias_(static_cast<std::size_t>(shape.conv.out_channels), 0.0f),
+        scratch_(shape.conv.scratch_floats()) {}
+  std::string kind() const override { return "conv backward"; }
+  void fire(Firing& firing) override {
+    const stream::TokenRef in = firing.input(0);
+    const stream::TokenRef out = firing.output(0);
+    const std::int64_t sequence = in.header().sequence;
+    float* dweight = block_->grads();
+    float* dbias = dweight + shape_.weight_count();
+    if (!shape_.owns_bias) {
+      std::fill(unused_dbias_.begin(), unused_dbias_.end(), 0.0f);
+      dbias = unused_dbias_.data();
+    }
+    conv2d_backward(shape_.input_grad ? out.as<float>().data() : nullptr, dweight, dbias,
+                    in.as<float>().data(), inputs_->get(sequence, name()),
+                    block_->weights_for(sequence), shape_.conv, scratch_.data());
+    out.header() = in.header();
+    block_->finish_backward(sequence, inputs_->version(sequence));
+  }
+
+ private:
+  ConvBlockShape shape_;
+  std::shared_ptr<ParamBlock> block_;
+  std::shared_ptr<Stash> inputs_;
+  aligned_vector<float> unused_dbias_, scratch_;
+};
+
+// ReLU then 2x2 max-pool over one kernel group's planes (B, G, H, W) -> (B, G, H/2, W/2).
+class ReluPoolForward final : public stream::Actor {
+ public:
+  ReluPoolForward(std::string name, int planes, int height, int width,
+                  std::shared_ptr<Stash> activations)
+      : Actor(std::move(name), {f32_port(std::size_t(planes) * height * width)},
+              {f32_port(std::size_t(planes) * (height / 2) * (width / 2))}),
+        planes_(planes), height_(height), width_(width), activations_(std::move(activations)) {}
+  std::string kind() const override { return "relu+pool forward"; }
+  void fire(Firing& firing) override {
+    const stream::TokenRef in = firing.input(0);
+    const stream::TokenRef out = firing.output(0);
+    float* activation = activations_->put(in.header().sequence, in.header().version);
+    relu_forward(activation, in.as<float>().data(), in.as<float>().size());
+    maxpool2x2_forward(out.as<float>().data(), activation, planes_, height_, width_);
+    out.header() = in.header();
+  }
+
+ private:
+  int planes_, height_, width_;
+  std::shared_ptr<Stash> activations_;
+};
+
+class ReluPoolBackward final : public stream::Actor {
+ public:
+  ReluPoolBackward(std::string name, int planes, int height, int width,
+                   std::shared_ptr<Stash> activations)
+      : Actor(std::move(name), {f32_port(std::size_t(planes) * (height / 2) * (width / 2))},
+              {f32_port(std::size_t(planes) * height * width)}),
+        planes_(planes), height_(height), width_(width), activations_(std::move(activations)) {}
+  std::string kind() const override { return "relu+pool backward"; }
+  void fire(Firing& firing) override {
+    const stream::TokenRef in = firing.input(0);
+    const stream::TokenRef out = firing.output(0);
+    const float* activation = activations_->get(in.header().sequence, name());
+    float* dactivation = out.as<float>().data();
+    maxpool2x2_backward(dactivation, in.as<float>().data(), activation, planes_, height_, width_);
+    relu_backward(dactivation, dactivation, activation, out.as<float>().size());
+    out.header() = in.header();
+  }
+
+ private:
+  int planes_, height_, width_;
+  std::shared_ptr<Stash> activations_;
+};
+
+// ---- the builder ------------------------------------------------------------------------------
+
+// [first, last) of n items dealt into `parts` nearly equal shares.
+std::pair<int, int> share(int n, int parts, int index) {
+  return {n * index / parts, n * (index + 1) / parts};
+}
+
+double guess_seconds(double flops) { return flops / 5e9; }  // until profiling measures it
+
+class Builder {
+ public:
+  Builder(TrainingRun& run, TrainingGraph& out) : run_(run), out_(out) {}
+
+  // A Linear layer (+ ReLU) as `blocks` blocks of output neurons: forward is a duplicate split
+  // with a concatenating join; backward a round-robin split of dout with a summing join of dinp.
+  std::pair<Node, Node> dense(const std::string& layer, int in, int out, bool relu,
+                              bool input_grad, int blocks) {
+    const ParamTensor& weight = spec().tensor(layer + ".weight");
+    const ParamTensor& bias = spec().tensor(layer + ".bias");
+    std::vector<Node> forward, backward;
+    std::vector<std::size_t> widths;
+    for (int b = 0; b < blocks; ++b) {
+      const auto [first, last] = share(out, blocks, b);
+      const DenseBlockShape shape{in, last - first, relu, input_grad};
+      const std::string name = layer + ".b" + std::to_string(b);
+      auto block = add_block(name, {{weight.offset + std::size_t(first) * in,
+                                     std::size_t(shape.count) * in},
+                                    {bias.offset + std::size_t(first), std::size_t(shape.count)}});
+      auto inputs = std::make_shared<Stash>(run_.window, std::size_t(run_.micro_batch) * in);
+      auto outputs = std::make_shared<Stash>(
+          run_.window, relu ? std::size_t(run_.micro_batch) * shape.count : 0);
+      const double flops = 2.0 * run_.micro_batch * in * shape.count;
+      forward.push_back(place(std::make_shared<DenseForward>(name + ".fwd", shape, block, run_,
+                                                             inputs, outputs),
+                              name, flops));
+      backward.push_back(place(std::make_shared<DenseBackward>(name + ".bwd", shape, block, run_,
+                                                               inputs, outputs),
+                               name, (input_grad ? 2 : 1) * flops));
+      widths.push_back(static_cast<std::size_t>(shape.count));
+    }
+    return {Node::splitjoin(layer + ".fwd", stream::Split::duplicate(), std::move(forward),
+                            Join::concatenate(widths)),
+            Node::splitjoin(layer + ".bwd", stream::Split::round_robin(widths), std::move(backward),
+                            Join::sum())};
+  }
+
+  // A conv layer + ReLU + 2x2 max-pool as the paper's two-level splitjoin: kernel groups
+  // (duplicate split, concatenating join of pooled planes), each an input-channel splitjoin
+  // (round-robin split of channels, summing join of partial convolutions) then ReLU+pool.
+  // Backward mirrors it: round-robin split of dout per kernel group, pool+ReLU backward,
+  // duplicate to the channel groups, concatenating join of dinp per channel group, and a summing
+  // join over kernel groups.
+  std::pair<Node, Node> conv(const std::string& layer, const Conv2dShape& full, bool input_grad,
+                             int kernel_groups, int channel_groups) {
+    const ParamTensor& weight = spec().tensor(layer + ".weight");
+    const ParamTensor& bias = spec().tensor(layer + ".bias");
+    const int R = full.kernel, C = full.in_channels, Ho = full.out_height(), Wo = full.out_width();
+    const int plane_in = full.height * full.width, pooled = (Ho / 2) * (Wo / 2);
+    std::vector<Node> forward_groups, backward_groups;
+    std::vector<std::size_t> pooled_widths;
+    for (int g = 0; g < kernel_groups; ++g) {
+      const auto [k0, k1] = share(full.out_channels, kernel_groups, g);
+      const std::string group = layer + ".k" + std::to_string(g);
+      std::vector<Node> forward_blocks, backward_blocks;
+      std::vector<std::size_t> channel_widths;
+      for (int h = 0; h < channel_groups; ++h) {
+        const auto [c0, c1] = share(C, channel_groups, h);
+        ConvBlockShape shape;
+        shape.conv = full;
+        shape.conv.batch = run_.micro_batch;
+        shape.conv.in_channels = c1 - c0;
+        shape.conv.out_channels = k1 - k0;
+        shape.owns_bias = h == 0;
+        shape.input_grad = input_grad;
+        std::vector<ParamBlock::Run> runs;
+        for (int k = k0; k < k1; ++k) {
+          runs.push_back({weight.offset + (std::size_t(k) * C + c0) * R * R,
+                          std::size_t(c1 - c0) * R * R});
+        }
+        if (shape.owns_bias) runs.push_back({bias.offset + std::size_t(k0), std::size_t(k1 - k0)});
+        const std::string name = group + ".c" + std::to_string(h);
+        auto block = add_block(name, std::move(runs));
+        auto inputs = std::make_shared<Stash>(run_.window, shape.in_elements());
+        const double flops = 2.0 * shape.out_elements() * (c1 - c0) * R * R;
+        forward_blocks.push_back(place(
+            std::make_shared<ConvForward>(name + ".fwd", shape, block, inputs), name, flops));
+        backward_blocks.push_back(place(
+            std::make_shared<ConvBackward>(name + ".bwd", shape, block, inputs), name,
+            (input_grad ? 2 : 1) * flops));
+        channel_widths.push_back(std::size_t(c1 - c0) * plane_in);
+      }
+      const int planes = run_.micro_batch * (k1 - k0);
+      auto activations = std::make_shared<Stash>(run_.window, std::size_t(planes) * Ho * Wo);
+      const std::string pool = group + ".pool";
+      forward_groups.push_back(Node::pipeline(
+          group + ".fwd",
+          {Node::splitjoin(group + ".channels.fwd", stream::Split::round_robin(channel_widths),
+                           std::move(forward_blocks), Join::sum()),
+           place(std::make_shared<ReluPoolForward>(pool + ".fwd", planes, Ho, Wo, activations),
+                 pool, 3.0 * planes * Ho * Wo)}));
+      backward_groups.push_back(Node::pipeline(
+          group + ".bwd",
+          {place(std::make_shared<ReluPoolBackward>(pool + ".bwd", planes, Ho, Wo, activations),
+                 pool, 3.0 * planes * Ho * Wo),
+           Node::splitjoin(group + ".channels.bwd", stream::Split::duplicate(),
+                           std::move(backward_blocks),
+                           input_grad ? Join::concatenate(channel_widths) : Join::concatenate())}));
+      pooled_widths.push_back(std::size_t(k1 - k0) * pooled);
+    }
+    return {Node::splitjoin(layer + ".fwd", stream::Split::duplicate(), std::move(forward_groups),
+                            Join::concatenate(pooled_widths)),
+            Node::splitjoin(layer + ".bwd", stream::Split::round_robin(pooled_widths),
+                            std::move(backward_groups), Join::sum())};
+  }
+
+  Node source() { return Node::filter(std::make_shared<SourceActor>(run_)); }
+  Node loss() { return Node::filter(std::make_shared<LossActor>(run_)); }
+  Node sink() { return Node::filter(std::make_shared<SinkActor>(run_)); }
+
+ private:
+  const ModelSpec& spec() const { return model_spec(run_.model); }
+
+  std::shared_ptr<ParamBlock> add_block(const std::string& name,
+                                        std::vector<ParamBlock::Run> runs) {
+    out_.blocks.push_back(std::make_shared<ParamBlock>(name, std::move(runs), run_));
+    return out_.blocks.back();
+  }
+
+  static Node place(std::shared_ptr<stream::Actor> actor, const std::string& key, double flops) {
+    actor->set_placement(key);
+    actor->set_work_estimate(guess_seconds(flops));
+    return Node::filter(std::move(actor));
+  }
+
+  TrainingRun& run_;
+  TrainingGraph& out_;
+};
+
+}  // namespace
+
+TrainingGraph build_training_graph(TrainingRun& run, const LayerWidths& widths) {
+  TrainingGraph graph;
+  Builder builder(run, graph);
+  std::vector<Node> forward, backward;
+  auto add = [&](std::pair<Node, Node> layer) {
+    forward.push_back(std::move(layer.first));
+    backward.insert(backward.begin(), std::move(layer.second));
+  };
+  if (run.model == ModelKind::fc3) {
+    add(builder.dense("f1", 784, 300, true, false, widths.f1_blocks));
+    add(builder.dense("f2", 300, 100, true, true, widths.f2_blocks));
+    add(builder.dense("f3", 100, 10, false, true, widths.f3_blocks));
+  } else {
+    const int n = run.micro_batch;
+    add(builder.conv("c1", Conv2dShape{n, 1, 28, 28, 6, 5, 2}, false, widths.c1_kernel_groups,
+                     widths.c1_channel_groups));
+    add(builder.conv("c2", Conv2dShape{n, 6, 14, 14, 16, 5, 0}, true, widths.c2_kernel_groups,
+                     widths.c2_channel_groups));
+    add(builder.dense("f1", 400, 120, true, true, widths.f1_blocks));
+    add(builder.dense("f2", 120, 84, true, true, widths.f2_blocks));
+    add(builder.dense("f3", 84, 10, false, true, widths.f3_blocks));
+  }
+  std::vector<Node> stages;
+  stages.push_back(builder.source());
+  for (Node& node : forward) stages.push_back(std::move(node));
+  stages.push_back(builder.loss());
+  for (Node& node : backward) stages.push_back(std::move(node));
+  stages.push_back(builder.sink());
+  graph.root = Node::pipeline(model_name(run.model), std::move(stages));
+  return graph;
+}
+
+}  // namespace cnnbench

@@ -1,0 +1,94 @@
+// FC-3 and LeNet-5 as stream graphs: a source of micro-batches, forward layers expanded by
+// splitjoins into parameter blocks, the loss actor, backward layers, and a sink that ends a step.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cnnbench/stream.hpp"
+#include "cnnbench/train.hpp"
+
+namespace cnnbench {
+
+// How weights and micro-batches stay in step (DESIGN.md, "Stream strategy").
+enum class Consistency { strict, group_async, async };
+Consistency parse_consistency(const std::string& name);  // Error naming --consistency
+const char* consistency_name(Consistency consistency);
+
+// What the source, loss and sink actors share: the data, the step range of the current
+// run_steps call and the count of finished steps the source's flow control watches.
+struct TrainingRun {
+  const Dataset* data = nullptr;
+  ModelKind model = ModelKind::lenet5;
+  int batch = 64;
+  int microbatches = 4;
+  int micro_batch = 16;
+  Consistency consistency = Consistency::strict;
+  int window = 4;  // micro-batches that may be in flight at once
+  SgdConfig sgd;
+
+  StepRange range;
+  const StepCallback* on_step = nullptr;
+  std::int64_t next_sequence = 0;            // the source's next micro-batch (global numbering)
+  std::atomic<std::int64_t> completed_steps{0};  // global optimizer steps the sink has finished
+
+  // The sample indices of micro-batch `sequence` of the current range.
+  const std::uint32_t* samples_of(std::int64_t sequence) const;
+};
+
+// How many blocks each layer's splitjoins expand into.
+struct LayerWidths {
+  int c1_kernel_groups = 1, c1_channel_groups = 1;
+  int c2_kernel_groups = 1, c2_channel_groups = 1;
+  int f1_blocks = 1, f2_blocks = 1, f3_blocks = 1;
+};
+LayerWidths default_widths(ModelKind model, int cores);
+
+// A block of parameters owned by one forward/backward actor pair (so by one core): packed copies
+// of some runs of the model's flat buffers, with their gradients and momentum, and the version
+// bookkeeping of the consistency modes.
+class ParamBlock {
+ public:
+  struct Run {
+    std::size_t offset = 0, count = 0;  // in the model's flat buffer
+  };
+  ParamBlock(std::string name, std::vector<Run> runs, const TrainingRun& run);
+
+  const std::string& name() const { return name_; }
+  std::size_t size() const { return size_; }
+  void load(const Model& model);   // params and momentum from the model; versions restart
+  void store(Model& model) const;  // the newest params and momentum into the model
+
+  // The weights micro-batch `sequence` uses (forward and backward alike) and their version.
+  float* weights_for(std::int64_t sequence);
+  std::int64_t version_for(std::int64_t sequence) const;
+  float* grads() { return grads_.data(); }
+  // After the backward of `sequence` added its gradients: counts its staleness and, at the end of
+  // a group, applies SGD.
+  void finish_backward(std::int64_t sequence, std::int64_t version_used);
+  const std::vector<std::int64_t>& staleness() const { return staleness_; }
+
+ private:
+  int buffer_for(std::int64_t sequence) const;
+
+  std::string name_;
+  std::vector<Run> runs_;
+  std::size_t size_ = 0;
+  const TrainingRun& run_;
+  aligned_vector<float> weights_[2];  // group-async keeps two versions; the others use [0]
+  std::int64_t buffer_version_[2] = {0, 0};
+  aligned_vector<float> grads_, momentum_;
+  std::int64_t updates_ = 0;
+  std::vector<std::int64_t> staleness_;  // histogram: staleness -> micro-batches
+};
+
+struct TrainingGraph {
+  stream::Node root;
+  std::vector<std::shared_ptr<ParamBlock>> blocks;
+};
+TrainingGraph build_training_graph(TrainingRun& run, const LayerWidths& widths);
+
+}  // namespace cnnbench
