@@ -1,0 +1,119 @@
+// How the cluster strategy cuts a global batch into per-rank and per-thread shares, how dynamic
+// balancing re-sizes them from measured throughput, and its command-line options.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cnnbench/cluster.hpp"
+#include "cnnbench/core.hpp"
+
+namespace cnnbench {
+
+std::vector<int> split_evenly(int total, int parts) {
+  CNNBENCH_CHECK(parts > 0, "cannot split into " + std::to_string(parts) + " parts");
+  CNNBENCH_CHECK(total >= 0, "cannot split a negative count " + std::to_string(total));
+  std::vector<int> shares(static_cast<std::size_t>(parts), total / parts);
+  for (int p = 0; p < total % parts; ++p) ++shares[static_cast<std::size_t>(p)];
+  return shares;
+}
+
+std::vector<int> balance_shares(int total, const std::vector<double>& throughputs, int minimum) {
+  const int parts = static_cast<int>(throughputs.size());
+  CNNBENCH_CHECK(parts > 0, "cannot balance a batch over zero parts");
+  CNNBENCH_CHECK(minimum >= 0 && static_cast<long long>(minimum) * parts <= total,
+                 "cannot give each of " + std::to_string(parts) + " parts at least " +
+                     std::to_string(minimum) + " of " + std::to_string(total) + " samples");
+
+  // Parts without a usable measurement count as average ones.
+  double valid_sum = 0;
+  int valid = 0;
+  for (const double t : throughputs) {
+    if (std::isfinite(t) && t > 0) {
+      valid_sum += t;
+      ++valid;
+    }
+  }
+  if (valid == 0) return split_evenly(total, parts);
+  std::vector<double> speed(throughputs.size());
+  for (std::size_t p = 0; p < speed.size(); ++p) {
+    const double t = throughputs[p];
+    speed[p] = (std::isfinite(t) && t > 0) ? t : valid_sum / valid;
+  }
+
+  // The minimum is handed out first; the rest goes by speed, by largest remainder.
+  const int spare = total - minimum * parts;
+  const double speed_sum = std::accumulate(speed.begin(), speed.end(), 0.0);
+  std::vector<int> shares(speed.size(), minimum);
+  std::vector<double> remainder(speed.size());
+  int given = 0;
+  for (std::size_t p = 0; p < speed.size(); ++p) {
+    const double exact = spare * speed[p] / speed_sum;
+    const int whole = std::min(spare - given, static_cast<int>(std::floor(exact)));
+    shares[p] += whole;
+    given += whole;
+    remainder[p] = exact - whole;
+  }
+  std::vector<std::size_t> by_remainder(speed.size());
+  std::iota(by_remainder.begin(), by_remainder.end(), std::size_t{0});
+  std::stable_sort(by_remainder.begin(), by_remainder.end(),
+                   [&](std::size_t a, std::size_t b) { return remainder[a] > remainder[b]; });
+  for (std::size_t k = 0; given < spare; k = (k + 1) % by_remainder.size(), ++given) {
+    ++shares[by_remainder[k]];
+  }
+  return shares;
+}
+
+namespace {
+
+[[noreturn]] void bad_option(const std::string& flag, const std::string& value,
+                             const std::string& expected) {
+  fail("--" + flag + " " + value + ": expected " + expected);
+}
+
+void parse_slowdown(const std::string& value, ClusterOptions& options) {
+  const std::string expected = "RANK:FACTOR, e.g. 1:2 (rank 1 computes 2x slower)";
+  const auto colon = value.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == value.size()) {
+    bad_option("slowdown", value, expected);
+  }
+  try {
+    std::size_t used = 0;
+    const std::string rank_text = value.substr(0, colon);
+    options.slow_rank = std::stoi(rank_text, &used);
+    if (used != rank_text.size() || options.slow_rank < 0) bad_option("slowdown", value, expected);
+    const std::string factor_text = value.substr(colon + 1);
+    options.slow_factor = std::stod(factor_text, &used);
+    if (used != factor_text.size()) bad_option("slowdown", value, expected);
+  } catch (const std::logic_error&) {  // stoi/stod: not a number or out of range
+    bad_option("slowdown", value, expected);
+  }
+  if (!std::isfinite(options.slow_factor) || options.slow_factor < 1.0 ||
+      options.slow_factor > 1000.0) {
+    bad_option("slowdown", value, "a FACTOR between 1 and 1000 in RANK:FACTOR");
+  }
+}
+
+}  // namespace
+
+ClusterOptions parse_cluster_options(const TrainConfig& config) {
+  ClusterOptions options;
+  for (const auto& [key, value] : config.options) {
+    if (key == "overlap") {
+      if (value != "on" && value != "off") bad_option(key, value, "on or off");
+      options.overlap = value == "on";
+    } else if (key == "balance") {
+      if (value != "static" && value != "dynamic") bad_option(key, value, "static or dynamic");
+      options.dynamic_balance = value == "dynamic";
+    } else if (key == "slowdown") {
+      parse_slowdown(value, options);
+    } else {
+      fail("--" + key + " does not apply to --strategy cluster (its options: --overlap on|off, "
+           "--balance static|dynamic, --slowdown RANK:FACTOR)");
+    }
+  }
+  CNNBENCH_CHECK(config.threads >= 1, "--threads " + std::to_string(config.threads) +
+                                          ": the cluster strategy needs at least 1 thread per rank");
+  return options;
+}
+
+}  // namespace cnnbench

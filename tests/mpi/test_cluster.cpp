@@ -1,0 +1,449 @@
+// The cluster strategy under mpirun: any ranks x threads equals a naive serial loop after 50
+// steps, runs are bit-identical run to run and rank to rank, balancing moves work off a slowed
+// rank, and a rank that throws ends the whole job quickly, naming the rank.
+// The binary re-launches itself under mpirun; the rank side is the test ClusterRank.Run, which
+// only runs when CNNBENCH_CLUSTER_TEST_CASE carries a case description (JSON).
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <numeric>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <mpi.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cnnbench/cluster.hpp"
+#include "cnnbench/core.hpp"
+#include "cnnbench/data.hpp"
+#include "cnnbench/models.hpp"
+#include "cnnbench/train.hpp"
+#include "mpirun_job.hpp"
+
+namespace cnnbench {
+namespace {
+
+namespace fs = std::filesystem;
+constexpr const char* case_variable = "CNNBENCH_CLUSTER_TEST_CASE";
+constexpr std::size_t dataset_size = 512;
+constexpr std::uint64_t data_seed = 3, init_seed = 11, order_seed = 5;
+
+struct Case {
+  std::string model = "fc3";
+  int ranks = 1, threads = 1, batch = 32, steps = 50;
+  std::map<std::string, std::string> options;
+  // Faults: a rank that throws inside the strategy (from its step callback) or outside it
+  // (between prepare and the steps). Killing a rank is tested on the CLI (test_cluster_cli).
+  int throw_rank = -1, throw_step = -1, throw_outside_rank = -1;
+  bool allreduce_benchmark = false;  // instead of training
+  std::string out;  // folder for the ranks' results
+
+  nlohmann::json to_json() const {
+    return {{"model", model}, {"threads", threads}, {"batch", batch}, {"steps", steps},
+            {"options", options}, {"throw_rank", throw_rank}, {"throw_step", throw_step},
+            {"throw_outside_rank", throw_outside_rank},            {"allreduce_benchmark", allreduce_benchmark}, {"out", out}};
+  }
+  static Case from_json(const nlohmann::json& j) {
+    Case c;
+    c.model = j.at("model");
+    c.threads = j.at("threads");
+    c.batch = j.at("batch");
+    c.steps = j.at("steps");
+    c.options = j.at("options").get<std::map<std::string, std::string>>();
+    c.throw_rank = j.at("throw_rank");
+    c.throw_step = j.at("throw_step");
+    c.throw_outside_rank = j.at("throw_outside_rank");
+    c.allreduce_benchmark = j.at("allreduce_benchmark");
+    c.out = j.at("out");
+    return c;
+  }
+};
+
+// The samples of `steps` global batches: epochs' orders laid end to end.
+std::vector<std::uint32_t> step_order(int steps, int batch) {
+  std::vector<std::uint32_t> order;
+  for (std::int64_t epoch = 0; order.size() < static_cast<std::size_t>(steps) * batch; ++epoch) {
+    const auto e = epoch_order(dataset_size, order_seed, epoch, true);
+    order.insert(order.end(), e.begin(), e.end());
+  }
+  return order;
+}
+
+struct Trained {
+  std::vector<float> params, momentum;
+  std::vector<double> losses;
+};
+
+// The oracle: plain mini-batch SGD on one thread, whole batch at once.
+Trained train_serially(const Case& c) {
+  const ModelKind kind = parse_model(c.model);
+  const Dataset data = make_synthetic(dataset_size, data_seed);
+  Model model(kind);
+  init_params(model.params, kind, init_seed);
+  Workspace workspace(kind, c.batch);
+  std::vector<float> x(static_cast<std::size_t>(c.batch) * data.image_size());
+  std::vector<std::uint8_t> y(static_cast<std::size_t>(c.batch));
+  const auto order = step_order(c.steps, c.batch);
+  SgdConfig sgd;
+  Trained result;
+  for (int step = 0; step < c.steps; ++step) {
+    gather_batch(x.data(), y.data(), data, order.data() + static_cast<std::ptrdiff_t>(step) * c.batch, c.batch);
+    std::fill(model.grads.begin(), model.grads.end(), 0.0f);
+    const double loss = forward_backward(kind, model.params.data(), model.grads.data(), x.data(),
+                                         y.data(), c.batch, 1.0f / c.batch, workspace);
+    sgd_step(model.params.data(), model.grads.data(), model.momentum.data(), model.params.size(), sgd);
+    result.losses.push_back(loss / c.batch);
+  }
+  result.params.assign(model.params.begin(), model.params.end());
+  result.momentum.assign(model.momentum.begin(), model.momentum.end());
+  return result;
+}
+
+// ---- the rank side ------------------------------------------------------------------------------
+
+void write_rank_result(const Case& c, int rank, const Model& model, const std::vector<double>& losses) {
+  std::ofstream out(fs::path(c.out) / ("rank" + std::to_string(rank) + ".bin"), std::ios::binary);
+  out.write(reinterpret_cast<const char*>(model.params.data()),
+            static_cast<std::streamsize>(model.params.size() * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(model.momentum.data()),
+            static_cast<std::streamsize>(model.momentum.size() * sizeof(float)));
+  out.write(reinterpret_cast<const char*>(losses.data()),
+            static_cast<std::streamsize>(losses.size() * sizeof(double)));
+}
+
+TEST(ClusterRank, Run) {
+  const char* description = std::getenv(case_variable);
+  if (description == nullptr) GTEST_SKIP() << "runs only as a rank launched by the tests below";
+  const Case c = Case::from_json(nlohmann::json::parse(description));
+  if (c.allreduce_benchmark) {
+    AllreduceBenchConfig bench;
+    bench.min_bytes = 4;
+    bench.max_bytes = 1 << 16;
+    bench.repetitions = 20;
+    const nlohmann::json result = allreduce_benchmark(bench);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0) write_file_atomically(fs::path(c.out) / "report.json", result.dump(1));
+    return;
+  }
+  const ModelKind kind = parse_model(c.model);
+  const Dataset data = make_synthetic(dataset_size, data_seed);
+  Model model(kind);
+  init_params(model.params, kind, init_seed);
+  TrainConfig config;
+  config.model = kind;
+  config.strategy = "cluster";
+  config.batch = c.batch;
+  config.threads = c.threads;
+  config.options = c.options;
+
+  auto strategy = make_strategy("cluster");
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  strategy->prepare(model, data, config);
+  if (rank == c.throw_outside_rank) throw Error("injected failure outside the strategy");
+
+  std::vector<double> losses;
+  const auto on_step = [&](std::int64_t, double loss) {
+    if (rank == c.throw_rank && static_cast<int>(losses.size()) == c.throw_step) {
+      throw Error("injected failure at step " + std::to_string(c.throw_step));
+    }
+    losses.push_back(loss);
+  };
+  const auto order = step_order(c.steps, c.batch);
+  // Two ranges, as the driver makes them at epoch ends.
+  const std::int64_t first_range = c.steps / 3;
+  strategy->run_steps({order.data(), 0, first_range, 0}, on_step);
+  strategy->run_steps({order.data(), first_range, c.steps - first_range, first_range}, on_step);
+  strategy->sync_to(model);
+  write_rank_result(c, rank, model, losses);
+  if (strategy->is_primary()) {
+    write_file_atomically(fs::path(c.out) / "report.json",
+                          nlohmann::json{{"metrics", strategy->metrics()},
+                                         {"pins", pin_map_json(strategy->pin_map())}}
+                              .dump(1));
+  }
+}
+
+// ---- the launching side -----------------------------------------------------------------------
+
+struct Job {
+  pid_t pid = -1;
+  fs::path out;
+  fs::path log;
+};
+
+// Starts `mpirun -np ranks <this binary> --gtest_filter=ClusterRank.Run` with the case in the
+// environment; output goes to out/log.
+Job launch(Case& c, int ranks, const std::string& name) {
+  Job job;
+  job.out = fs::temp_directory_path() / ("cnnbench_cluster_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(job.out);
+  fs::create_directories(job.out);
+  job.log = job.out / "log";
+  c.out = job.out.string();
+  c.ranks = ranks;
+  const auto args = test::mpirun_command(
+      ranks, {fs::read_symlink("/proc/self/exe").string(), "--gtest_filter=ClusterRank.Run", "--gtest_brief=1"});
+  job.pid = test::spawn_logged(args, {std::string(case_variable) + "=" + c.to_json().dump()}, job.log);
+  return job;
+}
+
+using test::Ended;
+Ended wait_for(const Job& job, double limit) { return test::wait_for(job.pid, limit); }
+
+std::string log_of(const Job& job) { return read_file(job.log); }
+
+Trained read_rank_result(const Job& job, int rank, std::size_t params, int steps) {
+  Trained result;
+  result.params.resize(params);
+  result.momentum.resize(params);
+  result.losses.resize(static_cast<std::size_t>(steps));
+  std::ifstream in(job.out / ("rank" + std::to_string(rank) + ".bin"), std::ios::binary);
+  in.read(reinterpret_cast<char*>(result.params.data()), static_cast<std::streamsize>(params * sizeof(float)));
+  in.read(reinterpret_cast<char*>(result.momentum.data()), static_cast<std::streamsize>(params * sizeof(float)));
+  in.read(reinterpret_cast<char*>(result.losses.data()), static_cast<std::streamsize>(steps * sizeof(double)));
+  if (!in) throw Error("rank " + std::to_string(rank) + " wrote no complete result in " + job.out.string());
+  return result;
+}
+
+// Runs the case on ranks x c.threads and returns rank 0's result, after checking that the job
+// succeeded and that every rank holds the same bits.
+Trained run_cluster(Case c, int ranks, const std::string& name) {
+  const Job job = launch(c, ranks, name);
+  const Ended ended = wait_for(job, 120);
+  EXPECT_TRUE(ended.in_time && ended.exit_code == 0)
+      << name << ": exit " << ended.exit_code << " after " << ended.seconds << " s\n" << log_of(job);
+  std::cout << "[ info ] " << name << ": " << ended.seconds << " s\n";
+  const std::size_t params = model_spec(parse_model(c.model)).param_count;
+  const Trained first = read_rank_result(job, 0, params, c.steps);
+  for (int r = 1; r < ranks; ++r) {
+    const Trained other = read_rank_result(job, r, params, c.steps);
+    EXPECT_TRUE(other.params == first.params && other.momentum == first.momentum)
+        << name << ": rank " << r << " holds different weights than rank 0";
+    EXPECT_EQ(other.losses, first.losses) << name << ": rank " << r << " saw different losses";
+  }
+  fs::remove_all(job.out);
+  return first;
+}
+
+nlohmann::json run_cluster_report(Case c, int ranks, const std::string& name, Trained* result) {
+  const Job job = launch(c, ranks, name);
+  const Ended ended = wait_for(job, 120);
+  EXPECT_TRUE(ended.in_time && ended.exit_code == 0)
+      << name << ": exit " << ended.exit_code << "\n" << log_of(job);
+  if (result) *result = read_rank_result(job, 0, model_spec(parse_model(c.model)).param_count, c.steps);
+  auto report = nlohmann::json::parse(read_file(job.out / "report.json"));
+  fs::remove_all(job.out);
+  return report;
+}
+
+// Per tensor: max|a-b| / max|b| <= tolerance; prints the first differing values when not.
+void expect_matches_serial(const Trained& got, const Trained& serial, ModelKind kind,
+                           const std::string& name) {
+  constexpr double tolerance = 1e-4;
+  for (const auto& tensor : model_spec(kind).tensors) {
+    for (const auto which : {&Trained::params, &Trained::momentum}) {
+      const auto& a = got.*which;
+      const auto& b = serial.*which;
+      double max_diff = 0, max_ref = 0;
+      std::size_t worst = tensor.offset;
+      for (std::size_t i = tensor.offset; i < tensor.offset + tensor.count; ++i) {
+        const double diff = std::abs(static_cast<double>(a[i]) - b[i]);
+        if (diff > max_diff) {
+          max_diff = diff;
+          worst = i;
+        }
+        max_ref = std::max(max_ref, std::abs(static_cast<double>(b[i])));
+      }
+      const double relative = max_ref > 0 ? max_diff / max_ref : max_diff;
+      EXPECT_LE(relative, tolerance)
+          << name << ": " << (which == &Trained::params ? "" : "momentum.") << tensor.name
+          << " max|a-b|/max|b| = " << relative << " at element " << worst - tensor.offset
+          << ": cluster " << a[worst] << " vs serial " << b[worst];
+    }
+  }
+  for (std::size_t s = 0; s < serial.losses.size(); ++s) {
+    ASSERT_NEAR(got.losses[s], serial.losses[s], 1e-4 * std::max(1.0, std::abs(serial.losses[s])))
+        << name << ": loss of step " << s;
+  }
+}
+
+// A rank process runs only ClusterRank.Run; the launching tests skip there.
+bool is_rank_process() { return std::getenv(case_variable) != nullptr; }
+
+TEST(Cluster, Fc3MatchesSerialOnEveryShape) {
+  if (is_rank_process()) GTEST_SKIP();
+  Case c;
+  c.model = "fc3";
+  const Trained serial = train_serially(c);
+  for (const auto& [ranks, threads] : {std::pair{1, 1}, {1, 2}, {2, 1}, {2, 2}, {3, 1}, {4, 1}}) {
+    c.threads = threads;
+    const std::string name = "fc3_" + std::to_string(ranks) + "x" + std::to_string(threads);
+    expect_matches_serial(run_cluster(c, ranks, name), serial, ModelKind::fc3, name);
+  }
+}
+
+TEST(Cluster, Lenet5MatchesSerial) {
+  if (is_rank_process()) GTEST_SKIP();
+  Case c;
+  c.model = "lenet5";
+  c.batch = 16;
+  const Trained serial = train_serially(c);
+  for (const auto& [ranks, threads] : {std::pair{1, 2}, {2, 1}}) {
+    c.threads = threads;
+    const std::string name = "lenet5_" + std::to_string(ranks) + "x" + std::to_string(threads);
+    expect_matches_serial(run_cluster(c, ranks, name), serial, ModelKind::lenet5, name);
+  }
+  c.threads = 2;
+  c.options["overlap"] = "off";
+  expect_matches_serial(run_cluster(c, 2, "lenet5_2x2_no_overlap"), serial, ModelKind::lenet5,
+                        "lenet5_2x2_no_overlap");
+}
+
+TEST(Cluster, SameShapeGivesBitIdenticalRuns) {
+  if (is_rank_process()) GTEST_SKIP();
+  Case c;
+  c.steps = 20;
+  for (const auto& [ranks, threads, overlap] :
+       {std::tuple{2, 2, "on"}, {3, 1, "off"}}) {
+    c.threads = threads;
+    c.options["overlap"] = overlap;
+    const std::string name = "repeat_" + std::to_string(ranks) + "x" + std::to_string(threads) + "_" + overlap;
+    const Trained first = run_cluster(c, ranks, name + "_a");
+    const Trained second = run_cluster(c, ranks, name + "_b");
+    EXPECT_TRUE(first.params == second.params && first.momentum == second.momentum)
+        << name << ": two runs of the same shape differ";
+    EXPECT_EQ(first.losses, second.losses) << name;
+  }
+}
+
+TEST(Cluster, DynamicBalanceMovesWorkOffASlowRankAndStillMatchesSerial) {
+  if (is_rank_process()) GTEST_SKIP();
+  Case c;
+  c.options = {{"balance", "dynamic"}, {"slowdown", "1:4"}};
+  const Trained serial = train_serially(c);
+  Trained balanced;
+  const auto report = run_cluster_report(c, 2, "balance", &balanced);
+  expect_matches_serial(balanced, serial, ModelKind::fc3, "balance");
+  const auto& ranks = report.at("metrics").at("per_rank");
+  ASSERT_EQ(ranks.size(), 2u);
+  const double fast = ranks[0].at("samples"), slow = ranks[1].at("samples");
+  EXPECT_EQ(fast + slow, 50.0 * c.batch) << "the global batch must stay whole";
+  EXPECT_LT(slow, fast) << "a rank computing 4x slower should get the smaller share\n" << report.dump(1);
+  EXPECT_EQ(report.at("metrics").at("balance"), "dynamic");
+}
+
+TEST(Cluster, ReportCarriesCommunicationMetricsAndEveryRanksPins) {
+  if (is_rank_process()) GTEST_SKIP();
+  Case c;
+  c.steps = 6;
+  c.threads = 2;
+  const auto report = run_cluster_report(c, 2, "report", nullptr);
+  const auto& metrics = report.at("metrics");
+  EXPECT_EQ(metrics.at("ranks"), 2);
+  EXPECT_EQ(metrics.at("threads_per_rank"), 2);
+  EXPECT_EQ(metrics.at("steps"), 6.0);
+  const auto& allreduce = metrics.at("allreduce");
+  EXPECT_GE(allreduce.at("seconds_max").get<double>(), allreduce.at("seconds_mean").get<double>());
+  const double params = static_cast<double>(model_spec(ModelKind::fc3).param_count);
+  EXPECT_GE(allreduce.at("payload_bytes_per_step").get<double>(), 4 * params);
+  EXPECT_TRUE(metrics.contains("overlap_detail"));
+  std::vector<std::string> workers;
+  for (const auto& pin : report.at("pins")) workers.push_back(pin.at("worker"));
+  EXPECT_EQ(workers, (std::vector<std::string>{"cluster/rank0/thread0", "cluster/rank0/thread1",
+                                               "cluster/rank1/thread0", "cluster/rank1/thread1"}));
+}
+
+TEST(Cluster, InvalidOptionsNameTheFlag) {
+  if (is_rank_process()) GTEST_SKIP();
+  // Every value is checked by test_cluster_shares; here: the error leaves the job and names
+  // the flag, also for a check only a running job can make (a rank the job lacks).
+  for (const auto& [key, value] : {std::pair<std::string, std::string>{"overlap", "maybe"},
+                                  {"slowdown", "5:2"}}) {
+    Case c;
+    c.options[key] = value;
+    c.steps = 2;
+    const Job job = launch(c, 2, "bad_" + key);
+    const Ended ended = wait_for(job, 30);
+    const std::string log = log_of(job);
+    EXPECT_TRUE(ended.in_time) << log;
+    EXPECT_NE(ended.exit_code, 0) << log;
+    EXPECT_NE(log.find("--" + key), std::string::npos) << "the error should name --" << key << ":\n" << log;
+    fs::remove_all(job.out);
+  }
+}
+
+TEST(Cluster, AllreduceBenchmarkFitsItsOwnPoints) {
+  if (is_rank_process()) GTEST_SKIP();
+  Case c;
+  c.allreduce_benchmark = true;
+  const auto report = run_cluster_report(c, 2, "bench", nullptr);
+  EXPECT_EQ(report.at("ranks"), 2);
+  const auto& sizes = report.at("sizes");
+  ASSERT_EQ(sizes.size(), 15u);  // 4 B, 8 B, ... 64 KiB
+  // Oracle: the least-squares line through the reported points, computed here.
+  std::vector<double> n, t;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(sizes[i].at("bytes").get<double>(), 4.0 * std::pow(2.0, static_cast<double>(i)));
+    EXPECT_GT(sizes[i].at("seconds").get<double>(), 0.0);
+    n.push_back(sizes[i].at("bytes"));
+    t.push_back(sizes[i].at("seconds"));
+  }
+  const double count = static_cast<double>(n.size());
+  const double sn = std::accumulate(n.begin(), n.end(), 0.0), st = std::accumulate(t.begin(), t.end(), 0.0);
+  double snn = 0, snt = 0;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    snn += n[i] * n[i];
+    snt += n[i] * t[i];
+  }
+  const double beta = (count * snt - sn * st) / (count * snn - sn * sn);
+  const double alpha = (st - beta * sn) / count;
+  const auto& fit = report.at("fit");
+  EXPECT_NEAR(fit.at("beta_s_per_byte").get<double>(), beta, 1e-6 * std::abs(beta) + 1e-18);
+  EXPECT_NEAR(fit.at("alpha_s").get<double>(), alpha, 1e-6 * std::abs(alpha) + 1e-12);
+  EXPECT_LE(fit.at("r2").get<double>(), 1.0);
+}
+
+void expect_job_ends_naming_rank(const Job& job, const Ended& ended, const std::string& rank_text) {
+  const std::string log = log_of(job);
+  EXPECT_TRUE(ended.in_time) << "the job still ran 30 s after the failure\n" << log;
+  EXPECT_NE(ended.exit_code, 0) << log;
+  EXPECT_NE(log.find(rank_text), std::string::npos) << "expected '" << rank_text << "' in:\n" << log;
+}
+
+TEST(Cluster, RankThatThrowsEndsTheJob) {
+  if (is_rank_process()) GTEST_SKIP();
+  Case c;
+  c.throw_rank = 1;
+  c.throw_step = 3;
+  const Job job = launch(c, 2, "throw_inside");
+  expect_job_ends_naming_rank(job, wait_for(job, 30), "rank 1 of 2 failed: injected failure at step 3");
+  fs::remove_all(job.out);
+
+  Case outside;
+  outside.throw_outside_rank = 1;
+  const Job job2 = launch(outside, 2, "throw_outside");
+  expect_job_ends_naming_rank(job2, wait_for(job2, 30), "rank 1 of 2 failed");
+  fs::remove_all(job2.out);
+}
+
+}  // namespace
+}  // namespace cnnbench

@@ -1,0 +1,165 @@
+// `cnnbench train --strategy cluster` end to end under mpirun: only rank 0 reports and saves,
+// a checkpoint resumes on a different rank count and still equals serial, and killing one rank
+// of a running job ends the whole job within 30 s.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/safetensors.hpp"
+#include "mpirun_job.hpp"
+
+namespace cnnbench {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fresh_folder(const std::string& name) {
+  const fs::path folder =
+      fs::temp_directory_path() / ("cnnbench_cluster_cli_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(folder);
+  fs::create_directories(folder);
+  return folder;
+}
+
+std::vector<std::string> train_command(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {CNNBENCH_CLI, "train", "--model", "fc3", "--synthetic", "1024",
+                                   "--batch", "32", "--quiet"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// Runs a command to completion (60 s at most) and expects exit status 0.
+void run_ok(const std::vector<std::string>& args, const fs::path& log) {
+  const pid_t pid = test::spawn_logged(args, {}, log);
+  const test::Ended ended = test::wait_for(pid, 60);
+  ASSERT_TRUE(ended.in_time && ended.exit_code == 0)
+      << args[0] << " ... exited " << ended.exit_code << ":\n" << read_file(log);
+}
+
+TEST(ClusterCli, ResumesOnADifferentRankCountAndMatchesSerial) {
+  const fs::path dir = fresh_folder("resume");
+  // 10 steps on 2 ranks, then 10 more on 1 rank x 2 threads, against 20 serial steps.
+  run_ok(test::mpirun_command(2, train_command({"--strategy", "cluster", "--steps", "10", "--save",
+                                               (dir / "half.safetensors").string(), "--report",
+                                               (dir / "half.json").string()})),
+         dir / "half.log");
+  run_ok(train_command({"--strategy", "cluster", "--threads", "2", "--steps", "20", "--resume",
+                        (dir / "half.safetensors").string(), "--save",
+                        (dir / "resumed.safetensors").string()}),
+         dir / "resumed.log");
+  run_ok(train_command({"--strategy", "serial", "--steps", "20", "--save",
+                        (dir / "serial.safetensors").string()}),
+         dir / "serial.log");
+
+  // Rank 0 alone wrote the report and the checkpoint, and left no temporary files behind.
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"half.json", "half.log", "half.safetensors",
+                                             "resumed.log", "resumed.safetensors", "serial.log",
+                                             "serial.safetensors"}));
+  const auto report = nlohmann::json::parse(read_file(dir / "half.json"));
+  EXPECT_EQ(report.at("strategy_metrics").at("ranks"), 2);
+  EXPECT_EQ(report.at("pin_map").size(), 2u) << "rank 0's report lists every rank's threads";
+
+  const SafetensorsFile resumed = read_safetensors(dir / "resumed.safetensors");
+  const SafetensorsFile serial = read_safetensors(dir / "serial.safetensors");
+  ASSERT_EQ(resumed.tensors.size(), serial.tensors.size());
+  for (const Tensor& expected : serial.tensors) {
+    const Tensor* got = resumed.find(expected.name);
+    ASSERT_NE(got, nullptr) << expected.name;
+    ASSERT_EQ(got->data.size(), expected.data.size()) << expected.name;
+    double max_diff = 0, max_ref = 0;
+    for (std::size_t i = 0; i < expected.data.size(); ++i) {
+      max_diff = std::max(max_diff, std::abs(static_cast<double>(got->data[i]) - expected.data[i]));
+      max_ref = std::max(max_ref, std::abs(static_cast<double>(expected.data[i])));
+    }
+    EXPECT_LE(max_diff / std::max(max_ref, 1e-30), 1e-4) << expected.name;
+  }
+  fs::remove_all(dir);
+}
+
+// The direct children of `parent` whose command is `name`, with their MPI rank.
+std::vector<std::pair<pid_t, int>> ranks_of(pid_t parent, const std::string& name) {
+  std::vector<std::pair<pid_t, int>> found;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid_text = entry.path().filename();
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const auto open = line.find('('), close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent || line.substr(open + 1, close - open - 1) != name) continue;
+    std::ifstream environment(entry.path() / "environ");
+    int rank = -1;
+    for (std::string variable; std::getline(environment, variable, '\0');) {
+      if (variable.rfind("OMPI_COMM_WORLD_RANK=", 0) == 0) rank = std::stoi(variable.substr(21));
+    }
+    found.emplace_back(std::stoi(pid_text), rank);
+  }
+  return found;
+}
+
+// Alive and not a zombie waiting to be reaped.
+bool is_running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+TEST(ClusterCli, KillingOneRankEndsTheJobWithin30Seconds) {
+  const fs::path dir = fresh_folder("kill");
+  const pid_t mpirun = test::spawn_logged(
+      test::mpirun_command(2, {CNNBENCH_CLI, "train", "--model", "lenet5", "--strategy", "cluster",
+                               "--synthetic", "2048", "--steps", "1000000", "--quiet"}),
+      {}, dir / "log");
+  // Both ranks up and a couple of seconds into training.
+  std::vector<std::pair<pid_t, int>> ranks;
+  const double start = now_seconds();
+  while (ranks.size() < 2 && now_seconds() - start < 30) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ranks = ranks_of(mpirun, fs::path(CNNBENCH_CLI).filename().string().substr(0, 15));
+  }
+  ASSERT_EQ(ranks.size(), 2u) << read_file(dir / "log");
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const auto victim = std::find_if(ranks.begin(), ranks.end(), [](const auto& r) { return r.second == 1; });
+  ASSERT_NE(victim, ranks.end());
+  ASSERT_EQ(::kill(victim->first, SIGKILL), 0);
+
+  const test::Ended ended = test::wait_for(mpirun, 30);
+  const std::string log = read_file(dir / "log");
+  EXPECT_TRUE(ended.in_time) << "the job still ran 30 s after rank 1 was killed\n" << log;
+  EXPECT_NE(ended.exit_code, 0) << log;
+  EXPECT_NE(log.find("rank 1"), std::string::npos) << log;
+  std::cout << "[ info ] the job ended " << ended.seconds << " s after rank 1 was killed\n";
+  // mpirun's last SIGTERM/SIGKILL to the surviving ranks may land just after it exits.
+  for (const auto& [pid, rank] : ranks) {
+    const double deadline = now_seconds() + 10;
+    while (is_running(pid) && now_seconds() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_FALSE(is_running(pid)) << "rank " << rank << " (pid " << pid << ") outlived the job by 10 s";
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cnnbench

@@ -1,0 +1,108 @@
+// How the cluster strategy cuts batches into shares and reads its options; no mpirun needed.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cnnbench/cluster.hpp"
+#include "cnnbench/core.hpp"
+
+namespace cnnbench {
+namespace {
+
+int sum(const std::vector<int>& shares) { return std::accumulate(shares.begin(), shares.end(), 0); }
+
+TEST(ClusterShares, SplitEvenlyKeepsEveryItemAndDiffersByAtMostOne) {
+  for (const int parts : {1, 2, 3, 4, 7}) {
+    for (const int total : {0, 1, 2, 6, 7, 64, 1001}) {
+      const auto shares = split_evenly(total, parts);
+      ASSERT_EQ(static_cast<int>(shares.size()), parts);
+      EXPECT_EQ(sum(shares), total);
+      const auto [low, high] = std::minmax_element(shares.begin(), shares.end());
+      EXPECT_LE(*high - *low, 1);
+      EXPECT_TRUE(std::is_sorted(shares.rbegin(), shares.rend())) << "larger shares come first";
+    }
+  }
+  EXPECT_THROW(split_evenly(5, 0), Error);
+}
+
+TEST(ClusterShares, BalanceFollowsThroughput) {
+  // Oracle: exact proportional shares are integers here, so largest remainder must hit them.
+  EXPECT_EQ(balance_shares(64, {1.0, 1.0}, 1), (std::vector<int>{32, 32}));
+  EXPECT_EQ(balance_shares(60, {2.0, 1.0}, 0), (std::vector<int>{40, 20}));
+  EXPECT_EQ(balance_shares(60, {200.0, 100.0, 300.0}, 0), (std::vector<int>{20, 10, 30}));
+  // With a minimum the spare items still follow speed: 4 + (64 - 8) * [3/4, 1/4].
+  EXPECT_EQ(balance_shares(64, {3.0, 1.0}, 4), (std::vector<int>{46, 18}));
+}
+
+TEST(ClusterShares, BalanceKeepsTheWholeBatchAndTheMinimum) {
+  Rng rng(9);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int parts = 1 + static_cast<int>(rng.below(7));
+    const int total = parts + static_cast<int>(rng.below(200));
+    std::vector<double> speed(static_cast<std::size_t>(parts));
+    for (auto& s : speed) s = rng.uniform(0.01f, 10.0f);
+    const auto shares = balance_shares(total, speed, 1);
+    EXPECT_EQ(sum(shares), total);
+    for (const int share : shares) EXPECT_GE(share, 1);
+    // Largest remainder: every share is within one item of its exact proportional value.
+    const double speed_sum = std::accumulate(speed.begin(), speed.end(), 0.0);
+    for (int p = 0; p < parts; ++p) {
+      const double exact = 1 + (total - parts) * speed[static_cast<std::size_t>(p)] / speed_sum;
+      EXPECT_LT(std::abs(shares[static_cast<std::size_t>(p)] - exact), 1.0 + 1e-9);
+    }
+  }
+}
+
+TEST(ClusterShares, BalanceTreatsMissingMeasurementsAsAverage) {
+  EXPECT_EQ(balance_shares(30, {0.0, 0.0, 0.0}, 0), split_evenly(30, 3));
+  EXPECT_EQ(balance_shares(30, {2.0, -1.0, 2.0}, 0), (std::vector<int>{10, 10, 10}));
+  EXPECT_THROW(balance_shares(3, {1.0, 1.0}, 2), Error);
+}
+
+TrainConfig with_options(std::map<std::string, std::string> options) {
+  TrainConfig config;
+  config.options = std::move(options);
+  return config;
+}
+
+TEST(ClusterOptions, DefaultsAndValidValues) {
+  const ClusterOptions defaults = parse_cluster_options(with_options({}));
+  EXPECT_TRUE(defaults.overlap);
+  EXPECT_FALSE(defaults.dynamic_balance);
+  EXPECT_EQ(defaults.slow_rank, -1);
+  const ClusterOptions set =
+      parse_cluster_options(with_options({{"overlap", "off"}, {"balance", "dynamic"}, {"slowdown", "1:2.5"}}));
+  EXPECT_FALSE(set.overlap);
+  EXPECT_TRUE(set.dynamic_balance);
+  EXPECT_EQ(set.slow_rank, 1);
+  EXPECT_DOUBLE_EQ(set.slow_factor, 2.5);
+}
+
+void expect_error_naming(const std::map<std::string, std::string>& options, const std::string& flag) {
+  try {
+    parse_cluster_options(with_options(options));
+    ADD_FAILURE() << "accepted " << flag;
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find(flag), std::string::npos) << error.what();
+  }
+}
+
+TEST(ClusterOptions, InvalidValuesNameTheFlag) {
+  expect_error_naming({{"overlap", "yes"}}, "--overlap");
+  expect_error_naming({{"balance", "fair"}}, "--balance");
+  for (const char* bad : {"1", ":2", "1:", "a:2", "1:b", "-1:2", "1:0.5", "1:2x", "1:nan"}) {
+    expect_error_naming({{"slowdown", bad}}, "--slowdown");
+  }
+  expect_error_naming({{"consistency", "strict"}}, "--consistency");
+  TrainConfig no_threads;
+  no_threads.threads = 0;
+  EXPECT_THROW(parse_cluster_options(no_threads), Error);
+}
+
+}  // namespace
+}  // namespace cnnbench
