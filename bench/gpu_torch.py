@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""PyTorch baseline for the GPU strategy: FC-3 and LeNet-5 (DESIGN.md's definitions) trained with
+SGD momentum 0.9 on the same GPU, data resident on the device as bytes and converted per batch as
+cnnbench does; FP32 (no TF32); timed between CUDA synchronisations after a warm-up.
+
+usage: gpu_torch.py --model lenet5 --batch 1024 --steps 2000 [--device 0] [--json OUT]
+Prints one JSON object (and writes it to OUT): images_per_s, seconds, versions, device.
+"""
+import argparse
+import json
+import sys
+import time
+
+
+def build_model(torch, name):
+    nn = torch.nn
+    if name == "fc3":
+        return nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(784, 300), nn.ReLU(),
+            nn.Linear(300, 100), nn.ReLU(),
+            nn.Linear(100, 10))
+    if name == "lenet5":
+        return nn.Sequential(
+            nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2, 2),
+            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2, 2),
+            nn.Flatten(),
+            nn.Linear(400, 120), nn.ReLU(),
+            nn.Linear(120, 84), nn.ReLU(),
+            nn.Linear(84, 10))
+    raise SystemExit(f"unknown model '{name}' (expected fc3 or lenet5)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="lenet5", choices=["fc3", "lenet5"])
+    parser.add_argument("--batch", type=int, default=1024)
+    parser.add_argument("--steps", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--samples", type=int, default=60000)
+    parser.add_argument("--device", type=int, default=0)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--json", help="also write the result here")
+    args = parser.parse_args()
+
+    import torch
+    if not torch.cuda.is_available():
+        print("gpu_torch.py: torch sees no CUDA device", file=sys.stderr)
+        return 1
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    device = torch.device("cuda", args.device)
+    torch.manual_seed(1)
+
+    model = build_model(torch, args.model).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    # The data set stays on the device as bytes, like cnnbench's resident mode.
+    images = torch.randint(0, 256, (args.samples, 1, 28, 28), dtype=torch.uint8, device=device)
+    labels = torch.randint(0, 10, (args.samples,), dtype=torch.int64, device=device)
+    steps_per_epoch = args.samples // args.batch
+    order = torch.randperm(args.samples, device=device)
+
+    def step(k):
+        idx = order[(k % steps_per_epoch) * args.batch:(k % steps_per_epoch + 1) * args.batch]
+        x = images.index_select(0, idx).float().div_(255.0)
+        y = labels.index_select(0, idx)
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    for k in range(args.warmup):
+        step(k)
+    torch.cuda.synchronize(device)
+    start = time.perf_counter()
+    for k in range(args.steps):
+        step(k)
+    torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - start
+
+    result = {
+        "model": args.model,
+        "batch": args.batch,
+        "steps": args.steps,
+        "seconds": seconds,
+        "images_per_s": args.steps * args.batch / seconds,
+        "device": torch.cuda.get_device_name(device),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "tf32": False,
+    }
+    text = json.dumps(result)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,472 @@
+// The GPU strategy: serial's training step on one CUDA device. It differs from serial in one
+// visible way: every step (gather, forward, backward, SGD) is enqueued on a device stream, as
+// one CUDA graph launch when capture works, and the host only reads the losses back per range.
+// Data: "resident" uploads the data set once; "stream" copies each batch from pinned memory on a
+// second stream, double-buffered, so the copy of step i+1 runs under the compute of step i.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../factories.hpp"
+#include "cnnbench/core.hpp"
+#include "cnnbench/gpu.hpp"
+#include "cnnbench/topology.hpp"
+#include "device_memory.hpp"
+#include "step_launch.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+using namespace gpu;
+
+enum class DataMode { resident, stream };
+
+std::string option_or(const TrainConfig& config, const std::string& key, const std::string& fallback) {
+  const auto it = config.options.find(key);
+  return it == config.options.end() ? fallback : it->second;
+}
+
+int device_count_or_fail() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    fail(std::string("no CUDA device: cudaGetDeviceCount failed: ") + cudaGetErrorName(status) +
+         ": " + cudaGetErrorString(status) + " (strategy 'gpu' needs an NVIDIA GPU and driver)");
+  }
+  if (count == 0) fail("no CUDA device found (strategy 'gpu' needs an NVIDIA GPU)");
+  return count;
+}
+
+int parse_device(const TrainConfig& config, int count) {
+  const std::string text = option_or(config, "device", "0");
+  int device = -1;
+  try {
+    std::size_t used = 0;
+    device = std::stoi(text, &used);
+    if (used != text.size()) device = -1;
+  } catch (const std::exception&) {
+    device = -1;
+  }
+  if (device < 0 || device >= count) {
+    fail("--device " + text + ": expected a CUDA device index in [0, " + std::to_string(count) +
+         ") on this machine");
+  }
+  return device;
+}
+
+DataMode parse_data_mode(const TrainConfig& config) {
+  const std::string text = option_or(config, "gpu-data", "resident");
+  if (text == "resident") return DataMode::resident;
+  if (text == "stream") return DataMode::stream;
+  fail("--gpu-data " + text + ": expected resident or stream");
+}
+
+bool parse_graph(const TrainConfig& config) {
+  const std::string text = option_or(config, "gpu-graph", "on");
+  if (text == "on") return true;
+  if (text == "off") return false;
+  fail("--gpu-graph " + text + ": expected on or off");
+}
+
+// Carves aligned arrays out of one device allocation: first a sizing pass (base == nullptr).
+class Carver {
+ public:
+  explicit Carver(char* base) : base_(base) {}
+  template <class T>
+  T* take(std::size_t count) {
+    if (count == 0) return nullptr;
+    offset_ = (offset_ + 255) / 256 * 256;
+    T* p = base_ ? reinterpret_cast<T*>(base_ + offset_) : nullptr;
+    offset_ += count * sizeof(T);
+    return p;
+  }
+  std::size_t bytes() const { return offset_; }
+
+ private:
+  char* base_;
+  std::size_t offset_ = 0;
+};
+
+StepBuffers carve_step_buffers(Carver& carve, bool lenet5, int B) {
+  const StepBufferSizes n = step_buffer_floats(lenet5, B);
+  const auto batch = static_cast<std::size_t>(B);
+  StepBuffers w;
+  w.batch = B;
+  w.x = carve.take<float>(n.x);
+  w.y = carve.take<std::uint8_t>(batch);
+  w.a1 = carve.take<float>(n.a1);
+  w.p1 = carve.take<float>(n.p1);
+  w.a2 = carve.take<float>(n.a2);
+  w.p2 = carve.take<float>(n.p2);
+  w.h1 = carve.take<float>(n.h1);
+  w.h2 = carve.take<float>(n.h2);
+  w.logits = carve.take<float>(n.logits);
+  w.da1 = carve.take<float>(n.a1);
+  w.dp1 = carve.take<float>(n.p1);
+  w.da2 = carve.take<float>(n.a2);
+  w.dp2 = carve.take<float>(n.p2);
+  w.dh1 = carve.take<float>(n.h1);
+  w.dh2 = carve.take<float>(n.h2);
+  w.dlogits = carve.take<float>(n.logits);
+  w.sample_loss = carve.take<float>(batch);
+  w.conv_partials = carve.take<float>(n.conv_partials);
+  w.ones = carve.take<float>(batch);
+  w.step = carve.take<int>(1);
+  return w;
+}
+
+class GpuStrategy final : public Strategy {
+ public:
+  GpuStrategy() { device_count_or_fail(); }
+
+  ~GpuStrategy() override {
+    // Work still queued must finish before the memory it uses goes away.
+    if (compute_) (void)cudaStreamSynchronize(compute_.get());
+    if (copy_) (void)cudaStreamSynchronize(copy_.get());
+  }
+
+  std::string name() const override { return "gpu"; }
+
+  void prepare(const Model& model, const Dataset& train, const TrainConfig& config) override {
+    const int count = device_count_or_fail();
+    device_ = parse_device(config, count);
+    mode_ = parse_data_mode(config);
+    use_graph_ = parse_graph(config);
+    CNNBENCH_CHECK(config.batch > 0, "--batch must be positive");
+    CNNBENCH_CHECK(train.image_size() == static_cast<std::size_t>(image_size),
+                   "the GPU strategy expects 28x28 images, got " + std::to_string(train.rows) +
+                       "x" + std::to_string(train.cols));
+    data_ = &train;
+    batch_ = config.batch;
+    if (config.pin) pinned_pu_ = pin_current_thread(0);
+
+    CNNBENCH_CUDA(cudaSetDevice(device_));
+    cudaDeviceProp prop{};
+    CNNBENCH_CUDA(cudaGetDeviceProperties(&prop, device_));
+    device_name_ = prop.name;
+    compute_ = make_stream();
+    copy_ = make_stream();
+    blas_ = std::make_unique<CublasHandle>();
+    CNNBENCH_CUBLAS(cublasSetStream(blas_->get(), compute_.get()));
+    // FP32 products (no TF32) so that the run matches serial; a workspace of our own keeps
+    // cuBLAS from allocating while a graph is captured.
+    CNNBENCH_CUBLAS(cublasSetMathMode(blas_->get(), CUBLAS_DEFAULT_MATH));
+    cublas_workspace_ = DeviceBuffer<char>(std::size_t(32) << 20);
+    CNNBENCH_CUBLAS(
+        cublasSetWorkspace(blas_->get(), cublas_workspace_.data(), cublas_workspace_.size()));
+
+    upload_model(model, config);
+    allocate_step_buffers(model.kind == ModelKind::lenet5);
+    if (mode_ == DataMode::resident) {
+      upload_dataset(train);
+    } else {
+      allocate_batch_slots();
+    }
+    CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
+  }
+
+  void run_steps(const StepRange& range, const StepCallback& on_step) override {
+    if (range.count <= 0) return;
+    CNNBENCH_CUDA(cudaSetDevice(device_));
+    reserve_range(range.count);
+    CNNBENCH_CUDA(cudaMemsetAsync(launch_[0].buffers.step, 0, sizeof(int), compute_.get()));
+    if (mode_ == DataMode::resident) {
+      run_resident(range);
+    } else {
+      run_streamed(range);
+    }
+    CNNBENCH_CUDA(cudaMemcpyAsync(loss_sums_host_.data(), loss_sums_.data(),
+                                  sizeof(double) * static_cast<std::size_t>(range.count),
+                                  cudaMemcpyDeviceToHost, compute_.get()));
+    CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
+    account_timings(range.count);
+    steps_run_ += range.count;
+    for (std::int64_t i = 0; i < range.count; ++i) {
+      on_step(i, loss_sums_host_.data()[i] / batch_);
+    }
+  }
+
+  void sync_to(Model& model) override {
+    CNNBENCH_CUDA(cudaSetDevice(device_));
+    CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
+    CNNBENCH_CUDA(cudaMemcpy(model.params.data(), params_.data(), sizeof(float) * params_.size(),
+                             cudaMemcpyDeviceToHost));
+    CNNBENCH_CUDA(cudaMemcpy(model.momentum.data(), momentum_.data(),
+                             sizeof(float) * momentum_.size(), cudaMemcpyDeviceToHost));
+  }
+
+  nlohmann::json metrics() const override {
+    nlohmann::json m = {{"device", device_},
+                        {"device_name", device_name_},
+                        {"gpu_data", mode_ == DataMode::resident ? "resident" : "stream"},
+                        {"cuda_graph", graph_in_use()},
+                        {"dataset_upload_seconds", dataset_upload_seconds_},
+                        {"copy_seconds", copy_seconds_},
+                        {"copy_bytes", copy_bytes_},
+                        {"compute_seconds", compute_seconds_},
+                        {"copy_hidden_fraction", hidden_fraction()},
+                        {"steps", steps_run_}};
+    if (!graph_note_.empty()) m["cuda_graph_note"] = graph_note_;
+    const GpuRuntime runtime = gpu_runtime();
+    m["cuda_runtime"] = runtime.runtime_version;
+    m["cuda_driver"] = runtime.driver_version;
+    m["cublas"] = runtime.cublas_version;
+    return m;
+  }
+
+  std::vector<PinRecord> pin_map() const override {
+    if (pinned_pu_ < 0) return {{"gpu/host", -1, -1, current_cpu()}};
+    return {{"gpu/host", 0, pinned_pu_, current_cpu()}};
+  }
+
+ private:
+  void upload_model(const Model& model, const TrainConfig& config) {
+    const std::size_t n = model.params.size();
+    params_ = DeviceBuffer<float>(n);
+    grads_ = DeviceBuffer<float>(n);
+    momentum_ = DeviceBuffer<float>(n);
+    CNNBENCH_CUDA(cudaMemcpy(params_.data(), model.params.data(), sizeof(float) * n,
+                             cudaMemcpyHostToDevice));
+    CNNBENCH_CUDA(cudaMemcpy(momentum_.data(), model.momentum.data(), sizeof(float) * n,
+                             cudaMemcpyHostToDevice));
+    CNNBENCH_CUDA(cudaMemset(grads_.data(), 0, sizeof(float) * n));
+
+    StepLaunch& s = launch_[0];
+    s.lenet5 = model.kind == ModelKind::lenet5;
+    s.params = params_.data();
+    s.grads = grads_.data();
+    s.momentum = momentum_.data();
+    s.param_count = n;
+    s.grad_scale = 1.0f / static_cast<float>(config.batch);
+    s.lr = config.sgd.lr;
+    s.momentum_factor = config.sgd.momentum;
+    s.weight_decay = config.sgd.weight_decay;
+    // Named views in state_dict order, for the parameters and for their gradients.
+    const auto& tensors = model.spec().tensors;
+    auto views = [&tensors](float* flat) {
+      std::array<float*, 10> at{};
+      for (std::size_t i = 0; i < tensors.size() && i < at.size(); ++i) {
+        at[i] = flat + tensors[i].offset;
+      }
+      return at;
+    };
+    const auto p = views(params_.data()), g = views(grads_.data());
+    if (s.lenet5) {
+      s.lenet5_params = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]};
+      s.lenet5_grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9]};
+    } else {
+      s.fc3_params = {p[0], p[1], p[2], p[3], p[4], p[5]};
+      s.fc3_grads = {g[0], g[1], g[2], g[3], g[4], g[5]};
+    }
+  }
+
+  void allocate_step_buffers(bool lenet5) {
+    Carver sizing(nullptr);
+    carve_step_buffers(sizing, lenet5, batch_);
+    step_memory_ = DeviceBuffer<char>(sizing.bytes());
+    Carver carve(step_memory_.data());
+    launch_[0].buffers = carve_step_buffers(carve, lenet5, batch_);
+    const std::vector<float> ones(static_cast<std::size_t>(batch_), 1.0f);
+    CNNBENCH_CUDA(cudaMemcpy(const_cast<float*>(launch_[0].buffers.ones), ones.data(),
+                             sizeof(float) * ones.size(), cudaMemcpyHostToDevice));
+    launch_[1] = launch_[0];
+  }
+
+  void upload_dataset(const Dataset& train) {
+    const double start = now_seconds();
+    images_ = DeviceBuffer<std::uint8_t>(train.images.size());
+    labels_ = DeviceBuffer<std::uint8_t>(train.labels.size());
+    CNNBENCH_CUDA(cudaMemcpy(images_.data(), train.images.data(), train.images.size(),
+                             cudaMemcpyHostToDevice));
+    CNNBENCH_CUDA(cudaMemcpy(labels_.data(), train.labels.data(), train.labels.size(),
+                             cudaMemcpyHostToDevice));
+    dataset_upload_seconds_ = now_seconds() - start;
+    launch_[0].source = {images_.data(), labels_.data(), nullptr};  // indices set per range
+  }
+
+  // Two batch slots (B images then B labels), pinned on the host and on the device.
+  void allocate_batch_slots() {
+    const std::size_t bytes = static_cast<std::size_t>(batch_) * (image_size + 1);
+    for (int slot = 0; slot < 2; ++slot) {
+      slot_host_[slot] = PinnedBuffer<std::uint8_t>(bytes);
+      slot_device_[slot] = DeviceBuffer<std::uint8_t>(bytes);
+      const std::uint8_t* base = slot_device_[slot].data();
+      launch_[slot].source = {base, base + static_cast<std::size_t>(batch_) * image_size, nullptr};
+    }
+  }
+
+  // Per-range arrays: indices (resident), loss sums and timing events. Growing them moves
+  // pointers that captured graphs hold, so those graphs are dropped and captured again.
+  void reserve_range(std::int64_t count) {
+    const auto n = static_cast<std::size_t>(count);
+    if (loss_sums_.size() < n) {
+      loss_sums_ = DeviceBuffer<double>(n);
+      loss_sums_host_ = PinnedBuffer<double>(n);
+      if (mode_ == DataMode::resident) {
+        indices_ = DeviceBuffer<std::uint32_t>(n * static_cast<std::size_t>(batch_));
+      }
+      for (int slot = 0; slot < 2; ++slot) {
+        launch_[slot].buffers.step_loss_sums = loss_sums_.data();
+        if (mode_ == DataMode::resident) launch_[slot].source.indices = indices_.data();
+        graphs_[slot] = GraphExec();
+      }
+    }
+    const std::size_t events = mode_ == DataMode::stream ? n : 1;
+    while (copy_start_.size() < events) {
+      copy_start_.push_back(make_event());
+      copy_end_.push_back(make_event());
+      compute_start_.push_back(make_event());
+      compute_end_.push_back(make_event());
+    }
+  }
+
+  void run_resident(const StepRange& range) {
+    const auto index_count = static_cast<std::size_t>(range.count) * batch_;
+    CNNBENCH_CUDA(cudaEventRecord(copy_start_[0].get(), compute_.get()));
+    CNNBENCH_CUDA(cudaMemcpyAsync(indices_.data(), range.order + range.first * batch_,
+                                  sizeof(std::uint32_t) * index_count, cudaMemcpyHostToDevice,
+                                  compute_.get()));
+    CNNBENCH_CUDA(cudaEventRecord(copy_end_[0].get(), compute_.get()));
+    copy_bytes_ += static_cast<double>(sizeof(std::uint32_t) * index_count);
+    CNNBENCH_CUDA(cudaEventRecord(compute_start_[0].get(), compute_.get()));
+    for (std::int64_t i = 0; i < range.count; ++i) enqueue_step(0);
+    CNNBENCH_CUDA(cudaEventRecord(compute_end_[0].get(), compute_.get()));
+  }
+
+  // Step i computes from slot i % 2 while the copy of step i + 1 fills the other slot.
+  void run_streamed(const StepRange& range) {
+    const std::uint32_t* order = range.order + range.first * batch_;
+    auto prefetch = [&](std::int64_t i) {
+      const int slot = static_cast<int>(i % 2);
+      // The host slot is free once its previous copy is done; the device slot once the step
+      // that read it (i - 2) has finished.
+      if (i >= 2) CNNBENCH_CUDA(cudaEventSynchronize(copy_end_[i - 2].get()));
+      gather_batch_bytes(slot_host_[slot].data(), order + i * batch_);
+      if (i >= 2) CNNBENCH_CUDA(cudaStreamWaitEvent(copy_.get(), compute_end_[i - 2].get(), 0));
+      CNNBENCH_CUDA(cudaEventRecord(copy_start_[i].get(), copy_.get()));
+      CNNBENCH_CUDA(cudaMemcpyAsync(slot_device_[slot].data(), slot_host_[slot].data(),
+                                    slot_host_[slot].size(), cudaMemcpyHostToDevice, copy_.get()));
+      CNNBENCH_CUDA(cudaEventRecord(copy_end_[i].get(), copy_.get()));
+      copy_bytes_ += static_cast<double>(slot_host_[slot].size());
+    };
+    prefetch(0);
+    if (range.count > 1) prefetch(1);
+    for (std::int64_t i = 0; i < range.count; ++i) {
+      CNNBENCH_CUDA(cudaStreamWaitEvent(compute_.get(), copy_end_[i].get(), 0));
+      CNNBENCH_CUDA(cudaEventRecord(compute_start_[i].get(), compute_.get()));
+      enqueue_step(static_cast<int>(i % 2));
+      CNNBENCH_CUDA(cudaEventRecord(compute_end_[i].get(), compute_.get()));
+      if (i + 2 < range.count) prefetch(i + 2);
+    }
+  }
+
+  // images (B,784) then labels (B) of the samples order[0..B).
+  void gather_batch_bytes(std::uint8_t* slot, const std::uint32_t* order) const {
+    const std::size_t size = data_->image_size();
+    std::uint8_t* labels = slot + static_cast<std::size_t>(batch_) * size;
+    for (int b = 0; b < batch_; ++b) {
+      std::memcpy(slot + b * size, data_->images.data() + order[b] * size, size);
+      labels[b] = data_->labels[order[b]];
+    }
+  }
+
+  // One whole step. With graphs on, the first step of a slot runs eagerly (it loads every
+  // kernel and cuBLAS's own) and is then captured; later steps are one graph launch each.
+  void enqueue_step(int slot) {
+    if (use_graph_ && graphs_[slot]) {
+      CNNBENCH_CUDA(cudaGraphLaunch(graphs_[slot].get(), compute_.get()));
+      return;
+    }
+    enqueue_forward_backward(launch_[slot], compute_.get(), blas_->get());
+    enqueue_update(launch_[slot], compute_.get());
+    if (use_graph_) capture_graph(slot);
+  }
+
+  void capture_graph(int slot) {
+    cudaGraph_t graph = nullptr;
+    CNNBENCH_CUDA(cudaStreamBeginCapture(compute_.get(), cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue_forward_backward(launch_[slot], compute_.get(), blas_->get());
+      enqueue_update(launch_[slot], compute_.get());
+    } catch (const Error& e) {
+      // A failed capture leaves nothing queued; the run goes on without graphs and says why.
+      (void)cudaStreamEndCapture(compute_.get(), &graph);
+      if (graph) (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      use_graph_ = false;
+      graph_note_ = std::string("capture failed, running without graphs: ") + e.what();
+      return;
+    }
+    CNNBENCH_CUDA(cudaStreamEndCapture(compute_.get(), &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    CNNBENCH_CUDA(status);
+    graphs_[slot] = GraphExec(exec);
+  }
+
+  void account_timings(std::int64_t count) {
+    if (mode_ == DataMode::resident) {
+      copy_seconds_ += elapsed_seconds(copy_start_[0], copy_end_[0]);
+      compute_seconds_ += elapsed_seconds(compute_start_[0], compute_end_[0]);
+      return;
+    }
+    double copy = 0, compute = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+      copy += elapsed_seconds(copy_start_[i], copy_end_[i]);
+      compute += elapsed_seconds(compute_start_[i], compute_end_[i]);
+    }
+    copy_seconds_ += copy;
+    compute_seconds_ += compute;
+    // Copy time that ran under compute: the busy times add up to more than the wall span.
+    const double span = elapsed_seconds(copy_start_[0], compute_end_[count - 1]);
+    overlap_seconds_ += std::clamp(copy + compute - span, 0.0, copy);
+  }
+
+  double hidden_fraction() const {
+    return copy_seconds_ > 0 ? overlap_seconds_ / copy_seconds_ : 0.0;
+  }
+
+  bool graph_in_use() const { return use_graph_ && (graphs_[0] || graphs_[1]); }
+
+  // Configuration
+  int device_ = 0;
+  DataMode mode_ = DataMode::resident;
+  bool use_graph_ = true;
+  int batch_ = 0;
+  const Dataset* data_ = nullptr;
+  int pinned_pu_ = -1;
+  std::string device_name_;
+
+  // Device state
+  Stream compute_, copy_;
+  std::unique_ptr<CublasHandle> blas_;
+  DeviceBuffer<char> cublas_workspace_;
+  DeviceBuffer<float> params_, grads_, momentum_;
+  DeviceBuffer<char> step_memory_;
+  DeviceBuffer<std::uint8_t> images_, labels_;     // resident
+  DeviceBuffer<std::uint32_t> indices_;            // resident: (steps, B) of the range
+  std::array<PinnedBuffer<std::uint8_t>, 2> slot_host_;  // stream
+  std::array<DeviceBuffer<std::uint8_t>, 2> slot_device_;
+  DeviceBuffer<double> loss_sums_;
+  PinnedBuffer<double> loss_sums_host_;
+  std::array<StepLaunch, 2> launch_{};  // per batch slot (resident uses slot 0)
+  std::array<GraphExec, 2> graphs_;
+  std::vector<Event> copy_start_, copy_end_, compute_start_, compute_end_;
+
+  // Metrics
+  std::string graph_note_;
+  double dataset_upload_seconds_ = 0, copy_seconds_ = 0, copy_bytes_ = 0;
+  double compute_seconds_ = 0, overlap_seconds_ = 0;
+  std::int64_t steps_run_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Strategy> make_gpu_strategy() { return std::make_unique<GpuStrategy>(); }
+
+}  // namespace cnnbench

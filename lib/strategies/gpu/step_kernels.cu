@@ -1,0 +1,62 @@
+// The CUDA executor of training_step.hpp: each for_each becomes one grid-stride kernel that calls
+// a per-element body, each GEMM one cuBLAS call (FP32, no TF32), all on the caller's stream.
+#include <algorithm>
+#include <cstdint>
+
+#include "cuda_check.hpp"
+#include "step_launch.hpp"
+
+namespace cnnbench::gpu {
+
+template <class Body>
+__global__ void for_each_kernel(std::int64_t n, Body body) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
+    body(i);
+  }
+}
+
+struct CudaExecutor {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;
+
+  template <class Body>
+  void for_each(const char* name, std::int64_t n, Body body) {
+    if (n <= 0) return;
+    constexpr int threads = 256;
+    // Enough blocks to fill any current GPU several times; larger n loops inside the kernel.
+    constexpr std::int64_t max_blocks = 1 << 16;
+    const auto blocks = static_cast<unsigned>(std::min((n + threads - 1) / threads, max_blocks));
+    for_each_kernel<<<blocks, threads, 0, stream>>>(n, body);
+    check_launch(name, __FILE__, __LINE__);
+  }
+
+  void gemm(const char* name, const GemmCall& g) {
+    const cublasStatus_t status =
+        cublasSgemm(blas, g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, g.m, g.n, g.k, &g.alpha, g.a, g.lda,
+                    g.b, g.ldb, &g.beta, g.c, g.ldc);
+    check_cublas(status, name, __FILE__, __LINE__);
+  }
+};
+
+void enqueue_forward_backward(const StepLaunch& step, cudaStream_t stream, cublasHandle_t blas) {
+  CudaExecutor exec{stream, blas};
+  gather_batch_step(exec, step.source, step.buffers);
+  if (step.lenet5) {
+    lenet5_forward_backward(exec, step.lenet5_params, step.lenet5_grads, step.buffers,
+                            step.grad_scale);
+  } else {
+    fc3_forward_backward(exec, step.fc3_params, step.fc3_grads, step.buffers, step.grad_scale);
+  }
+}
+
+void enqueue_update(const StepLaunch& step, cudaStream_t stream) {
+  CudaExecutor exec{stream, nullptr};
+  sgd_update_step(exec, step.params, step.grads, step.momentum, step.param_count, step.lr,
+                  step.momentum_factor, step.weight_decay);
+  advance_step(exec, step.buffers.step);
+}
+
+}  // namespace cnnbench::gpu
