@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Runs cnnbench's whole test suite from a fresh clone: installs what is missing, builds with
+# warnings as errors, fetches MNIST, runs every CTest test (unit, MPI, MNIST, Python checks).
+# Extra arguments go to ctest (e.g. -L unit, -R layers).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=$(nproc)
+
+./scripts/setup.sh
+cmake --preset ci >/dev/null
+cmake --build --preset ci -j"$jobs"
+./datasets/fetch_mnist.sh
+# MPI tests oversubscribe the cores, so they run on their own after the rest.
+ctest --preset ci -j"$jobs" -LE mpi "$@"
+ctest --preset ci -L mpi "$@"
