@@ -2,6 +2,11 @@
 // the cause, resume through the CLI is exact, and reports are written whole.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <thread>
 
 #include <array>
 #include <cstdio>
@@ -106,6 +111,36 @@ TEST(Cli, SummaryLineNamesModelStrategyAndSpeed) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("fc3 serial: 2 steps"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("images/s"), std::string::npos) << r.output;
+}
+
+// SIGINT or SIGTERM mid-run: a checkpoint is written, the exit code says interrupted (130), and
+// --resume then ends bit for bit where the uninterrupted run ends.
+TEST(Cli, InterruptedRunCheckpointsAndResumesExactly) {
+  for (const int signal : {SIGINT, SIGTERM}) {
+    const fs::path dir = temp_dir("interrupt-" + std::to_string(signal));
+    const std::string steps = "3000";
+    const std::string interrupted = (dir / "interrupted.st").string();
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::execl(CNNBENCH_CLI, CNNBENCH_CLI, "train", "--model", "fc3", "--synthetic", "512", "--batch",
+              "8", "--steps", steps.c_str(), "--quiet", "--save", interrupted.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    ::kill(child, signal);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping cleanly";
+    ASSERT_EQ(WEXITSTATUS(status), 130) << "the run ended before the signal: make it longer";
+    ASSERT_TRUE(fs::exists(interrupted));
+
+    const std::string common = "train --model fc3 --synthetic 512 --batch 8 --quiet --steps " + steps;
+    ASSERT_EQ(run_cli(common + " --resume " + interrupted + " --save " + (dir / "resumed.st").string()).code, 0);
+    ASSERT_EQ(run_cli(common + " --save " + (dir / "straight.st").string()).code, 0);
+    EXPECT_EQ(cnnbench::read_file(dir / "resumed.st"), cnnbench::read_file(dir / "straight.st"));
+  }
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ struct TrainArgs {
   std::string init, save, resume, report;
   int threads = 1;
   // strategy options
-  std::string consistency, overlap, balance, slowdown, gpu_data, graph;
+  std::string consistency, overlap, balance, slowdown, gpu_data, gpu_graph, graph;
   int microbatches = 0, device = -1;
 };
 
@@ -60,6 +60,7 @@ TrainConfig make_config(const TrainArgs& a) {
   add_strategy_option(c, "balance", a.balance);
   add_strategy_option(c, "slowdown", a.slowdown);
   add_strategy_option(c, "gpu-data", a.gpu_data);
+  add_strategy_option(c, "gpu-graph", a.gpu_graph);
   if (a.microbatches > 0) c.options["microbatches"] = std::to_string(a.microbatches);
   if (a.device >= 0) c.options["device"] = std::to_string(a.device);
   return c;
@@ -100,6 +101,12 @@ int run_train(const TrainArgs& a) {
     if (result.interrupted) std::fprintf(out, " (interrupted at step %lld)",
                                          static_cast<long long>(result.progress.global_step));
     std::fprintf(out, "\n");
+  }
+  if (result.interrupted) {
+    std::fprintf(stderr, "cnnbench: interrupted: checkpoint at step %lld written to %s; continue "
+                 "with --resume %s\n", static_cast<long long>(result.progress.global_step),
+                 result.saved->c_str(), result.saved->c_str());
+    return 128 + SIGINT;
   }
   return 0;
 }
@@ -161,6 +168,8 @@ void add_train_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--slowdown", args->slowdown, "cluster: RANK:FACTOR, slow one rank (testing)");
   cmd->add_option("--gpu-data", args->gpu_data, "gpu: resident or stream")
       ->check(CLI::IsMember({"resident", "stream"}));
+  cmd->add_option("--gpu-graph", args->gpu_graph, "gpu: capture the step as a CUDA graph")
+      ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--device", args->device, "gpu: CUDA device index")->check(CLI::NonNegativeNumber);
   cmd->callback([args, &runner] { runner = [args] { return run_train(*args); }; });
 }

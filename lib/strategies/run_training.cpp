@@ -129,7 +129,7 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   EpochRecord epoch_record;
   double epoch_loss_sum = 0;
   while (progress.global_step < total_steps) {
-    if (options.stop_requested && options.stop_requested()) {
+    if (strategy->agree_to_stop(options.stop_requested && options.stop_requested())) {
       result.interrupted = true;
       break;
     }
@@ -168,7 +168,9 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
     result.images_per_s =
         static_cast<double>(result.steps_run) * config.batch / result.train_seconds;
   }
-  if (options.save && primary) save_checkpoint(*options.save, result.model, progress);
+  // An interrupted run always leaves a checkpoint, so that --resume loses nothing.
+  if (options.save || result.interrupted) result.saved = options.save.value_or(options.interrupt_save);
+  if (result.saved && primary) save_checkpoint(*result.saved, result.model, progress);
   if (options.test) {
     result.test = evaluate(config.model, result.model.params.data(), *options.test);
   }

@@ -62,6 +62,10 @@ class Strategy {
   virtual std::vector<PinRecord> pin_map() const { return {}; }
   // False on every MPI rank but rank 0: only the primary prints, saves checkpoints and reports.
   virtual bool is_primary() const { return true; }
+  // Called by every process between ranges with its own stop request (SIGINT/SIGTERM); returns
+  // whether the whole job stops now. Multi-process strategies agree (any rank asked -> all stop)
+  // so that no rank waits in a collective for one that left.
+  virtual bool agree_to_stop(bool requested) { return requested; }
 };
 
 struct StrategyInfo {
@@ -85,7 +89,9 @@ EvalResult evaluate(ModelKind kind, const float* params, const Dataset& data, in
 struct RunOptions {
   std::optional<std::filesystem::path> init;    // --init: weights from safetensors
   std::optional<std::filesystem::path> resume;  // --resume: weights, momentum and progress
-  std::optional<std::filesystem::path> save;    // --save: checkpoint at the end
+  std::optional<std::filesystem::path> save;    // --save: checkpoint at the end (or interruption)
+  // Where an interrupted run saves its checkpoint when --save was not given.
+  std::filesystem::path interrupt_save = "cnnbench-interrupted.safetensors";
   const Dataset* test = nullptr;                // --eval
   bool progress_bar = false;
   std::function<bool()> stop_requested;         // polled between ranges (SIGINT/SIGTERM)
@@ -109,6 +115,7 @@ struct RunResult {
   double images_per_s = 0;
   std::optional<EvalResult> test;
   bool interrupted = false;
+  std::optional<std::filesystem::path> saved;  // the checkpoint written, if any
   nlohmann::json strategy_metrics;
   std::vector<PinRecord> pins;
   bool primary = true;              // false on MPI ranks other than 0

@@ -100,6 +100,14 @@ class ClusterStrategy final : public Strategy {
   std::string name() const override { return "cluster"; }
   bool is_primary() const override { return rank_ == 0; }
 
+  bool agree_to_stop(bool requested) override {
+    int stop = requested ? 1 : 0;
+    if (ranks_ > 1) {
+      guarded([&] { MPI_Allreduce(MPI_IN_PLACE, &stop, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD); });
+    }
+    return stop != 0;
+  }
+
   void prepare(const Model& model, const Dataset& train, const TrainConfig& config) override {
     guarded([&] { prepare_rank(model, train, config); });
   }
