@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: install what is missing, build (release), fetch MNIST and run
-# the default benchmark, writing its JSON report under results/.
+# the default benchmark sweep (both models, every compiled strategy, cores 1..nproc, nodes
+# 1..min(4, nproc)) with time to 90% accuracy, writing results/sweep.json and its plots.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -11,7 +12,7 @@ cmake --build --preset release -j"$(nproc)"
 ./datasets/fetch_mnist.sh
 cli=build/release/apps/cnnbench
 mkdir -p results
-for model in lenet5 fc3; do
-  "$cli" train --model "$model" --epochs 5 --eval --report "results/train-$model.json"
-done
-echo "reports: results/train-lenet5.json results/train-fc3.json"
+"$cli" sweep --target-accuracy 0.9 --out results/sweep.json
+"$cli" plot results/sweep.json --out results/plots
+echo "report: results/sweep.json  plots: results/plots/speedup.png (and .svg, efficiency, throughput, time_to_accuracy, scaling_prediction)"
+echo "compare with the committed reference: $cli compare results/sweep-2core.json results/sweep.json"

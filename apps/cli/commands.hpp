@@ -10,7 +10,14 @@ namespace cnnbench::cli {
 
 using Runner = std::function<int()>;  // returns the process exit code
 
+// The root app with every subcommand registered; parsing stores the chosen command in runner.
+void build_app(CLI::App& app, Runner& runner);
+
 void add_train_command(CLI::App& root, Runner& runner);
 void add_info_command(CLI::App& root, Runner& runner);
+void add_sweep_command(CLI::App& root, Runner& runner);
+void add_compare_command(CLI::App& root, Runner& runner);
+void add_plot_command(CLI::App& root, Runner& runner);
+void add_allreduce_bench_command(CLI::App& root, Runner& runner);
 
 }  // namespace cnnbench::cli

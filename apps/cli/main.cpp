@@ -4,17 +4,13 @@
 #include <exception>
 #include <iostream>
 
-#include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
 #include "commands.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"cnnbench: parallel training benchmarks for FC-3 and LeNet-5 on MNIST", "cnnbench"};
-  app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("cnnbench ") + CNNBENCH_VERSION);
+  CLI::App app;
   cnnbench::cli::Runner runner;
-  cnnbench::cli::add_train_command(app, runner);
-  cnnbench::cli::add_info_command(app, runner);
+  cnnbench::cli::build_app(app, runner);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

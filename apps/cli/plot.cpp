@@ -1,0 +1,87 @@
+// `cnnbench plot REPORT.json --out DIR`: draws a sweep report's plots (PNG + SVG) with
+// plots/plot_report.py, found next to the source tree the binary was built from or installed.
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/sweep.hpp"
+#include "commands.hpp"
+
+extern char** environ;
+
+namespace cnnbench::cli {
+
+namespace {
+
+struct PlotArgs {
+  std::string report;
+  std::string out = "plots";
+  std::string script;
+  std::string python;  // empty: the system's /usr/bin/python3 (where Debian puts matplotlib), else python3
+};
+
+// The exit code plot_report.py uses when matplotlib cannot be imported.
+constexpr int missing_matplotlib_exit = 3;
+
+// --script, else $CNNBENCH_PLOT_SCRIPT, else plots/plot_report.py in a folder above the binary
+// (a build tree inside the source tree), else the installed share/cnnbench/plot_report.py.
+std::filesystem::path find_plot_script(const std::string& given) {
+  if (!given.empty()) return given;
+  if (const char* env = std::getenv("CNNBENCH_PLOT_SCRIPT"); env != nullptr && *env != 0) return env;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe");
+  for (auto dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    const auto candidate = dir / "plots" / "plot_report.py";
+    if (std::filesystem::exists(candidate)) return candidate;
+    if (dir == dir.root_path()) break;
+  }
+  const auto installed = exe.parent_path().parent_path() / "share" / "cnnbench" / "plot_report.py";
+  if (std::filesystem::exists(installed)) return installed;
+  fail("cannot find plots/plot_report.py above " + exe.parent_path().string() +
+       " nor in share/cnnbench; pass --script PATH or set CNNBENCH_PLOT_SCRIPT");
+}
+
+int run_plot(const PlotArgs& a) {
+  const nlohmann::json report = read_report(a.report);
+  if (report.at("kind") != "sweep") fail(a.report + ": plot draws sweep reports, this is a single run report");
+  const std::filesystem::path script = find_plot_script(a.script);
+  const std::string python =
+      !a.python.empty() ? a.python : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  std::vector<std::string> words = {python, script.string(), a.report, "--out", a.out};
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int started = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+  if (started != 0) {
+    fail("cannot run " + python + " (" + std::strerror(started) +
+         "): install python3 with matplotlib (Debian: apt-get install python3-matplotlib)");
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) fail(std::string("waiting for the plot script: ") + std::strerror(errno));
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code == missing_matplotlib_exit) {
+    fail(python + " has no matplotlib: install it (Debian: apt-get install python3-matplotlib)");
+  }
+  if (code != 0) fail(script.string() + " failed with exit code " + std::to_string(code));
+  return 0;
+}
+
+}  // namespace
+
+void add_plot_command(CLI::App& root, Runner& runner) {
+  auto args = std::make_shared<PlotArgs>();
+  CLI::App* cmd = root.add_subcommand("plot", "Draw a sweep report's plots (PNG + SVG) with matplotlib");
+  cmd->add_option("REPORT", args->report, "sweep report (JSON)")->required()->check(CLI::ExistingFile);
+  cmd->add_option("--out", args->out, "folder for the images")->capture_default_str();
+  cmd->add_option("--script", args->script, "plot script (default: plots/plot_report.py)");
+  cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
+  cmd->callback([args, &runner] { runner = [args] { return run_plot(*args); }; });
+}
+
+}  // namespace cnnbench::cli

@@ -1,0 +1,193 @@
+// Sweeps: the speedup statistics (speedup, efficiency, Karp-Flatt, Amdahl fit), the rank test that
+// tells a change from noise, the ring-allreduce scaling model, the strict report reader, and the
+// sweep runner that measures every point of a grid of models x strategies x cores x nodes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cnnbench/models.hpp"
+
+namespace cnnbench {
+
+inline constexpr int sweep_schema_version = 1;
+
+// ---- speedup statistics ------------------------------------------------------------------------
+
+// S = T_serial / T_p.
+double speedup(double serial_seconds, double parallel_seconds);
+// E = S / p.
+double efficiency(double speedup_value, int cores);
+// Karp-Flatt experimentally determined serial fraction e = (1/S - 1/p) / (1 - 1/p); p must be > 1
+// (at p = 1 it is 0/0: Error).
+double karp_flatt(double speedup_value, int cores);
+
+// Amdahl's law S(p) = 1 / (f + (1 - f) / p).
+double amdahl_speedup(double serial_fraction, double cores);
+struct AmdahlFit {
+  double serial_fraction = 0;  // f, not clamped: a negative f means super-linear points
+  double rmse = 0;             // root mean square error of 1/S over the points
+  int points = 0;              // points with p > 1 that entered the fit
+};
+// Least squares on the linearised law 1/S - 1/p = f (1 - 1/p) over points with p > 1:
+// f = sum(x y) / sum(x^2), x = 1 - 1/p, y = 1/S - 1/p. Error when no point has p > 1.
+AmdahlFit fit_amdahl(std::span<const int> cores, std::span<const double> speedups);
+
+// ---- Mann-Whitney U rank test ------------------------------------------------------------------
+
+struct MannWhitney {
+  double u = 0;        // U of the first sample: pairs (a_i, b_j) with a_i > b_j, ties count 1/2
+  double p_value = 1;  // two-sided
+  bool exact = false;  // exact null distribution (no ties, n1 + n2 <= 30) or normal approximation
+  // The smallest two-sided p-value these sample sizes can give: when it is above the chosen
+  // significance level the test cannot call any difference significant.
+  double min_p_value = 1;
+};
+// Two-sided test of "a and b come from the same distribution". Exact: the null distribution of U
+// counted over all C(n1+n2, n1) rank assignments, p = min(1, 2 min(P(U <= u), P(U >= u))).
+// Otherwise: normal approximation with tie-corrected variance and a 0.5 continuity correction.
+MannWhitney mann_whitney_u(std::span<const double> a, std::span<const double> b);
+
+// ---- scaling model -----------------------------------------------------------------------------
+
+// Ring allreduce of n bytes over p ranks: 2(p-1) messages, each of n/p bytes, so
+// t(p, n) = 2(p-1) alpha + 2(p-1)/p n beta, with alpha the per-message latency (s) and beta the
+// per-byte time (s/B) of one link. t(1, n) = 0.
+struct RingAllreduceModel {
+  double alpha_s = 0;
+  double beta_s_per_byte = 0;
+  double seconds(int ranks, double bytes) const;
+};
+// allreduce-bench fits t(n) = A + n B at `ranks` ranks; under the ring model
+// A = 2(p-1) alpha and B = 2(p-1)/p beta, so alpha = A / (2(p-1)), beta = B p / (2(p-1)).
+// ranks must be > 1.
+RingAllreduceModel ring_model_from_fit(int ranks, double fit_alpha_s, double fit_beta_s_per_byte);
+
+// Data-parallel step time on p nodes with a fixed global batch B (strong scaling):
+// T(p) = t_step * ceil(B / p) / B + ring.seconds(p, gradient_bytes), t_step = measured time of
+// one step on one node; a node cannot compute less than one sample, so beyond B nodes the compute
+// term stops shrinking.
+double predicted_step_seconds(double one_node_step_seconds, int batch, int nodes,
+                              double gradient_bytes, const RingAllreduceModel& ring);
+
+// ---- reports -----------------------------------------------------------------------------------
+
+// Reads a sweep report (kind "sweep") or a run report (kind "run") and checks every field that
+// compare and plot rely on: its presence, type and range. Malformed files -> FormatError /
+// Error naming the file and the field ("points[3].times_s[1]: expected a positive number").
+nlohmann::json read_report(const std::filesystem::path& path);
+
+// The rows compare works on: one per measured point of a report.
+struct ReportPoint {
+  std::string id;               // "lenet5/stream/n1c2"
+  std::vector<double> times_s;  // raw repetitions (a run report has one)
+  double median_s = 0;
+};
+// Measured points ("status": "ok") of a report that read_report accepted.
+std::vector<ReportPoint> report_points(const nlohmann::json& report);
+
+struct ComparedPoint {
+  std::string id;
+  double base_median_s = 0, new_median_s = 0;
+  double ratio = 0;  // new / base median time: > 1 is slower
+  MannWhitney test;
+  bool significant = false;  // p < alpha, or the rank test cannot decide (see decided_by_threshold)
+  bool decided_by_threshold = false;  // too few repetitions for p < alpha
+  bool regression = false;   // ratio > 1 + threshold and significant
+  bool improvement = false;  // ratio < 1 - threshold and significant
+};
+struct Comparison {
+  std::vector<ComparedPoint> points;           // in the order of the base report
+  std::vector<std::string> only_in_base, only_in_new;
+  double threshold = 0.05;
+  double alpha = 0.05;
+  bool any_regression() const;
+};
+Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& candidate,
+                           double threshold, double alpha);
+nlohmann::json comparison_json(const Comparison& comparison);
+
+// Fills in the derived numbers of a sweep report from its measured points: per point speedup,
+// efficiency and Karp-Flatt (against the serial point of the same model), "amdahl" (one fit per
+// model and series) and "scaling_prediction" (needs "allreduce" with a fit from > 1 rank).
+void add_scaling_analysis(nlohmann::json& report);
+
+// ---- the sweep runner --------------------------------------------------------------------------
+
+struct SweepOptions {
+  std::vector<ModelKind> models = {ModelKind::fc3, ModelKind::lenet5};
+  std::vector<std::string> strategies;  // empty: every strategy the registry lists
+  std::vector<int> cores;               // empty: 1..nproc
+  std::vector<int> nodes;               // empty: 1..min(4, nproc)
+  int repeat = 3;
+  int warmup = 1;
+  std::int64_t steps = 60;   // per repetition; < 0: use epochs
+  std::int64_t epochs = -1;
+  int batch = 64;
+  float lr = 0.01f, momentum = 0.9f;
+  std::uint64_t seed = 1;
+  bool pin = true;
+  std::string consistency;   // stream: passed on when set
+  int microbatches = 0;      // stream: passed on when > 0
+  // Data: MNIST from data_dir when set, else synthetic_samples synthetic samples.
+  std::optional<std::filesystem::path> data_dir;
+  std::size_t synthetic_samples = 8192;
+  // Time to accuracy: off when target_accuracy is unset.
+  std::optional<double> target_accuracy;
+  std::int64_t eval_every = 25;       // steps between test-set evaluations
+  std::int64_t tta_max_steps = 3000;  // give up ("not reached") after this many steps
+  // Cluster points: `launcher launcher_args [--hostfile F] -np N self train ...`.
+  std::string launcher = "mpirun";
+  std::vector<std::string> launcher_args;
+  std::optional<std::filesystem::path> hostfile;
+  std::filesystem::path self;          // this cnnbench binary
+  std::filesystem::path out;           // the report, rewritten atomically after every point
+  bool resume = false;                 // keep the finished points of an existing `out`
+  bool quiet = false;
+  std::function<bool()> stop_requested;  // Ctrl-C: finish nothing more, mark incomplete
+};
+
+// Runs the sweep and returns its report (also written to options.out after every point).
+nlohmann::json run_sweep(const SweepOptions& options);
+
+// The points a sweep would measure, in order (serial baselines first), before any skipping.
+struct PointSpec {
+  ModelKind model = ModelKind::fc3;
+  std::string strategy;
+  int cores = 1;  // threads per node (stream: pinned cores; blas: OpenBLAS threads)
+  int nodes = 1;  // MPI ranks (cluster only)
+  int total_cores() const { return cores * nodes; }
+  std::string id() const;  // "fc3/stream/n1c2"
+};
+std::vector<PointSpec> plan_points(const SweepOptions& options, const std::vector<int>& cores,
+                                   const std::vector<int>& nodes, int machine_cores);
+
+// Bytes one point needs at most (every rank: data set, parameters + gradients + momentum per
+// worker, activations of the batch), for refusing points that cannot fit in memory.
+std::uint64_t estimate_point_bytes(const PointSpec& point, int batch, std::size_t train_samples,
+                                   std::size_t test_samples);
+// MemAvailable of /proc/meminfo in bytes; 0 when it cannot be read.
+std::uint64_t available_memory_bytes();
+
+// Time to accuracy of one in-process configuration, MLPerf-style: the clock starts before the
+// data is loaded; every eval_every steps the test set is evaluated (inside the clock) until
+// accuracy >= target. Every MPI rank runs it (each evaluates, so all stop at the same step);
+// returns {"target", "reached", "seconds", "steps", "eval_every", "curve": [{step, seconds,
+// accuracy}]} with "seconds"/"steps" null when not reached.
+struct TimeToAccuracyJob {
+  nlohmann::json config;  // {"model","strategy","threads","batch","lr","momentum","seed","pin",
+                          //  "options":{}, "data_dir" or "synthetic"}
+  double target = 0.9;
+  std::int64_t eval_every = 25;
+  std::int64_t max_steps = 3000;
+};
+nlohmann::json measure_time_to_accuracy(const TimeToAccuracyJob& job, bool* primary = nullptr);
+
+}  // namespace cnnbench

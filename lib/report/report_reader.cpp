@@ -1,0 +1,178 @@
+// A strict reader of sweep and run reports: every field compare and plot rely on is checked for
+// presence, type and range, and a bad file is rejected with its name and the field's path.
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/report.hpp"
+#include "cnnbench/sweep.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+using nlohmann::json;
+
+// Where in the file a value sits ("points[3].times_s[1]"), for error messages.
+class FieldReader {
+ public:
+  explicit FieldReader(std::filesystem::path file) : file_(std::move(file)) {}
+
+  [[noreturn]] void reject(const std::string& field, const std::string& expected,
+                           const json* found) const {
+    std::string shown = "nothing";
+    if (found != nullptr) {
+      shown = found->dump();
+      if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
+    }
+    fail(file_.string() + ": field " + field + ": expected " + expected + ", found " + shown);
+  }
+
+  const json& member(const json& object, const std::string& parent, const std::string& key) const {
+    const std::string field = parent.empty() ? key : parent + "." + key;
+    if (!object.is_object()) reject(parent.empty() ? "(root)" : parent, "an object", &object);
+    const auto it = object.find(key);
+    if (it == object.end()) reject(field, "a value (the field is missing)", nullptr);
+    return *it;
+  }
+
+  const json& object(const json& parent, const std::string& path, const std::string& key) const {
+    const json& v = member(parent, path, key);
+    if (!v.is_object()) reject(join(path, key), "an object", &v);
+    return v;
+  }
+
+  const json& array(const json& parent, const std::string& path, const std::string& key) const {
+    const json& v = member(parent, path, key);
+    if (!v.is_array()) reject(join(path, key), "an array", &v);
+    return v;
+  }
+
+  std::string string(const json& parent, const std::string& path, const std::string& key) const {
+    const json& v = member(parent, path, key);
+    if (!v.is_string()) reject(join(path, key), "a string", &v);
+    return v.get<std::string>();
+  }
+
+  bool boolean(const json& parent, const std::string& path, const std::string& key) const {
+    const json& v = member(parent, path, key);
+    if (!v.is_boolean()) reject(join(path, key), "true or false", &v);
+    return v.get<bool>();
+  }
+
+  std::int64_t integer(const json& parent, const std::string& path, const std::string& key,
+                       std::int64_t minimum) const {
+    const json& v = member(parent, path, key);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < minimum) {
+      reject(join(path, key), "an integer >= " + std::to_string(minimum), &v);
+    }
+    return v.get<std::int64_t>();
+  }
+
+  void positive_number(const json& v, const std::string& field) const {
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0) {
+      reject(field, "a positive number", &v);
+    }
+  }
+
+  double positive(const json& parent, const std::string& path, const std::string& key) const {
+    const json& v = member(parent, path, key);
+    positive_number(v, join(path, key));
+    return v.get<double>();
+  }
+
+  template <class Allowed>
+  std::string one_of(const json& parent, const std::string& path, const std::string& key,
+                     const Allowed& allowed, const std::string& described) const {
+    const std::string value = string(parent, path, key);
+    for (const auto& a : allowed) {
+      if (value == a) return value;
+    }
+    reject(join(path, key), described, &member(parent, path, key));
+  }
+
+  static std::string join(const std::string& path, const std::string& key) {
+    return path.empty() ? key : path + "." + key;
+  }
+
+ private:
+  std::filesystem::path file_;
+};
+
+const std::array<const char*, 2> model_names = {"fc3", "lenet5"};
+
+void check_point(const FieldReader& r, const json& point, const std::string& path) {
+  r.string(point, path, "id");
+  r.one_of(point, path, "model", model_names, "\"fc3\" or \"lenet5\"");
+  r.string(point, path, "strategy");
+  r.integer(point, path, "cores", 1);
+  r.integer(point, path, "nodes", 1);
+  const std::array<const char*, 3> statuses = {"ok", "skipped", "failed"};
+  const std::string status =
+      r.one_of(point, path, "status", statuses, "\"ok\", \"skipped\" or \"failed\"");
+  if (status != "ok") {
+    r.string(point, path, "reason");
+    return;
+  }
+  const json& times = r.array(point, path, "times_s");
+  if (times.empty()) r.reject(path + ".times_s", "at least one repetition", &times);
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    r.positive_number(times[i], path + ".times_s[" + std::to_string(i) + "]");
+  }
+  const json& time = r.object(point, path, "time");
+  for (const char* key : {"median", "min", "max"}) r.positive(time, path + ".time", key);
+}
+
+void check_sweep(const FieldReader& r, const json& report) {
+  r.object(report, "", "context");
+  r.object(report, "", "config");
+  r.boolean(report, "", "complete");
+  const json& points = r.array(report, "", "points");
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const std::string path = "points[" + std::to_string(i) + "]";
+    if (!points[i].is_object()) r.reject(path, "an object", &points[i]);
+    check_point(r, points[i], path);
+  }
+}
+
+void check_run(const FieldReader& r, const json& report) {
+  r.object(report, "", "context");
+  const json& config = r.object(report, "", "config");
+  r.one_of(config, "config", "model", model_names, "\"fc3\" or \"lenet5\"");
+  r.string(config, "config", "strategy");
+  r.integer(config, "config", "threads", 1);
+  const json& metrics = r.object(report, "", "metrics");
+  r.positive(metrics, "metrics", "train_seconds");
+}
+
+}  // namespace
+
+nlohmann::json read_report(const std::filesystem::path& path) {
+  const std::string text = read_file(path);
+  json report;
+  try {
+    report = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw FormatError(path, e.byte > 0 ? e.byte - 1 : 0, "valid JSON", e.what());
+  }
+  const FieldReader r(path);
+  if (!report.is_object()) r.reject("(root)", "a JSON object", &report);
+  const std::int64_t version = r.integer(report, "", "schema_version", 0);
+  const std::string kind = r.string(report, "", "kind");
+  const int expected = kind == "sweep" ? sweep_schema_version : report_schema_version;
+  if (version != expected) {
+    r.reject("schema_version", "version " + std::to_string(expected) + " (the one this cnnbench reads)",
+             &report["schema_version"]);
+  }
+  if (kind == "sweep") {
+    check_sweep(r, report);
+  } else if (kind == "run") {
+    check_run(r, report);
+  } else {
+    r.reject("kind", "\"sweep\" or \"run\"", &report["kind"]);
+  }
+  return report;
+}
+
+}  // namespace cnnbench

@@ -1,0 +1,105 @@
+// compare's model: match the measured points of two reports, take the ratio of median times and
+// ask the Mann-Whitney U test whether the raw repetitions differ beyond noise.
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/sweep.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+std::string run_point_id(const nlohmann::json& config) {
+  const std::string model = config.at("model").get<std::string>();
+  const std::string strategy = config.at("strategy").get<std::string>();
+  PointSpec spec;
+  spec.model = parse_model(model);
+  spec.strategy = strategy;
+  spec.cores = config.at("threads").get<int>();
+  return spec.id();
+}
+
+}  // namespace
+
+std::vector<ReportPoint> report_points(const nlohmann::json& report) {
+  std::vector<ReportPoint> points;
+  if (report.at("kind") == "run") {
+    const double seconds = report.at("metrics").at("train_seconds").get<double>();
+    points.push_back({run_point_id(report.at("config")), {seconds}, seconds});
+    return points;
+  }
+  for (const auto& p : report.at("points")) {
+    if (p.at("status") != "ok") continue;
+    points.push_back({p.at("id").get<std::string>(), p.at("times_s").get<std::vector<double>>(),
+                      p.at("time").at("median").get<double>()});
+  }
+  return points;
+}
+
+bool Comparison::any_regression() const {
+  return std::any_of(points.begin(), points.end(), [](const ComparedPoint& p) { return p.regression; });
+}
+
+Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& candidate,
+                           double threshold, double alpha) {
+  CNNBENCH_CHECK(threshold >= 0, "--threshold must not be negative");
+  CNNBENCH_CHECK(alpha > 0 && alpha < 1, "--alpha must lie in (0, 1)");
+  Comparison comparison;
+  comparison.threshold = threshold;
+  comparison.alpha = alpha;
+  const std::vector<ReportPoint> base_points = report_points(base);
+  std::map<std::string, ReportPoint> new_points;
+  for (auto& p : report_points(candidate)) new_points.emplace(p.id, p);
+
+  for (const ReportPoint& b : base_points) {
+    const auto it = new_points.find(b.id);
+    if (it == new_points.end()) {
+      comparison.only_in_base.push_back(b.id);
+      continue;
+    }
+    const ReportPoint& n = it->second;
+    ComparedPoint c;
+    c.id = b.id;
+    c.base_median_s = b.median_s;
+    c.new_median_s = n.median_s;
+    c.ratio = n.median_s / b.median_s;
+    c.test = mann_whitney_u(n.times_s, b.times_s);
+    // With few repetitions no outcome reaches p < alpha (3 vs 3: p >= 0.1); the rank test can then
+    // not separate change from noise and the threshold alone decides.
+    c.decided_by_threshold = c.test.min_p_value >= alpha;
+    c.significant = c.decided_by_threshold || c.test.p_value < alpha;
+    c.regression = c.ratio > 1.0 + threshold && c.significant;
+    c.improvement = c.ratio < 1.0 - threshold && c.significant;
+    comparison.points.push_back(c);
+    new_points.erase(it);
+  }
+  for (const auto& [id, p] : new_points) comparison.only_in_new.push_back(id);
+  return comparison;
+}
+
+nlohmann::json comparison_json(const Comparison& comparison) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const ComparedPoint& c : comparison.points) {
+    points.push_back({{"id", c.id},
+                      {"base_median_s", c.base_median_s},
+                      {"new_median_s", c.new_median_s},
+                      {"ratio", c.ratio},
+                      {"u", c.test.u},
+                      {"p_value", c.test.p_value},
+                      {"exact", c.test.exact},
+                      {"significant", c.significant},
+                      {"decided_by_threshold", c.decided_by_threshold},
+                      {"regression", c.regression},
+                      {"improvement", c.improvement}});
+  }
+  return {{"threshold", comparison.threshold},
+          {"alpha", comparison.alpha},
+          {"regression", comparison.any_regression()},
+          {"points", points},
+          {"only_in_base", comparison.only_in_base},
+          {"only_in_new", comparison.only_in_new}};
+}
+
+}  // namespace cnnbench

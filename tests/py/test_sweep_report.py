@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""A tiny real sweep (fc3, 3 steps, 2 repetitions, cores 1,2) validates against
+results/schema/sweep-report.schema.json, the schema really constrains it, compare passes the report
+against itself and catches it made 2x slower, --resume keeps finished points, and the plot script
+draws every image; the committed reference report validates too."""
+import argparse
+import copy
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+try:
+    import jsonschema
+except ImportError:
+    print("SKIP: python3-jsonschema is not installed")
+    sys.exit(77)
+
+FAILURES = []
+
+
+def check(condition, message):
+    print(("ok   " if condition else "FAIL ") + message)
+    if not condition:
+        FAILURES.append(message)
+
+
+def errors_of(validator, report):
+    return sorted(validator.iter_errors(report), key=lambda e: list(e.path))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cli", required=True)
+    parser.add_argument("--source", required=True)
+    args = parser.parse_args()
+    source = Path(args.source)
+    schema = json.loads((source / "results/schema/sweep-report.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp, "tiny.json")
+        sweep = [args.cli, "sweep", "--model", "fc3", "--steps", "3", "--repeat", "2", "--warmup", "1",
+                 "--cores", "1,2", "--nodes", "1", "--strategies", "serial,blas,stream,gpu",
+                 "--synthetic", "512", "--target-accuracy", "0.3", "--eval-every", "5",
+                 "--tta-max-steps", "10", "--quiet", "--out", str(out)]
+        subprocess.run(sweep, check=True)
+        report = json.loads(out.read_text())
+        errors = errors_of(validator, report)
+        for e in errors:
+            print(f"     {'/'.join(map(str, e.path))}: {e.message}")
+        check(not errors, "the tiny sweep validates against the schema")
+        check(report["complete"] and not report["interrupted"], "the sweep is marked complete")
+        ids = [p["id"] for p in report["points"]]
+        check(ids[0] == "fc3/serial/n1c1", "the serial baseline comes first")
+        check({"fc3/blas/n1c2", "fc3/stream/n1c2", "fc3/gpu/n1c1"} <= set(ids), "every point is listed")
+        ok = [p for p in report["points"] if p["status"] == "ok"]
+        check(all(len(p["times_s"]) == 2 and len(p["warmup_times_s"]) == 1 for p in ok),
+              "every measured point keeps 2 raw repetitions and 1 warm-up")
+        serial = next(p for p in ok if p["strategy"] == "serial")
+        for p in ok:
+            expected = serial["time"]["median"] / p["time"]["median"]
+            if abs(p["speedup"] - expected) > 1e-9 * expected or abs(p["efficiency"] - expected / p["p"]) > 1e-9:
+                check(False, f"{p['id']}: speedup/efficiency are T_serial/T_p and S/p")
+                break
+        else:
+            check(True, "speedup = T_serial / T_p and efficiency = S / p on every point")
+        check(all("time_to_accuracy" in p and p["time_to_accuracy"]["curve"] for p in ok),
+              "every measured point has a time-to-accuracy curve")
+        gpu = next(p for p in report["points"] if p["strategy"] == "gpu")
+        check(gpu["status"] in ("skipped", "ok") and (gpu["status"] == "ok" or gpu["reason"]),
+              "gpu is measured or skipped with its reason")
+
+        broken = copy.deepcopy(report)
+        broken["points"][0]["times_s"] = []
+        del broken["points"][1]["time"]
+        check(not validator.is_valid(broken), "the schema rejects a point without repetitions or time")
+
+        same = subprocess.run([args.cli, "compare", str(out), str(out)], capture_output=True, text=True)
+        check(same.returncode == 0, "compare passes the report against itself")
+        slow = copy.deepcopy(report)
+        for p in slow["points"]:
+            if p["status"] == "ok":
+                p["times_s"] = [2 * t for t in p["times_s"]]
+                for k in ("median", "min", "max", "mean", "mad"):
+                    p["time"][k] *= 2
+        slow_path = Path(tmp, "slow.json")
+        slow_path.write_text(json.dumps(slow))
+        caught = subprocess.run([args.cli, "compare", str(out), str(slow_path)], capture_output=True, text=True)
+        check(caught.returncode == 1 and "REGRESSION" in caught.stdout, "compare catches a 2x slowdown")
+
+        # --resume: drop a measured point, mark incomplete; the rerun measures only it.
+        partial = copy.deepcopy(report)
+        dropped = next(p for p in partial["points"] if p["id"] == "fc3/stream/n1c2")
+        partial["points"].remove(dropped)
+        partial["complete"] = False
+        out.write_text(json.dumps(partial))
+        subprocess.run(sweep + ["--resume"], check=True)
+        resumed = json.loads(out.read_text())
+        check([p["id"] for p in resumed["points"]] == ids and resumed["complete"],
+              "--resume finishes a partial sweep with every point")
+        kept = {p["id"]: p.get("times_s") for p in resumed["points"]}
+        check(all(kept[p["id"]] == p.get("times_s") for p in partial["points"]),
+              f"--resume keeps the finished points ({dropped['id']} was rerun)")
+        different = subprocess.run(sweep[:-2] + ["--out", str(out), "--resume", "--batch", "32"],
+                                   capture_output=True, text=True)
+        check(different.returncode == 1 and "--resume" in different.stderr,
+              "--resume refuses a report made with other settings")
+
+        plots = Path(tmp, "plots")
+        subprocess.run([args.cli, "plot", str(out), "--out", str(plots)], check=True, capture_output=True)
+        names = ["speedup", "efficiency", "throughput", "time_to_accuracy", "scaling_prediction"]
+        missing = [f"{n}.{e}" for n in names for e in ("png", "svg")
+                   if not (plots / f"{n}.{e}").is_file() or (plots / f"{n}.{e}").stat().st_size < 1000]
+        check(not missing, f"plot draws every image as PNG and SVG (missing: {missing})")
+        png = (plots / "speedup.png").read_bytes()[:8]
+        check(png == b"\x89PNG\r\n\x1a\n", "speedup.png is a PNG")
+
+    reference = source / "results/sweep-2core.json"
+    if reference.exists():
+        errors = errors_of(validator, json.loads(reference.read_text()))
+        check(not errors, "the committed reference sweep validates")
+    print(f"{len(FAILURES)} failed")
+    return 1 if FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+// Sweep statistics against hand-computed values and brute-force twins (Karp-Flatt, Amdahl fit on
+// data made from a known serial fraction, Mann-Whitney U against a textbook example and full
+// enumeration), the ring model, the strict report reader and compare's exit codes.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/sweep.hpp"
+
+namespace cnnbench {
+namespace {
+
+TEST(SweepStatistics, SpeedupEfficiencyKarpFlattByHand) {
+  EXPECT_DOUBLE_EQ(speedup(10.0, 4.0), 2.5);
+  EXPECT_DOUBLE_EQ(efficiency(2.5, 4), 0.625);
+  // S = 2.5 on p = 4: (1/2.5 - 1/4) / (1 - 1/4) = (0.4 - 0.25) / 0.75 = 0.2.
+  EXPECT_NEAR(karp_flatt(2.5, 4), 0.2, 1e-12);
+  // Perfect speedup has no serial fraction; no speedup at all is entirely serial.
+  EXPECT_NEAR(karp_flatt(8.0, 8), 0.0, 1e-12);
+  EXPECT_NEAR(karp_flatt(1.0, 8), 1.0, 1e-12);
+  EXPECT_THROW(karp_flatt(1.0, 1), Error);
+  EXPECT_THROW(speedup(0.0, 1.0), Error);
+}
+
+TEST(SweepStatistics, AmdahlFitRecoversAKnownSerialFraction) {
+  for (double f : {0.0, 0.05, 0.3, 0.9}) {
+    const std::vector<int> cores = {1, 2, 3, 4, 7, 16};
+    std::vector<double> speedups;
+    for (int p : cores) speedups.push_back(amdahl_speedup(f, p));
+    const AmdahlFit fit = fit_amdahl(cores, speedups);
+    EXPECT_NEAR(fit.serial_fraction, f, 1e-12) << "f = " << f;
+    EXPECT_NEAR(fit.rmse, 0.0, 1e-12);
+    EXPECT_EQ(fit.points, 5);  // p = 1 carries no information about f
+    // With Karp-Flatt, every point of exact Amdahl data gives f back.
+    for (std::size_t i = 1; i < cores.size(); ++i) EXPECT_NEAR(karp_flatt(speedups[i], cores[i]), f, 1e-12);
+  }
+  // Noisy data: the fit lies between the per-point serial fractions.
+  const std::vector<int> cores = {2, 4};
+  const std::vector<double> speedups = {1.8, 2.9};
+  const double f = fit_amdahl(cores, speedups).serial_fraction;
+  EXPECT_GT(f, std::min(karp_flatt(1.8, 2), karp_flatt(2.9, 4)));
+  EXPECT_LT(f, std::max(karp_flatt(1.8, 2), karp_flatt(2.9, 4)));
+  const std::vector<int> only_one = {1};
+  const std::vector<double> one = {1.0};
+  EXPECT_THROW(fit_amdahl(only_one, one), Error);
+}
+
+TEST(SweepStatistics, MannWhitneyTextbookExample) {
+  // Conover's example as in SciPy's documentation: U = 17, exact two-sided p = 1/9.
+  const std::vector<double> males = {19, 22, 16, 29, 24};
+  const std::vector<double> females = {20, 11, 17, 12};
+  const MannWhitney r = mann_whitney_u(males, females);
+  EXPECT_DOUBLE_EQ(r.u, 17.0);
+  EXPECT_TRUE(r.exact);
+  EXPECT_NEAR(r.p_value, 1.0 / 9.0, 1e-12);
+  // Fully separated samples of 3 and 3: p = 2 / C(6,3) = 0.1, which is also the smallest possible.
+  const std::vector<double> low = {1, 2, 3}, high = {4, 5, 6};
+  const MannWhitney separated = mann_whitney_u(low, high);
+  EXPECT_DOUBLE_EQ(separated.u, 0.0);
+  EXPECT_NEAR(separated.p_value, 0.1, 1e-12);
+  EXPECT_NEAR(separated.min_p_value, 0.1, 1e-12);
+}
+
+// Naive twin: the exact two-sided p-value by enumerating every way to pick sample a's ranks.
+double enumerated_p_value(int n1, int n2, double u_observed) {
+  const int n = n1 + n2;
+  long long total = 0, lower = 0, upper = 0;
+  for (unsigned mask = 0; mask < (1u << n); ++mask) {
+    if (__builtin_popcount(mask) != n1) continue;
+    double rank_sum = 0;
+    for (int i = 0; i < n; ++i) {
+      if (mask & (1u << i)) rank_sum += i + 1;
+    }
+    const double u = rank_sum - n1 * (n1 + 1) / 2.0;
+    ++total;
+    lower += u <= u_observed;
+    upper += u >= u_observed;
+  }
+  return std::min(1.0, 2.0 * static_cast<double>(std::min(lower, upper)) / static_cast<double>(total));
+}
+
+TEST(SweepStatistics, MannWhitneyExactMatchesEnumeration) {
+  Rng rng(5);
+  for (int trial = 0; trial < 20; ++trial) {
+    const int n1 = 2 + static_cast<int>(rng.below(5)), n2 = 2 + static_cast<int>(rng.below(6));
+    std::vector<double> a, b;
+    for (int i = 0; i < n1; ++i) a.push_back(rng.next_float() + 0.1 * trial);
+    for (int i = 0; i < n2; ++i) b.push_back(rng.next_float());
+    const MannWhitney r = mann_whitney_u(a, b);
+    ASSERT_TRUE(r.exact);
+    EXPECT_NEAR(r.p_value, enumerated_p_value(n1, n2, r.u), 1e-12) << "n1 " << n1 << " n2 " << n2;
+  }
+}
+
+TEST(SweepStatistics, MannWhitneyNormalApproximationWithTies) {
+  // Ties force the normal approximation. Hand computation: pooled {1,1,2,2 | 2,3,3,3}, mid-ranks
+  // 1.5,1.5,4,4 | 4,7,7,7; R_a = 11, U = 11 - 10 = 1; ties t = 2,3,3: sum(t^3 - t) = 6 + 24 + 24 = 54;
+  // var = 4*4/12 * (9 - 54/56); z = (|1 - 8| - 0.5) / sqrt(var).
+  const std::vector<double> a = {1, 1, 2, 2}, b = {2, 3, 3, 3};
+  const MannWhitney r = mann_whitney_u(a, b);
+  EXPECT_FALSE(r.exact);
+  EXPECT_DOUBLE_EQ(r.u, 1.0);
+  const double var = 16.0 / 12.0 * (9.0 - 54.0 / 56.0);
+  const double z = 6.5 / std::sqrt(var);
+  EXPECT_NEAR(r.p_value, std::erfc(z / std::sqrt(2.0)), 1e-12);
+  const std::vector<double> same = {2, 2, 2};
+  EXPECT_DOUBLE_EQ(mann_whitney_u(same, same).p_value, 1.0);
+}
+
+TEST(SweepScalingModel, RingAllreduceAndPrediction) {
+  const RingAllreduceModel ring{1e-5, 1e-9};
+  EXPECT_DOUBLE_EQ(ring.seconds(1, 1e6), 0.0);
+  // p = 4, n = 1 MB: 2*3*1e-5 + 2*3/4 * 1e6 * 1e-9 = 6e-5 + 1.5e-3.
+  EXPECT_NEAR(ring.seconds(4, 1e6), 6e-5 + 1.5e-3, 1e-15);
+  // A fit measured on 4 ranks maps back to the same per-message alpha and per-byte beta.
+  const RingAllreduceModel back = ring_model_from_fit(4, 2 * 3 * 1e-5, 2 * 3 / 4.0 * 1e-9);
+  EXPECT_NEAR(back.alpha_s, 1e-5, 1e-18);
+  EXPECT_NEAR(back.beta_s_per_byte, 1e-9, 1e-21);
+  EXPECT_THROW(ring_model_from_fit(1, 1, 1), Error);
+  // Batch 64 on 128 nodes: one sample per node, never less.
+  EXPECT_NEAR(predicted_step_seconds(0.064, 64, 128, 0, ring), 0.001 + ring.seconds(128, 0), 1e-15);
+  EXPECT_NEAR(predicted_step_seconds(0.064, 64, 4, 1e6, ring), 0.016 + ring.seconds(4, 1e6), 1e-15);
+}
+
+// ---- reports and compare ---------------------------------------------------------------------
+
+std::filesystem::path scratch_dir() {
+  const auto dir = std::filesystem::temp_directory_path() / ("cnnbench-test-sweep-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+nlohmann::json point(const std::string& strategy, int cores, std::vector<double> times) {
+  PointSpec spec{ModelKind::fc3, strategy, cores, 1};
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  return {{"id", spec.id()}, {"model", "fc3"}, {"strategy", strategy}, {"cores", cores}, {"nodes", 1},
+          {"p", cores}, {"series", strategy}, {"status", "ok"}, {"times_s", times},
+          {"time", {{"median", sorted[sorted.size() / 2]}, {"min", sorted.front()}, {"max", sorted.back()},
+                    {"mean", 0}, {"mad", 0}}}};
+}
+
+nlohmann::json sweep_report(double slowdown) {
+  nlohmann::json points = nlohmann::json::array();
+  points.push_back(point("serial", 1, {1.00 * slowdown, 1.02 * slowdown, 0.99 * slowdown, 1.01 * slowdown, 1.03 * slowdown}));
+  points.push_back(point("stream", 2, {0.60, 0.61, 0.59, 0.62, 0.60}));
+  points.push_back({{"id", "fc3/gpu/n1c1"}, {"model", "fc3"}, {"strategy", "gpu"}, {"cores", 1}, {"nodes", 1},
+                    {"p", 1}, {"series", "gpu"}, {"status", "skipped"}, {"reason", "no CUDA device"}});
+  return {{"schema_version", sweep_schema_version}, {"kind", "sweep"}, {"complete", true},
+          {"context", nlohmann::json::object()}, {"config", nlohmann::json::object()}, {"points", points}};
+}
+
+std::filesystem::path write(const std::string& name, const std::string& text) {
+  const auto path = scratch_dir() / name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+int run_cli(const std::string& args, const std::string& log_name) {
+  const auto log = scratch_dir() / log_name;
+  const std::string command = std::string(CNNBENCH_CLI) + " " + args + " > " + log.string() + " 2>&1";
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string log_text(const std::string& log_name) { return read_file(scratch_dir() / log_name); }
+
+TEST(SweepCompare, TwiceSlowerIsARegressionAndItselfIsNot) {
+  const auto base = write("base.json", sweep_report(1.0).dump());
+  const auto slow = write("slow.json", sweep_report(2.0).dump());
+  const auto noisy = write("noisy.json", sweep_report(1.01).dump());
+  EXPECT_EQ(run_cli("compare " + base.string() + " " + base.string(), "self.log"), 0) << log_text("self.log");
+  EXPECT_EQ(run_cli("compare " + base.string() + " " + slow.string(), "slow.log"), 1) << log_text("slow.log");
+  EXPECT_NE(log_text("slow.log").find("REGRESSION"), std::string::npos);
+  // 1% slower is within the 5% threshold even if the rank test sees it.
+  EXPECT_EQ(run_cli("compare " + base.string() + " " + noisy.string(), "noisy.log"), 0) << log_text("noisy.log");
+  // A wider threshold lets the 2x through; --json says the same.
+  EXPECT_EQ(run_cli("compare " + base.string() + " " + slow.string() + " --threshold 150%", "wide.log"), 0);
+  EXPECT_EQ(run_cli("compare " + base.string() + " " + slow.string() + " --json", "json.log"), 1);
+  const auto json = nlohmann::json::parse(log_text("json.log"));
+  EXPECT_TRUE(json.at("regression").get<bool>());
+  EXPECT_NEAR(json.at("points")[0].at("ratio").get<double>(), 2.0, 1e-12);
+}
+
+TEST(SweepCompare, SameMediansButOverlappingNoiseIsNotSignificant) {
+  nlohmann::json base = sweep_report(1.0), candidate = sweep_report(1.0);
+  // Medians 10% apart but the repetitions interleave: the rank test calls it noise.
+  base["points"][0] = point("serial", 1, {1.0, 1.3, 0.8, 1.25, 0.95});
+  candidate["points"][0] = point("serial", 1, {1.1, 0.85, 1.35, 0.9, 1.28});
+  const Comparison c = compare_reports(base, candidate, 0.05, 0.05);
+  ASSERT_EQ(c.points.size(), 2u);
+  EXPECT_GT(c.points[0].ratio, 1.05);
+  EXPECT_FALSE(c.points[0].significant);
+  EXPECT_FALSE(c.any_regression());
+}
+
+TEST(SweepCompare, MalformedReportsGetAClearError) {
+  const auto base = write("good.json", sweep_report(1.0).dump());
+  struct Case {
+    std::string name, text, expected;
+  };
+  nlohmann::json bad_time = sweep_report(1.0);
+  bad_time["points"][1]["times_s"][2] = "fast";
+  nlohmann::json missing = sweep_report(1.0);
+  missing["points"][0].erase("time");
+  nlohmann::json version = sweep_report(1.0);
+  version["schema_version"] = 99;
+  const std::vector<Case> cases = {
+      {"truncated.json", sweep_report(1.0).dump().substr(0, 40), "valid JSON"},
+      {"bad_time.json", bad_time.dump(), "points[1].times_s[2]: expected a positive number"},
+      {"missing.json", missing.dump(), "points[0].time"},
+      {"version.json", version.dump(), "schema_version"},
+      {"array.json", "[1, 2]", "(root)"},
+  };
+  for (const Case& c : cases) {
+    const auto path = write(c.name, c.text);
+    EXPECT_EQ(run_cli("compare " + base.string() + " " + path.string(), c.name + ".log"), 2) << c.name;
+    const std::string log = log_text(c.name + ".log");
+    EXPECT_NE(log.find(path.string()), std::string::npos) << log;
+    EXPECT_NE(log.find(c.expected), std::string::npos) << log;
+    EXPECT_THROW(read_report(path), Error) << c.name;
+  }
+  EXPECT_EQ(run_cli("compare " + base.string(), "usage.log"), 2);
+  EXPECT_EQ(run_cli("compare " + base.string() + " " + base.string() + " --threshold five", "threshold.log"), 2);
+  EXPECT_EQ(run_cli("compare " + base.string() + " /nonexistent/report.json", "absent.log"), 2);
+}
+
+TEST(SweepPlan, SerialFirstAndClusterGridWithinTheMachine) {
+  SweepOptions options;
+  options.models = {ModelKind::fc3, ModelKind::lenet5};
+  options.strategies = {"stream", "cluster", "serial"};
+  const auto plan = plan_points(options, {1, 2}, {1, 2}, 2);
+  ASSERT_GE(plan.size(), 2u);
+  EXPECT_EQ(plan[0].id(), "fc3/serial/n1c1");
+  EXPECT_EQ(plan[1].id(), "lenet5/serial/n1c1");
+  std::vector<std::string> ids;
+  for (const auto& p : plan) ids.push_back(p.id());
+  for (const char* id : {"fc3/stream/n1c2", "fc3/cluster/n1c2", "fc3/cluster/n2c1"}) {
+    EXPECT_NE(std::find(ids.begin(), ids.end(), id), ids.end()) << id;
+  }
+  // 2 ranks x 2 threads needs 4 cores: not on a 2-core machine.
+  EXPECT_EQ(std::find(ids.begin(), ids.end(), "fc3/cluster/n2c2"), ids.end());
+  EXPECT_GT(estimate_point_bytes({ModelKind::lenet5, "cluster", 1, 4}, 64, 60000, 10000),
+            estimate_point_bytes({ModelKind::lenet5, "cluster", 1, 1}, 64, 60000, 10000));
+}
+
+}  // namespace
+}  // namespace cnnbench
