@@ -19,7 +19,7 @@ namespace {
 
 struct InfoOptions {
   bool json = false;
-  // Measured machine peaks (--peak) join here as one more flag.
+  bool peak = false;  // measure OpenBLAS SGEMM on one core and on all cores
 };
 
 constexpr int label_width = 14;
@@ -140,9 +140,25 @@ void print_environment(std::ostream& out, const nlohmann::json& environment) {
   }
 }
 
+// "one core 93.1 GFLOP/s (1024^3 sgemm, best of 14)".
+std::string describe_peak(const nlohmann::json& peak) {
+  std::ostringstream text;
+  text.setf(std::ios::fixed);
+  text.precision(1);
+  text << peak.at("gflops").get<double>() << " GFLOP/s (" << peak.at("threads").get<int>()
+       << " thread" << (peak.at("threads").get<int>() == 1 ? "" : "s") << ", "
+       << peak.at("n").get<int>() << "^3 sgemm, best of " << peak.at("repetitions").get<int>()
+       << ")";
+  return text.str();
+}
+
 int run_info(const InfoOptions& options) {
-  // --peak adds a "peak" entry here and a section after the machine's.
-  const nlohmann::json info = {{"context", collect_context()}, {"features", build_features()}};
+  nlohmann::json info = {{"context", collect_context()}, {"features", build_features()}};
+  if (options.peak) {
+    const int cores = std::max(1, info.at("context").at("topology").at("cores").get<int>());
+    info["peak"] = {{"single_core", measure_sgemm_peak(1, 1.0)},
+                    {"all_cores", measure_sgemm_peak(cores, 1.0)}};
+  }
   if (options.json) {
     write_json("-", info);
     return 0;
@@ -153,6 +169,11 @@ int run_info(const InfoOptions& options) {
   print_libraries(std::cout, context.at("libraries"));
   print_machine(std::cout, context);
   print_environment(std::cout, context.at("environment"));
+  if (options.peak) {
+    print_heading(std::cout, "measured peak");
+    print_row(std::cout, "one core", describe_peak(info.at("peak").at("single_core")));
+    print_row(std::cout, "all cores", describe_peak(info.at("peak").at("all_cores")));
+  }
   std::cout << std::flush;
   return 0;
 }
@@ -165,6 +186,8 @@ void add_info_command(CLI::App& root, Runner& runner) {
       "info",
       "Show the build (version, strategies, libraries) and the machine (CPU, cores, caches)");
   info->add_flag("--json", options->json, "Print the report context and strategy list as JSON");
+  info->add_flag("--peak", options->peak,
+                 "Measure OpenBLAS SGEMM GFLOP/s on one core and on all cores (about 2 s)");
   info->callback([&runner, options] { runner = [options] { return run_info(*options); }; });
 }
 

@@ -5,6 +5,7 @@
 #include <cblas.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "benchmarks.hpp"
@@ -133,6 +134,69 @@ void register_conv(const ConvLayer layer) {
         set_flops(state, (layer.needs_dinp ? 2 : 1) * conv_product_flops(s) +
                              double(dout.size()));
       })->Apply(with_batches);
+}
+
+// --- the fused LeNet-5 kernels of the serial fast path ------------------------------------------
+
+// One fused kernel at batch B: `run` gets the batch and is timed; flops as for the plain layers.
+template <class Run>
+void register_fused(const std::string& name, double flops_per_sample, Run run) {
+  benchmark::RegisterBenchmark(name.c_str(), [flops_per_sample, run](benchmark::State& state) {
+    const int B = int(state.range(0));
+    auto body = run(B);
+    for (auto _ : state) {
+      body();
+      benchmark::ClobberMemory();
+    }
+    set_flops(state, flops_per_sample * B);
+  })->Apply(with_batches);
+}
+
+void register_fused_lenet5() {
+  const double c1_flops = conv_product_flops({1, 1, 28, 28, 6, 5, 2});
+  const double c2_flops = conv_product_flops({1, 6, 14, 14, 16, 5, 0});
+  // Buffers live in the closure; each benchmark keeps its own.
+  register_fused("conv5x5_pad2_relu_forward/lenet5.c1", c1_flops, [](int B) {
+    auto inp = random_buffer(std::size_t(B) * 784, 1), weight = random_buffer(150, 2),
+         bias = random_buffer(6, 3);
+    auto out = std::make_shared<aligned_vector<float>>(std::size_t(B) * 6 * 784);
+    return [=] { conv5x5_pad2_relu_forward(out->data(), inp.data(), weight.data(), bias.data(), B, 6, 28, 28); };
+  });
+  register_fused("conv5x5_pad2_backward_weights/lenet5.c1", c1_flops, [](int B) {
+    auto inp = random_buffer(std::size_t(B) * 784, 1), dout = random_buffer(std::size_t(B) * 6 * 784, 2);
+    auto dweight = std::make_shared<aligned_vector<float>>(150), dbias = std::make_shared<aligned_vector<float>>(6);
+    return [=] { conv5x5_pad2_backward_weights(dweight->data(), dbias->data(), dout.data(), inp.data(), B, 6, 28, 28); };
+  });
+  register_fused("conv5x5_to16_relu_forward/lenet5.c2", c2_flops, [](int B) {
+    auto inp = random_buffer(std::size_t(B) * 6 * 196, 1), weight = random_buffer(2400, 2),
+         bias = random_buffer(16, 3);
+    auto out = std::make_shared<aligned_vector<float>>(std::size_t(B) * 1600);
+    auto scratch = std::make_shared<aligned_vector<float>>(conv5x5_to16_scratch_floats(6));
+    return [=] { conv5x5_to16_relu_forward(out->data(), inp.data(), weight.data(), bias.data(), B, 6, 14, 14, scratch->data()); };
+  });
+  register_fused("conv5x5_to16_backward/lenet5.c2", 2 * c2_flops, [](int B) {
+    auto inp = random_buffer(std::size_t(B) * 6 * 196, 1), weight = random_buffer(2400, 2),
+         dout = random_buffer(std::size_t(B) * 1600, 3);
+    auto dinp = std::make_shared<aligned_vector<float>>(inp.size());
+    auto dweight = std::make_shared<aligned_vector<float>>(2400), dbias = std::make_shared<aligned_vector<float>>(16);
+    auto scratch = std::make_shared<aligned_vector<float>>(conv5x5_to16_scratch_floats(6));
+    return [=] { conv5x5_to16_backward(dinp->data(), dweight->data(), dbias->data(), dout.data(), inp.data(), weight.data(), B, 6, 14, 14, scratch->data()); };
+  });
+  register_fused("maxpool2x2_relu_backward/lenet5.pool1", 3.0 * 6 * 196, [](int B) {
+    auto inp = random_buffer(std::size_t(B) * 6 * 784, 1), dout = random_buffer(std::size_t(B) * 6 * 196, 2);
+    auto dinp = std::make_shared<aligned_vector<float>>(inp.size());
+    return [=] { maxpool2x2_relu_backward(dinp->data(), dout.data(), inp.data(), B * 6, 28, 28); };
+  });
+  register_fused("maxpool2x2_channels_last16_forward/lenet5.pool2", 3.0 * 400, [](int B) {
+    auto inp = random_buffer(std::size_t(B) * 1600, 1);
+    auto out = std::make_shared<aligned_vector<float>>(std::size_t(B) * 400);
+    return [=] { maxpool2x2_channels_last16_forward(out->data(), inp.data(), B, 10, 10); };
+  });
+  register_fused("maxpool2x2_relu_channels_last16_backward/lenet5.pool2", 3.0 * 400, [](int B) {
+    auto inp = random_buffer(std::size_t(B) * 1600, 1), dout = random_buffer(std::size_t(B) * 400, 2);
+    auto dinp = std::make_shared<aligned_vector<float>>(inp.size());
+    return [=] { maxpool2x2_relu_channels_last16_backward(dinp->data(), dout.data(), inp.data(), B, 10, 10); };
+  });
 }
 
 // --- pooling, ReLU, softmax cross-entropy -----------------------------------------------------
@@ -278,6 +342,8 @@ void register_layer_benchmarks() {
   register_relu({"lenet5.c2", 16 * 10 * 10});
   register_relu({"lenet5.f1", 120});
   register_relu({"lenet5.f2", 84});
+
+  register_fused_lenet5();
 
   register_softmax_xent(10);
   register_sgemm();

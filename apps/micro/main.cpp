@@ -10,6 +10,7 @@
 int main(int argc, char** argv) {
   openblas_set_num_threads(1);
   cnnbench::micro::register_layer_benchmarks();
+  cnnbench::micro::register_model_benchmarks();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("openblas_config", openblas_get_config());

@@ -1,5 +1,7 @@
 // Whole-model forward and backward of FC-3 and LeNet-5 on one batch, written out layer by layer
 // from the functions of layers.hpp. This is the serial reference every strategy is checked against.
+// LeNet-5 takes the fused fast path: direct 5x5 convolutions with ReLU folded in, c2's output kept
+// channels last (16 channels = one vector), pooling backward fused with ReLU backward.
 #include <algorithm>
 #include <cstring>
 
@@ -11,16 +13,13 @@ namespace cnnbench {
 namespace {
 constexpr int classes = 10;
 
-// LeNet-5's convolutions: c1 (B,1,28,28) -> (B,6,28,28) pad 2; c2 (B,6,14,14) -> (B,16,10,10).
-Conv2dShape c1_shape(int n) { return {n, 1, 28, 28, 6, 5, 2}; }
-Conv2dShape c2_shape(int n) { return {n, 6, 14, 14, 16, 5, 0}; }
 }  // namespace
 
 // Activations (forward) and their gradients (backward) for up to max_batch samples.
 struct Workspace::Buffers {
   int max_batch = 0;
-  // FC-3: h1 (B,300), h2 (B,100); LeNet-5: a1 (B,6,28,28), p1 (B,6,14,14), a2 (B,16,10,10),
-  // p2 (B,400), h1 (B,120), h2 (B,84). logits (B,10) for both.
+  // FC-3: h1 (B,300), h2 (B,100); LeNet-5: a1 (B,6,28,28), p1 (B,6,14,14), a2 (B,10,10,16)
+  // channels last, p2 (B,400) = (B,16,5,5), h1 (B,120), h2 (B,84). logits (B,10) for both.
   aligned_vector<float> a1, p1, a2, p2, h1, h2, logits;
   aligned_vector<float> da1, dp1, da2, dp2, dh1, dh2, dlogits;
   aligned_vector<float> conv_scratch;
@@ -45,9 +44,7 @@ Workspace::Workspace(ModelKind kind, int max_batch) : buffers_(std::make_unique<
     both(b.p2, b.dp2, 400);
     both(b.h1, b.dh1, 120);
     both(b.h2, b.dh2, 84);
-    b.conv_scratch.assign(std::max(c1_shape(max_batch).scratch_floats(),
-                                   c2_shape(max_batch).scratch_floats()),
-                          0.0f);
+    b.conv_scratch.assign(conv5x5_to16_scratch_floats(6), 0.0f);
   }
   both(b.logits, b.dlogits, classes);
 }
@@ -109,13 +106,11 @@ void fc3_backward(const Fc3View& p, const Fc3View& g, const float* x, int n,
 }
 
 void lenet5_forward(const Lenet5View& p, const float* x, int n, Workspace::Buffers& b) {
-  float* scratch = b.conv_scratch.data();
-  conv2d_forward(b.a1.data(), x, p.c1w, p.c1b, c1_shape(n), scratch);
-  relu_forward(b.a1.data(), b.a1.data(), std::size_t(n) * 6 * 28 * 28);
+  conv5x5_pad2_relu_forward(b.a1.data(), x, p.c1w, p.c1b, n, 6, 28, 28);
   maxpool2x2_forward(b.p1.data(), b.a1.data(), n * 6, 28, 28);
-  conv2d_forward(b.a2.data(), b.p1.data(), p.c2w, p.c2b, c2_shape(n), scratch);
-  relu_forward(b.a2.data(), b.a2.data(), std::size_t(n) * 16 * 10 * 10);
-  maxpool2x2_forward(b.p2.data(), b.a2.data(), n * 16, 10, 10);  // (B,16,5,5) = flatten (B,400)
+  conv5x5_to16_relu_forward(b.a2.data(), b.p1.data(), p.c2w, p.c2b, n, 6, 14, 14,
+                            b.conv_scratch.data());
+  maxpool2x2_channels_last16_forward(b.p2.data(), b.a2.data(), n, 10, 10);  // flatten (B,400)
   dense_forward(b.h1.data(), b.p2.data(), p.f1w, p.f1b, n, 400, 120);
   relu_forward(b.h1.data(), b.h1.data(), std::size_t(n) * 120);
   dense_forward(b.h2.data(), b.h1.data(), p.f2w, p.f2b, n, 120, 84);
@@ -125,7 +120,6 @@ void lenet5_forward(const Lenet5View& p, const float* x, int n, Workspace::Buffe
 
 void lenet5_backward(const Lenet5View& p, const Lenet5View& g, const float* x, int n,
                      Workspace::Buffers& b, const GradientReady& ready) {
-  float* scratch = b.conv_scratch.data();
   dense_backward(b.dh2.data(), g.f3w, g.f3b, b.dlogits.data(), b.h2.data(), p.f3w, n, 84, classes);
   if (ready) ready(8, 9);
   relu_backward(b.dh2.data(), b.dh2.data(), b.h2.data(), std::size_t(n) * 84);
@@ -134,14 +128,12 @@ void lenet5_backward(const Lenet5View& p, const Lenet5View& g, const float* x, i
   relu_backward(b.dh1.data(), b.dh1.data(), b.h1.data(), std::size_t(n) * 120);
   dense_backward(b.dp2.data(), g.f1w, g.f1b, b.dh1.data(), b.p2.data(), p.f1w, n, 400, 120);
   if (ready) ready(4, 5);
-  maxpool2x2_backward(b.da2.data(), b.dp2.data(), b.a2.data(), n * 16, 10, 10);
-  relu_backward(b.da2.data(), b.da2.data(), b.a2.data(), std::size_t(n) * 16 * 10 * 10);
-  conv2d_backward(b.dp1.data(), g.c2w, g.c2b, b.da2.data(), b.p1.data(), p.c2w, c2_shape(n),
-                  scratch);
+  maxpool2x2_relu_channels_last16_backward(b.da2.data(), b.dp2.data(), b.a2.data(), n, 10, 10);
+  conv5x5_to16_backward(b.dp1.data(), g.c2w, g.c2b, b.da2.data(), b.p1.data(), p.c2w, n, 6, 14, 14,
+                        b.conv_scratch.data());
   if (ready) ready(2, 3);
-  maxpool2x2_backward(b.da1.data(), b.dp1.data(), b.a1.data(), n * 6, 28, 28);
-  relu_backward(b.da1.data(), b.da1.data(), b.a1.data(), std::size_t(n) * 6 * 28 * 28);
-  conv2d_backward(nullptr, g.c1w, g.c1b, b.da1.data(), x, p.c1w, c1_shape(n), scratch);
+  maxpool2x2_relu_backward(b.da1.data(), b.dp1.data(), b.a1.data(), n * 6, 28, 28);
+  conv5x5_pad2_backward_weights(g.c1w, g.c1b, b.da1.data(), x, n, 6, 28, 28);
   if (ready) ready(0, 1);
 }
 

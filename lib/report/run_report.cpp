@@ -55,6 +55,11 @@ nlohmann::json make_run_report(const TrainConfig& config, const Dataset& train,
       {"peak_rss_bytes", peak_rss_bytes()},
       {"interrupted", result.interrupted},
   };
+  // The fraction of one core's measured SGEMM rate this run achieved; measured only here, when a
+  // report is written, and after training so that it costs the run nothing.
+  const double peak = measure_sgemm_peak(1, 0.3).at("gflops").get<double>();
+  metrics["sgemm_peak_gflops"] = peak;
+  if (peak > 0) metrics["peak_fraction"] = metrics["gflops"].get<double>() / peak;
   if (result.test) {
     metrics["test_accuracy"] = result.test->accuracy;
     metrics["test_loss"] = result.test->loss;

@@ -54,6 +54,35 @@ double softmax_xent_forward_backward(float* dlogits, const float* logits, const 
 double softmax_xent_loss(const float* logits, const std::uint8_t* labels, int B, int C,
                          int* correct);
 
+// --- fused kernels of the serial fast path (LeNet-5), each equal to a chain of the above -----
+// Direct 5x5 convolution, one input channel, pad 2, + bias + ReLU:
+// inp (B,1,H,W), weight (K,1,5,5), bias (K) -> out (B,K,H,W); needs 16 <= W <= 28, H <= 28.
+void conv5x5_pad2_relu_forward(float* out, const float* inp, const float* weight,
+                               const float* bias, int B, int K, int H, int W);
+// Its parameter gradients (no input gradient: it is a first layer): dout (B,K,H,W) is the
+// gradient after ReLU's backward; dweight (K,1,5,5) and dbias (K) are accumulated.
+void conv5x5_pad2_backward_weights(float* dweight, float* dbias, const float* dout,
+                                   const float* inp, int B, int K, int H, int W);
+// Direct 5x5 convolution to 16 output channels, no padding, + bias + ReLU, output channels last:
+// inp (B,C,H,W), weight (16,C,5,5), bias (16) -> out (B,H-4,W-4,16).
+// scratch holds conv5x5_to16_scratch_floats(C) floats (weights repacked channels last).
+std::size_t conv5x5_to16_scratch_floats(int C);
+void conv5x5_to16_relu_forward(float* out, const float* inp, const float* weight,
+                               const float* bias, int B, int C, int H, int W, float* scratch);
+// dout (B,H-4,W-4,16) channels last (after ReLU's backward): dinp (B,C,H,W) overwritten (skipped
+// when nullptr), dweight (16,C,5,5) and dbias (16) accumulated.
+void conv5x5_to16_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                           const float* inp, const float* weight, int B, int C, int H, int W,
+                           float* scratch);
+// Max-pool backward followed by ReLU's backward, where inp (planes,H,W) is the ReLU output.
+void maxpool2x2_relu_backward(float* dinp, const float* dout, const float* inp, int planes, int H,
+                              int W);
+// 2x2 max-pool from channels last to channels first: inp (B,H,W,16) -> out (B,16,H/2,W/2).
+void maxpool2x2_channels_last16_forward(float* out, const float* inp, int B, int H, int W);
+// Its backward fused with ReLU's (inp is the ReLU output): dout (B,16,H/2,W/2) -> dinp (B,H,W,16).
+void maxpool2x2_relu_channels_last16_backward(float* dinp, const float* dout, const float* inp,
+                                              int B, int H, int W);
+
 namespace naive {
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
                    int in, int out_features);

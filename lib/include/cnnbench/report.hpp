@@ -26,6 +26,10 @@ std::string cuda_version_string();
 // The MPI library's own version line ("Open MPI v4.1.6, ..."), "" in builds without MPI.
 std::string mpi_version_string();
 
+// OpenBLAS SGEMM (1024^3) on `threads` threads, best of repeated products over about `seconds`:
+// {"threads", "gflops", "n", "repetitions", "best_seconds"}. Restores the BLAS thread count.
+nlohmann::json measure_sgemm_peak(int threads, double seconds);
+
 // Writes JSON (indented) to path atomically, or to stdout when path is "-".
 void write_json(const std::filesystem::path& path, const nlohmann::json& value);
 

@@ -1,0 +1,59 @@
+// Whole-model training steps (forward + backward + SGD, as the serial strategy runs them) of FC-3
+// and LeNet-5 at batch 16, 64 and 256, reporting images/s and GFLOP/s of training work.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "benchmarks.hpp"
+#include "cnnbench/core.hpp"
+#include "cnnbench/models.hpp"
+
+namespace cnnbench::micro {
+
+namespace {
+
+void register_train_step(ModelKind kind) {
+  benchmark::RegisterBenchmark(
+      ("train_step/" + std::string(model_name(kind))).c_str(), [kind](benchmark::State& state) {
+        const int B = int(state.range(0));
+        Model model(kind);
+        init_params(model.params, kind, 1);
+        Workspace workspace(kind, B);
+        Rng rng(2);
+        aligned_vector<float> x(std::size_t(B) * 784);
+        for (auto& v : x) v = rng.next_float();
+        std::vector<std::uint8_t> y(B);
+        for (auto& label : y) label = std::uint8_t(rng.below(10));
+        const SgdConfig sgd;
+        for (auto _ : state) {
+          std::fill(model.grads.begin(), model.grads.end(), 0.0f);
+          benchmark::DoNotOptimize(forward_backward(kind, model.params.data(), model.grads.data(),
+                                                    x.data(), y.data(), B, 1.0f / float(B),
+                                                    workspace));
+          sgd_step(model.params.data(), model.grads.data(), model.momentum.data(),
+                   model.params.size(), sgd);
+          benchmark::ClobberMemory();
+        }
+        state.counters["images/s"] =
+            benchmark::Counter(double(B), benchmark::Counter::kIsIterationInvariantRate);
+        state.counters["GFLOP/s"] = benchmark::Counter(
+            B * model_spec(kind).train_flops_per_image / 1e9,
+            benchmark::Counter::kIsIterationInvariantRate);
+      })
+      ->ArgName("batch")
+      ->Arg(16)
+      ->Arg(64)
+      ->Arg(256);
+}
+
+}  // namespace
+
+void register_model_benchmarks() {
+  register_train_step(ModelKind::fc3);
+  register_train_step(ModelKind::lenet5);
+}
+
+}  // namespace cnnbench::micro

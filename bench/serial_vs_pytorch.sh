@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Serial training throughput of cnnbench against PyTorch on one thread, measured side by side:
+# for each model and batch, PAIRS alternating runs of the two programs, then the median images/s
+# of each and the median of the per-pair ratios (cnnbench / PyTorch).
+#
+# usage: bench/serial_vs_pytorch.sh [--cli PATH] [--pairs N] [--batches "16 64 256"]
+#                                   [--models "lenet5 fc3"] [--images N]
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cli=""
+pairs=5
+batches="16 64 256"
+models="lenet5 fc3"
+images=32768  # per run and model (FC-3 gets twice as many: it is about twice as fast)
+python=/usr/bin/python3
+
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --cli) cli="$2"; shift 2 ;;
+    --pairs) pairs="$2"; shift 2 ;;
+    --batches) batches="$2"; shift 2 ;;
+    --models) models="$2"; shift 2 ;;
+    --images) images="$2"; shift 2 ;;
+    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    *) echo "serial_vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [[ -z "$cli" ]]; then
+  cli="$(ls -t "$here"/../build/*/apps/cnnbench 2>/dev/null | head -n 1 || true)"
+fi
+if [[ -z "$cli" || ! -x "$cli" ]]; then
+  echo "serial_vs_pytorch.sh: no cnnbench binary found; build it and pass --cli PATH" >&2
+  exit 2
+fi
+[[ -x "$python" ]] || python="$(command -v python3)"
+
+have_torch=1
+if ! "$python" -c "import torch" 2>/dev/null; then
+  have_torch=0
+  echo "python3-torch is not installed: reporting cnnbench's numbers only" >&2
+fi
+
+# images_per_s from a JSON object on stdin (a run report's metrics or torch_train.py's line).
+images_per_s() {
+  "$python" -c 'import json,sys; d=json.load(sys.stdin); print(d.get("metrics", d)["images_per_s"])'
+}
+
+median() {
+  "$python" -c 'import statistics,sys; print(statistics.median(float(v) for v in sys.argv[1:]))' "$@"
+}
+
+echo "cnnbench: $cli"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+printf '%-7s %5s %14s %14s %8s\n' model batch cnnbench_img/s pytorch_img/s ratio
+for model in $models; do
+  for batch in $batches; do
+    model_images=$images
+    [[ "$model" == fc3 ]] && model_images=$((images * 2))
+    steps=$(( model_images / batch ))
+    ours=() theirs=() ratios=()
+    for ((pair = 0; pair < pairs; ++pair)); do
+      ours_now=$("$cli" train --model "$model" --batch "$batch" --synthetic 8192 --steps "$steps" \
+                   --quiet --report - | images_per_s)
+      ours+=("$ours_now")
+      if [[ $have_torch == 1 ]]; then
+        theirs_now=$("$python" "$here/torch_train.py" --model "$model" --batch "$batch" \
+                       --steps "$steps" --threads 1 | images_per_s)
+        theirs+=("$theirs_now")
+        ratios+=("$("$python" -c "print($ours_now / $theirs_now)")")
+      fi
+    done
+    if [[ $have_torch == 1 ]]; then
+      printf '%-7s %5d %14.0f %14.0f %8.2f\n' "$model" "$batch" "$(median "${ours[@]}")" \
+        "$(median "${theirs[@]}")" "$(median "${ratios[@]}")"
+    else
+      printf '%-7s %5d %14.0f %14s %8s\n' "$model" "$batch" "$(median "${ours[@]}")" - -
+    fi
+  done
+done
