@@ -237,6 +237,142 @@ TEST(MaxPool, MatchesNaiveIncludingTiesAndOddSizes) {
       }
 }
 
+// --- the fused fast-path kernels == chains of naive twins ---------------------------------------
+
+Floats relu_of(Floats v) {
+  for (auto& x : v) x = x > 0.0f ? x : 0.0f;
+  return v;
+}
+
+// (B,K,H,W) <-> (B,H,W,K).
+Floats to_channels_last(const Floats& v, int B, int K, int H, int W) {
+  Floats out(v.size());
+  for (int b = 0; b < B; ++b)
+    for (int k = 0; k < K; ++k)
+      for (int p = 0; p < H * W; ++p)
+        out[(std::size_t(b) * H * W + p) * K + k] = v[(std::size_t(b) * K + k) * H * W + p];
+  return out;
+}
+Floats to_channels_first(const Floats& v, int B, int K, int H, int W) {
+  Floats out(v.size());
+  for (int b = 0; b < B; ++b)
+    for (int k = 0; k < K; ++k)
+      for (int p = 0; p < H * W; ++p)
+        out[(std::size_t(b) * K + k) * H * W + p] = v[(std::size_t(b) * H * W + p) * K + k];
+  return out;
+}
+
+TEST(FusedConv, SingleChannelPad2MatchesNaiveConvAndRelu) {
+  Rng rng(11);
+  struct Case { int B, K, H, W; };
+  for (const Case c : {Case{2, 6, 28, 28}, Case{1, 7, 20, 17}, Case{3, 2, 5, 16}}) {
+    SCOPED_TRACE("B" + std::to_string(c.B) + " K" + std::to_string(c.K) + " " +
+                 std::to_string(c.H) + "x" + std::to_string(c.W));
+    const Conv2dShape s{c.B, 1, c.H, c.W, c.K, 5, 2};
+    const Floats inp = random_floats(std::size_t(c.B) * c.H * c.W, rng);
+    const Floats weight = random_floats(std::size_t(c.K) * 25, rng);
+    const Floats bias = random_floats(c.K, rng);
+    Floats out(std::size_t(c.B) * c.K * c.H * c.W, NAN), expected(out.size());
+    conv5x5_pad2_relu_forward(out.data(), inp.data(), weight.data(), bias.data(), c.B, c.K, c.H, c.W);
+    naive::conv2d_forward(expected.data(), inp.data(), weight.data(), bias.data(), s);
+    EXPECT_TRUE(matches_naive(out, relu_of(expected))) << "forward";
+
+    const Floats dout = random_floats(out.size(), rng);
+    Floats dweight = random_floats(weight.size(), rng), dbias = random_floats(c.K, rng);
+    Floats expected_dweight = dweight, expected_dbias = dbias, unused_dinp(inp.size());
+    conv5x5_pad2_backward_weights(dweight.data(), dbias.data(), dout.data(), inp.data(), c.B, c.K,
+                                  c.H, c.W);
+    naive::conv2d_backward(unused_dinp.data(), expected_dweight.data(), expected_dbias.data(),
+                           dout.data(), inp.data(), weight.data(), s);
+    EXPECT_TRUE(matches_naive(dweight, expected_dweight)) << "dweight";
+    EXPECT_TRUE(matches_naive(dbias, expected_dbias)) << "dbias";
+  }
+}
+
+TEST(FusedConv, SixteenChannelsLastMatchesNaiveConvAndRelu) {
+  Rng rng(12);
+  struct Case { int B, C, H, W; };
+  for (const Case c : {Case{2, 6, 14, 14}, Case{1, 1, 9, 12}, Case{3, 7, 5, 17}}) {
+    SCOPED_TRACE("B" + std::to_string(c.B) + " C" + std::to_string(c.C) + " " +
+                 std::to_string(c.H) + "x" + std::to_string(c.W));
+    const Conv2dShape s{c.B, c.C, c.H, c.W, 16, 5, 0};
+    const int Ho = s.out_height(), Wo = s.out_width();
+    const Floats inp = random_floats(std::size_t(c.B) * c.C * c.H * c.W, rng);
+    const Floats weight = random_floats(std::size_t(16) * c.C * 25, rng);
+    const Floats bias = random_floats(16, rng);
+    Floats scratch(conv5x5_to16_scratch_floats(c.C));
+    Floats out(std::size_t(c.B) * 16 * Ho * Wo, NAN), expected(out.size());
+    conv5x5_to16_relu_forward(out.data(), inp.data(), weight.data(), bias.data(), c.B, c.C, c.H,
+                              c.W, scratch.data());
+    naive::conv2d_forward(expected.data(), inp.data(), weight.data(), bias.data(), s);
+    EXPECT_TRUE(matches_naive(out, to_channels_last(relu_of(expected), c.B, 16, Ho, Wo)))
+        << "forward";
+
+    const Floats dout = random_floats(out.size(), rng);  // channels last
+    Floats dinp(inp.size(), NAN), dweight = random_floats(weight.size(), rng),
+        dbias = random_floats(16, rng);
+    Floats expected_dinp(inp.size()), expected_dweight = dweight, expected_dbias = dbias;
+    conv5x5_to16_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                          weight.data(), c.B, c.C, c.H, c.W, scratch.data());
+    const Floats dout_first = to_channels_first(dout, c.B, 16, Ho, Wo);
+    naive::conv2d_backward(expected_dinp.data(), expected_dweight.data(), expected_dbias.data(),
+                           dout_first.data(), inp.data(), weight.data(), s);
+    EXPECT_TRUE(matches_naive(dinp, expected_dinp)) << "dinp";
+    EXPECT_TRUE(matches_naive(dweight, expected_dweight)) << "dweight";
+    EXPECT_TRUE(matches_naive(dbias, expected_dbias)) << "dbias";
+  }
+}
+
+// ReLU outputs with many ties and zeros: the cases where routing rules differ.
+Floats tied_relu_outputs(std::size_t n, Rng& rng) {
+  Floats v(n);
+  for (auto& x : v) x = float(rng.below(4)) * 0.5f - 0.5f > 0.0f ? float(rng.below(3)) : 0.0f;
+  return v;
+}
+
+// Naive max-pool backward, then ReLU's backward masked by the ReLU output inp.
+Floats naive_pool_relu_backward(const Floats& dout, const Floats& inp, int planes, int H, int W) {
+  Floats dinp(inp.size());
+  naive::maxpool2x2_backward(dinp.data(), dout.data(), inp.data(), planes, H, W);
+  for (std::size_t i = 0; i < dinp.size(); ++i) dinp[i] = inp[i] > 0.0f ? dinp[i] : 0.0f;
+  return dinp;
+}
+
+TEST(FusedPool, ReluBackwardMatchesNaiveChain) {
+  Rng rng(13);
+  for (int H : {2, 7, 28})
+    for (int W : {3, 14, 28}) {
+      const int planes = 3;
+      const Floats inp = tied_relu_outputs(std::size_t(planes) * H * W, rng);
+      const Floats dout = random_floats(std::size_t(planes) * (H / 2) * (W / 2), rng);
+      Floats dinp(inp.size(), NAN);
+      maxpool2x2_relu_backward(dinp.data(), dout.data(), inp.data(), planes, H, W);
+      EXPECT_TRUE(close(dinp, naive_pool_relu_backward(dout, inp, planes, H, W), 0.0))
+          << H << "x" << W;
+    }
+}
+
+TEST(FusedPool, ChannelsLastSixteenMatchesNaiveChain) {
+  Rng rng(14);
+  for (int H : {2, 10})
+    for (int W : {4, 10}) {
+      const int B = 2, Ho = H / 2, Wo = W / 2;
+      const Floats inp_first = tied_relu_outputs(std::size_t(B) * 16 * H * W, rng);
+      const Floats inp = to_channels_last(inp_first, B, 16, H, W);
+      Floats out(std::size_t(B) * 16 * Ho * Wo, NAN), expected(out.size());
+      maxpool2x2_channels_last16_forward(out.data(), inp.data(), B, H, W);
+      naive::maxpool2x2_forward(expected.data(), inp_first.data(), B * 16, H, W);
+      EXPECT_TRUE(close(out, expected, 0.0)) << "forward " << H << "x" << W;
+
+      const Floats dout = random_floats(out.size(), rng);
+      Floats dinp(inp.size(), NAN);
+      maxpool2x2_relu_channels_last16_backward(dinp.data(), dout.data(), inp.data(), B, H, W);
+      const Floats expected_dinp = to_channels_last(
+          naive_pool_relu_backward(dout, inp_first, B * 16, H, W), B, 16, H, W);
+      EXPECT_TRUE(close(dinp, expected_dinp, 0.0)) << "backward " << H << "x" << W;
+    }
+}
+
 // --- the max-pool tie rule -------------------------------------------------------------------
 
 // One 2x2 window: which of its four inputs (row-major) receives the gradient.
