@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cnnbench/gpu.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
@@ -152,8 +153,24 @@ std::string describe_peak(const nlohmann::json& peak) {
   return text.str();
 }
 
+void print_gpus(std::ostream& out, const nlohmann::json& gpu) {
+  print_heading(out, "GPUs");
+  if (gpu.contains("reason")) print_row(out, "none", gpu.at("reason").get<std::string>());
+  for (const auto& d : gpu.at("devices")) {
+    std::ostringstream text;
+    text << d.at("name").get<std::string>() << ", sm_" << d.at("compute_capability").get<std::string>()
+         << ", " << d.at("memory_bytes").get<std::uint64_t>() / (1024 * 1024) << " MiB, "
+         << d.at("multiprocessors").get<int>() << " SMs, " << d.at("pci_bus_id").get<std::string>();
+    print_row(out, "device " + std::to_string(d.at("index").get<int>()), text.str());
+  }
+  if (!gpu.at("runtime").get<std::string>().empty()) {
+    print_row(out, "CUDA runtime", gpu.at("runtime").get<std::string>());
+  }
+}
+
 int run_info(const InfoOptions& options) {
-  nlohmann::json info = {{"context", collect_context()}, {"features", build_features()}};
+  nlohmann::json info = {
+      {"context", collect_context()}, {"features", build_features()}, {"gpu", gpu_info_json()}};
   if (options.peak) {
     const int cores = std::max(1, info.at("context").at("topology").at("cores").get<int>());
     info["peak"] = {{"single_core", measure_sgemm_peak(1, 1.0)},
@@ -169,6 +186,7 @@ int run_info(const InfoOptions& options) {
   print_libraries(std::cout, context.at("libraries"));
   print_machine(std::cout, context);
   print_environment(std::cout, context.at("environment"));
+  print_gpus(std::cout, info.at("gpu"));
   if (options.peak) {
     print_heading(std::cout, "measured peak");
     print_row(std::cout, "one core", describe_peak(info.at("peak").at("single_core")));
