@@ -116,30 +116,34 @@ TEST(Cli, SummaryLineNamesModelStrategyAndSpeed) {
 // SIGINT or SIGTERM mid-run: a checkpoint is written, the exit code says interrupted (130), and
 // --resume then ends bit for bit where the uninterrupted run ends.
 TEST(Cli, InterruptedRunCheckpointsAndResumesExactly) {
+  const fs::path dir = temp_dir("interrupt");
+  const std::string common = "train --model fc3 --synthetic 512 --batch 8 --quiet --steps 15000";
+  ASSERT_EQ(run_cli(common + " --save " + (dir / "straight.st").string()).code, 0);
   for (const int signal : {SIGINT, SIGTERM}) {
-    const fs::path dir = temp_dir("interrupt-" + std::to_string(signal));
-    const std::string steps = "3000";
-    const std::string interrupted = (dir / "interrupted.st").string();
-    const pid_t child = ::fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      ::execl(CNNBENCH_CLI, CNNBENCH_CLI, "train", "--model", "fc3", "--synthetic", "512", "--batch",
-              "8", "--steps", steps.c_str(), "--quiet", "--save", interrupted.c_str(),
-              static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
-    ::kill(child, signal);
+    const std::string interrupted = (dir / ("interrupted-" + std::to_string(signal) + ".st")).string();
     int status = 0;
-    ::waitpid(child, &status, 0);
+    // A signal that lands before the process has set its handlers (a slow start on a loaded
+    // machine) kills it: try again a little later.
+    for (int delay_ms : {300, 1000, 2500}) {
+      const pid_t child = ::fork();
+      ASSERT_GE(child, 0);
+      if (child == 0) {
+        ::execl(CNNBENCH_CLI, CNNBENCH_CLI, "train", "--model", "fc3", "--synthetic", "512",
+                "--batch", "8", "--steps", "15000", "--quiet", "--save", interrupted.c_str(),
+                static_cast<char*>(nullptr));
+        ::_exit(127);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      ::kill(child, signal);
+      ::waitpid(child, &status, 0);
+      if (WIFEXITED(status)) break;
+    }
     ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping cleanly";
     ASSERT_EQ(WEXITSTATUS(status), 130) << "the run ended before the signal: make it longer";
     ASSERT_TRUE(fs::exists(interrupted));
-
-    const std::string common = "train --model fc3 --synthetic 512 --batch 8 --quiet --steps " + steps;
-    ASSERT_EQ(run_cli(common + " --resume " + interrupted + " --save " + (dir / "resumed.st").string()).code, 0);
-    ASSERT_EQ(run_cli(common + " --save " + (dir / "straight.st").string()).code, 0);
-    EXPECT_EQ(cnnbench::read_file(dir / "resumed.st"), cnnbench::read_file(dir / "straight.st"));
+    const std::string resumed = (dir / ("resumed-" + std::to_string(signal) + ".st")).string();
+    ASSERT_EQ(run_cli(common + " --resume " + interrupted + " --save " + resumed).code, 0);
+    EXPECT_EQ(cnnbench::read_file(resumed), cnnbench::read_file(dir / "straight.st"));
   }
 }
 

@@ -67,6 +67,9 @@ TrainConfig make_config(const TrainArgs& a) {
 }
 
 int run_train(const TrainArgs& a) {
+  // Before anything slow, so that an early Ctrl-C also ends in a clean stop.
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   const TrainConfig config = make_config(a);
   Dataset train, test;
   if (a.synthetic > 0) {
@@ -83,8 +86,6 @@ int run_train(const TrainArgs& a) {
   if (!a.save.empty()) options.save = a.save;
   if (a.eval) options.test = &test;
   options.progress_bar = !a.quiet && ::isatty(STDERR_FILENO);
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
   options.stop_requested = [] { return stop_signal.load(); };
 
   const RunResult result = run_training(config, train, options);
