@@ -209,7 +209,7 @@ TEST(StreamStrategy, GraphFileShowsThePartition) {
   dot << file.rdbuf();
   EXPECT_NE(dot.str().find("cluster_core0"), std::string::npos);
   EXPECT_NE(dot.str().find("cluster_core1"), std::string::npos);
-  EXPECT_NE(dot.str().find("c2.k1.c0.fwd"), std::string::npos);
+  EXPECT_NE(dot.str().find("c1.k1.c0.fwd"), std::string::npos);
   EXPECT_NE(dot.str().find("loss"), std::string::npos);
   std::filesystem::remove(path);
 }

@@ -1,5 +1,6 @@
-// WorkerPool: every worker runs each dispatch exactly once, task scheduling covers every index
-// exactly once, errors reach the caller, and pinned workers run where the pin map says.
+// WorkerPool: every worker runs each dispatch exactly once, task scheduling (also by whichever
+// workers are awake) covers every index exactly once, errors reach the caller, and pinned workers
+// run where the pin map says.
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
@@ -59,6 +60,48 @@ TEST(WorkerPool, RunTasksCoversEveryIndexExactlyOnce) {
             << "width " << width << " count " << count << " index " << i;
       }
     }
+  }
+}
+
+// run_tasks_anywhere returns without waiting for workers that have not woken up, so dispatches
+// overlap a late worker's wake-up: interleave both kinds of dispatch, with random task lengths,
+// and check that no task is lost, repeated, or run after its dispatch returned.
+TEST(WorkerPool, RunTasksAnywhereRunsEveryTaskOnceAndOnlyDuringItsDispatch) {
+  Rng rng(11);
+  for (const int width : widths) {
+    WorkerPool pool(width, {}, "test/worker");
+    std::atomic<bool> open{false};
+    std::atomic<int> late{0};
+    for (int dispatch = 0; dispatch < 300; ++dispatch) {
+      const int count = 1 + static_cast<int>(rng.uniform(0.0f, 9.0f));
+      const int spin = static_cast<int>(rng.uniform(0.0f, 2000.0f));
+      std::vector<std::atomic<int>> hits(static_cast<std::size_t>(count));
+      open = true;
+      pool.run_tasks_anywhere(count, [&](int index) {
+        if (!open.load()) late.fetch_add(1);
+        std::atomic<int> work{0};  // a task of random length
+        for (int k = 0; k < spin; ++k) work.fetch_add(1, std::memory_order_relaxed);
+        hits[static_cast<std::size_t>(index)].fetch_add(1);
+      });
+      open = false;
+      for (int i = 0; i < count; ++i) {
+        ASSERT_EQ(hits[static_cast<std::size_t>(i)].load(), 1)
+            << "width " << width << " dispatch " << dispatch << " task " << i;
+      }
+      if (dispatch % 3 == 0) {
+        std::vector<std::atomic<int>> runs(static_cast<std::size_t>(width));
+        pool.run_on_each([&](int worker) { runs[static_cast<std::size_t>(worker)].fetch_add(1); });
+        for (int w = 0; w < width; ++w) ASSERT_EQ(runs[static_cast<std::size_t>(w)].load(), 1);
+      }
+    }
+    EXPECT_EQ(late.load(), 0) << "width " << width;
+    EXPECT_THROW(pool.run_tasks_anywhere(5, [](int index) {
+                   if (index == 3) throw std::runtime_error("task 3 failed");
+                 }),
+                 std::runtime_error);
+    std::atomic<int> after{0};
+    pool.run_tasks_anywhere(4, [&](int) { after.fetch_add(1); });  // still usable after a throw
+    EXPECT_EQ(after.load(), 4);
   }
 }
 

@@ -148,7 +148,7 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init) {
   std::vector<char> stalled(actors.size(), 0);
   CoreStats& stats = core_stats_[core];
   int idle = 0;
-  double idle_since = 0;
+  double idle_since = 0, waited = 0;
   for (;;) {
     bool pending = false;
     bool fired = false;
@@ -202,10 +202,18 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init) {
       continue;
     }
     ++stats.idle_spins;
-    if (++idle < 64) {
-      cpu_relax();
-      if (idle == 1) idle_since = now_seconds();
-    } else if (now_seconds() - idle_since < 200e-6) {
+    if (++idle == 1) {
+      idle_since = now_seconds();
+      waited = 0;
+    } else if (idle % 64 == 0) {
+      waited = now_seconds() - idle_since;
+    }
+    cpu_relax();
+    // A partner's firing lasts tens to hundreds of microseconds: spin through it (a sleep's
+    // wake-up would cost as much again), then yield, and sleep only when it is far behind.
+    if (waited < 500e-6) {
+      continue;
+    } else if (waited < 5e-3) {
       std::this_thread::yield();
     } else {
       // Waiting this long means a partner is far behind or descheduled (a shared machine):

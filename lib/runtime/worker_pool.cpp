@@ -1,8 +1,10 @@
 // The pinned worker pool: the creating thread is worker 0, the others wait on a generation
-// counter (futex-backed std::atomic wait) so that a dispatch costs one wake-up per worker.
+// counter. Waits spin briefly (steps follow each other within microseconds, and a futex wake-up
+// costs tens of them) and only then block in a futex-backed std::atomic wait.
 #include <pthread.h>
 #include <sched.h>
 
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -10,6 +12,38 @@
 #include "cnnbench/core.hpp"
 
 namespace cnnbench {
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// How long a waiting worker (or the dispatching thread) polls before it sleeps: longer than the
+// gap between two dispatches of one training step, short enough to give the core away between
+// runs.
+constexpr auto spin_budget = std::chrono::microseconds(200);
+
+// Waits until `value` differs from `old` and returns the new value: polls with a pause first,
+// then blocks.
+template <class T>
+T wait_for_change(const std::atomic<T>& value, T old) {
+  const auto give_up = std::chrono::steady_clock::now() + spin_budget;
+  for (int round = 1;; ++round) {
+    const T now = value.load(std::memory_order_acquire);
+    if (now != old) return now;
+    cpu_relax();
+    if (round % 64 == 0 && std::chrono::steady_clock::now() > give_up) break;
+  }
+  for (T now = value.load(std::memory_order_acquire);; now = value.load(std::memory_order_acquire)) {
+    if (now != old) return now;
+    value.wait(old, std::memory_order_acquire);
+  }
+}
+
+}  // namespace
 
 WorkerPool::WorkerPool(int workers, std::vector<int> cores, std::string name_prefix)
     : workers_(static_cast<std::size_t>(workers)) {
@@ -69,7 +103,7 @@ WorkerPool::~WorkerPool() { stop(); }
 
 void WorkerPool::stop() {
   if (!stopping_.exchange(true)) {
-    generation_.fetch_add(1, std::memory_order_release);
+    generation_.fetch_add(2, std::memory_order_release);
     generation_.notify_all();
     for (auto& thread : threads_) thread.join();
     if (restore_affinity_) {
@@ -84,9 +118,12 @@ void WorkerPool::worker_loop(int worker) {
   // No dispatch can happen before the constructor has returned, so generation 0 is the start.
   std::uint64_t seen = 0;
   for (;;) {
-    generation_.wait(seen, std::memory_order_acquire);
-    seen = generation_.load(std::memory_order_acquire);
+    seen = wait_for_change(generation_, seen);
     if (stopping_.load(std::memory_order_acquire)) return;
+    if (seen & 1) {  // run_tasks_anywhere: the caller waits for tasks, not for this worker
+      claim_and_run_tasks(seen);
+      continue;
+    }
     try {
       (*body_)(worker);
     } catch (...) {
@@ -101,7 +138,8 @@ void WorkerPool::dispatch(const std::function<void(int worker)>& body) {
   first_error_ = nullptr;
   body_ = &body;
   running_.store(static_cast<int>(workers_) - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_release);
+  generation_.store(((generation_.load(std::memory_order_relaxed) >> 1) + 1) << 1,
+                    std::memory_order_release);
   generation_.notify_all();
   try {
     body(0);
@@ -109,9 +147,8 @@ void WorkerPool::dispatch(const std::function<void(int worker)>& body) {
     std::lock_guard lock(error_mutex_);
     if (!first_error_) first_error_ = std::current_exception();
   }
-  for (int left = running_.load(std::memory_order_acquire); left > 0;
-       left = running_.load(std::memory_order_acquire)) {
-    running_.wait(left, std::memory_order_acquire);
+  for (int left = running_.load(std::memory_order_acquire); left > 0;) {
+    left = wait_for_change(running_, left);
   }
   body_ = nullptr;
   if (first_error_) std::rethrow_exception(std::exchange(first_error_, nullptr));
@@ -127,6 +164,51 @@ void WorkerPool::run_tasks(int count, const std::function<void(int index, int wo
       task(index, worker);
     }
   });
+}
+
+// Claims and runs tasks of dispatch `generation` until none is left; false when a task threw.
+bool WorkerPool::claim_and_run_tasks(std::uint64_t generation) {
+  const std::uint64_t tag = (generation & 0xffffffffu) << 32;
+  std::uint64_t word = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    const auto count = static_cast<int>((word >> 16) & 0xffffu);
+    const auto next = static_cast<int>(word & 0xffffu);
+    if ((word & ~std::uint64_t{0xffffffffu}) != tag || next >= count) return true;
+    if (!claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+      continue;
+    }
+    // The dispatch cannot end before this task is counted done, so task_ is still its task.
+    try {
+      (*task_)(next);
+    } catch (...) {
+      std::lock_guard lock(error_mutex_);
+      if (!first_error_) first_error_ = std::current_exception();
+    }
+    if (tasks_done_.fetch_add(1, std::memory_order_acq_rel) + 1 == count) tasks_done_.notify_one();
+    word = claim_.load(std::memory_order_acquire);
+  }
+}
+
+void WorkerPool::run_tasks_anywhere(int count, const std::function<void(int index)>& task) {
+  CNNBENCH_CHECK(count >= 0 && count < 65536,
+                 "a worker pool dispatch takes 0..65535 tasks, got " + std::to_string(count));
+  if (count == 0) return;
+  first_error_ = nullptr;
+  task_ = &task;
+  tasks_done_.store(0, std::memory_order_relaxed);
+  const std::uint64_t generation =
+      (((generation_.load(std::memory_order_relaxed) >> 1) + 1) << 1) | 1;
+  claim_.store(((generation & 0xffffffffu) << 32) | (std::uint64_t(count) << 16),
+               std::memory_order_release);
+  generation_.store(generation, std::memory_order_release);
+  generation_.notify_all();
+  claim_and_run_tasks(generation);
+  for (int done = tasks_done_.load(std::memory_order_acquire); done < count;) {
+    done = wait_for_change(tasks_done_, done);
+  }
+  task_ = nullptr;
+  if (first_error_) std::rethrow_exception(std::exchange(first_error_, nullptr));
 }
 
 void WorkerPool::refresh_observed_cpus() {

@@ -41,6 +41,11 @@ class WorkerPool {
   // Task scheduling: runs task(index, worker) for index 0..count-1; idle workers take the next
   // index from a shared counter, so uneven tasks even out. Same exception rule.
   void run_tasks(int count, const std::function<void(int index, int worker)>& task);
+  // Runs task(index) for index 0..count-1 on whichever workers are awake: the calling thread
+  // takes tasks too and the call returns when every task has finished, without waiting for a
+  // worker that has not woken up (on a loaded machine one may be off its core for milliseconds).
+  // Results must not depend on which worker ran a task. Same exception rule. count < 65536.
+  void run_tasks_anywhere(int count, const std::function<void(int index)>& task);
 
   // Where each worker is bound and, as of the last refresh_observed_cpus(), where it ran.
   std::vector<PinRecord> pin_records() const { return pins_; }
@@ -57,8 +62,16 @@ class WorkerPool {
   std::vector<unsigned char> saved_affinity_;  // the creating thread's cpu_set_t before pinning
   bool restore_affinity_ = false;
 
+  bool claim_and_run_tasks(std::uint64_t generation);
+
   const std::function<void(int)>* body_ = nullptr;
+  // Bumped by 2 per dispatch; the low bit set marks a run_tasks_anywhere dispatch.
   std::atomic<std::uint64_t> generation_{0};
+  // run_tasks_anywhere: (generation << 32) | (count << 16) | next unclaimed index. A worker
+  // claims by compare-exchange, so one that wakes after its dispatch ended claims nothing.
+  std::atomic<std::uint64_t> claim_{0};
+  std::atomic<int> tasks_done_{0};
+  const std::function<void(int)>* task_ = nullptr;
   std::atomic<int> running_{0};
   std::atomic<bool> stopping_{false};
   std::mutex error_mutex_;

@@ -51,7 +51,8 @@ std::vector<LayerRange> layers_of(const ModelSpec& spec) {
 }
 
 // What each thread of a rank owns: its activations, its share's gradients and its inputs.
-struct ThreadState {
+// Cache-line aligned: the per-step fields are written by their thread while neighbours write theirs.
+struct alignas(64) ThreadState {
   std::unique_ptr<Workspace> workspace;
   aligned_vector<float> grads;
   aligned_vector<float> x;
@@ -247,11 +248,18 @@ class ClusterStrategy final : public Strategy {
     }
     if (overlapping_) begin_overlapped_step();
 
-    // Map: every thread's share, forward + backward into its own gradient buffer.
-    pool_->run_on_each([&](int worker) {
-      const auto w = static_cast<std::size_t>(worker);
-      compute_share(worker, batch_indices + thread_offsets[w], thread_shares[w]);
-    });
+    // Map: share s, forward + backward into gradient buffer s. Without overlap any awake worker
+    // may take any share (the buffers, not the threads, fix the summation order), so a worker
+    // that a loaded machine keeps off its core does not hold the step up.
+    const auto map_share = [&](int share) {
+      const auto s = static_cast<std::size_t>(share);
+      compute_share(share, batch_indices + thread_offsets[s], thread_shares[s]);
+    };
+    if (overlapping_) {
+      pool_->run_on_each(map_share);  // backward's callbacks funnel MPI through worker 0
+    } else {
+      pool_->run_tasks_anywhere(threads_per_rank_, map_share);
+    }
     const double map_end = now_seconds();
 
     double rank_loss = 0, rank_compute = 0, callback_seconds = 0;
@@ -311,8 +319,10 @@ class ClusterStrategy final : public Strategy {
     return exchange[0];
   }
 
-  void compute_share(int worker, const std::uint32_t* indices, int count) {
-    ThreadState& state = threads_[static_cast<std::size_t>(worker)];
+  // With overlap, share == the worker running it (its callbacks may call MPI as worker 0).
+  void compute_share(int share, const std::uint32_t* indices, int count) {
+    const int worker = share;
+    ThreadState& state = threads_[static_cast<std::size_t>(share)];
     const double start = now_seconds();
     state.callback_seconds = 0;
     state.loss_sum = 0;
@@ -355,20 +365,20 @@ class ClusterStrategy final : public Strategy {
   void reduce_in_thread_order_parallel() {
     const std::size_t params = model_->params.size();
     const std::vector<int> slices = split_evenly(static_cast<int>(params), threads_per_rank_);
-    pool_->run_on_each([&](int worker) {
+    pool_->run_tasks_anywhere(threads_per_rank_, [&](int slice) {
       const std::size_t begin = static_cast<std::size_t>(
-          std::accumulate(slices.begin(), slices.begin() + worker, 0));
-      reduce_range(begin, begin + static_cast<std::size_t>(slices[static_cast<std::size_t>(worker)]));
+          std::accumulate(slices.begin(), slices.begin() + slice, 0));
+      reduce_range(begin, begin + static_cast<std::size_t>(slices[static_cast<std::size_t>(slice)]));
     });
   }
 
   void reduce_and_update_slices() {
     Model& m = *model_;
     const std::vector<int> slices = split_evenly(static_cast<int>(m.params.size()), threads_per_rank_);
-    pool_->run_on_each([&](int worker) {
+    pool_->run_tasks_anywhere(threads_per_rank_, [&](int slice) {
       const std::size_t begin = static_cast<std::size_t>(
-          std::accumulate(slices.begin(), slices.begin() + worker, 0));
-      const auto count = static_cast<std::size_t>(slices[static_cast<std::size_t>(worker)]);
+          std::accumulate(slices.begin(), slices.begin() + slice, 0));
+      const auto count = static_cast<std::size_t>(slices[static_cast<std::size_t>(slice)]);
       reduce_range(begin, begin + count);
       sgd_step(m.params.data() + begin, node_grads_.data() + begin, m.momentum.data() + begin,
                count, config_.sgd);
@@ -384,10 +394,10 @@ class ClusterStrategy final : public Strategy {
       return;
     }
     const std::vector<int> slices = split_evenly(static_cast<int>(m.params.size()), threads_per_rank_);
-    pool_->run_on_each([&](int worker) {
+    pool_->run_tasks_anywhere(threads_per_rank_, [&](int slice) {
       const std::size_t begin = static_cast<std::size_t>(
-          std::accumulate(slices.begin(), slices.begin() + worker, 0));
-      const auto count = static_cast<std::size_t>(slices[static_cast<std::size_t>(worker)]);
+          std::accumulate(slices.begin(), slices.begin() + slice, 0));
+      const auto count = static_cast<std::size_t>(slices[static_cast<std::size_t>(slice)]);
       sgd_step(m.params.data() + begin, grads + begin, m.momentum.data() + begin, count, config_.sgd);
     });
   }

@@ -42,14 +42,22 @@ const std::uint32_t* TrainingRun::samples_of(std::int64_t sequence) const {
   return range.order + (range.first + step) * batch + m * micro_batch;
 }
 
-// Cost matters more than symmetry: c1 is cheap and its im2col would be repeated per kernel group,
-// so it splits only on many cores; c2 and the wide dense layers split across every core.
+// Cost matters more than symmetry: a split layer falls back from the direct 5x5 kernels to
+// im2col + sgemm where the direct kernel needs the whole layer (c2: all 16 kernels, all channels),
+// so c2 splits only on three or more cores; the wide dense layers split across every core.
 LayerWidths default_widths(ModelKind model, int cores) {
   LayerWidths w;
   if (cores <= 1) return w;
   if (model == ModelKind::fc3) {
     w.f1_blocks = std::min(cores, 6);
     w.f2_blocks = std::min(cores, 2);
+    return w;
+  }
+  if (cores == 2) {
+    // c1 split by kernels costs nothing extra (direct convolution, no im2col to repeat); c2
+    // whole keeps its 16-channel direct kernel, about three times faster than im2col + sgemm.
+    w.c1_kernel_groups = 2;
+    w.f1_blocks = 2;
     return w;
   }
   w.c1_kernel_groups = std::clamp(cores / 2, 1, 6);
@@ -338,6 +346,7 @@ struct ConvBlockShape {
   Conv2dShape conv;  // batch = micro-batch, channels = this block's share
   bool owns_bias = true;
   bool input_grad = true;
+  bool all_channels = true;  // the block sees every input channel of the layer
   std::size_t in_elements() const {
     return std::size_t(conv.batch) * conv.in_channels * conv.height * conv.width;
   }
@@ -346,6 +355,18 @@ struct ConvBlockShape {
   }
   std::size_t weight_count() const {
     return std::size_t(conv.out_channels) * conv.in_channels * conv.kernel * conv.kernel;
+  }
+  // The direct 5x5 kernels (the serial fast path) where the block's shape allows them: a first
+  // layer of one input channel with pad 2 (any number of kernels), or a whole layer of 16 kernels
+  // without padding, whose output is then channels last (B, Ho, Wo, 16). Both fold the ReLU in,
+  // which only a block holding every input channel may do (partial sums are summed first).
+  bool direct_pad2() const {
+    return all_channels && owns_bias && !input_grad && conv.kernel == 5 && conv.pad == 2 &&
+           conv.in_channels == 1 && conv.width >= 16 && conv.width <= 28 && conv.height <= 28;
+  }
+  bool direct_to16() const {
+    return all_channels && owns_bias && conv.kernel == 5 && conv.pad == 0 &&
+           conv.out_channels == 16;
   }
 };
 
@@ -356,7 +377,8 @@ class ConvForward final : public stream::Actor {
       : Actor(std::move(name), {f32_port(shape.in_elements())}, {f32_port(shape.out_elements())}),
         shape_(shape), block_(std::move(block)), inputs_(std::move(inputs)),
         zero_bias_(static_cast<std::size_t>(shape.conv.out_channels), 0.0f),
-        scratch_(shape.conv.scratch_floats()) {}
+        scratch_(shape.direct_to16() ? conv5x5_to16_scratch_floats(shape.conv.in_channels)
+                                     : shape.direct_pad2() ? 0 : shape.conv.scratch_floats()) {}
   std::string kind() const override { return "conv forward"; }
   void fire(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
@@ -365,8 +387,17 @@ class ConvForward final : public stream::Actor {
     const std::int64_t version = block_->version_for(sequence);
     const float* weight = block_->weights_for(sequence);
     const float* bias = shape_.owns_bias ? weight + shape_.weight_count() : zero_bias_.data();
-    conv2d_forward(out.as<float>().data(), in.as<float>().data(), weight, bias, shape_.conv,
-                   scratch_.data());
+    const Conv2dShape& c = shape_.conv;
+    if (shape_.direct_pad2()) {
+      conv5x5_pad2_relu_forward(out.as<float>().data(), in.as<float>().data(), weight, bias,
+                                c.batch, c.out_channels, c.height, c.width);
+    } else if (shape_.direct_to16()) {
+      conv5x5_to16_relu_forward(out.as<float>().data(), in.as<float>().data(), weight, bias,
+                                c.batch, c.in_channels, c.height, c.width, scratch_.data());
+    } else {
+      conv2d_forward(out.as<float>().data(), in.as<float>().data(), weight, bias, c,
+                     scratch_.data());
+    }
     std::copy_n(in.as<float>().data(), in.as<float>().size(), inputs_->put(sequence, version));
     out.header() = in.header();
     out.header().version = oldest_version(in.header().version, version);
@@ -387,7 +418,8 @@ class ConvBackward final : public stream::Actor {
               {f32_port(shape.input_grad ? shape.in_elements() : 0)}),
         shape_(shape), block_(std::move(block)), inputs_(std::move(inputs)),
         unused_dbias_(static_cast<std::size_t>(shape.conv.out_channels), 0.0f),
-        scratch_(shape.conv.scratch_floats()) {}
+        scratch_(shape.direct_to16() ? conv5x5_to16_scratch_floats(shape.conv.in_channels)
+                                     : shape.direct_pad2() ? 0 : shape.conv.scratch_floats()) {}
   std::string kind() const override { return "conv backward"; }
   void fire(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
@@ -399,9 +431,20 @@ class ConvBackward final : public stream::Actor {
       std::fill(unused_dbias_.begin(), unused_dbias_.end(), 0.0f);
       dbias = unused_dbias_.data();
     }
-    conv2d_backward(shape_.input_grad ? out.as<float>().data() : nullptr, dweight, dbias,
-                    in.as<float>().data(), inputs_->get(sequence, name()),
-                    block_->weights_for(sequence), shape_.conv, scratch_.data());
+    float* dinp = shape_.input_grad ? out.as<float>().data() : nullptr;
+    const float* inp = inputs_->get(sequence, name());
+    const Conv2dShape& c = shape_.conv;
+    if (shape_.direct_pad2()) {
+      conv5x5_pad2_backward_weights(dweight, dbias, in.as<float>().data(), inp, c.batch,
+                                    c.out_channels, c.height, c.width);
+    } else if (shape_.direct_to16()) {
+      conv5x5_to16_backward(dinp, dweight, dbias, in.as<float>().data(), inp,
+                            block_->weights_for(sequence), c.batch, c.in_channels, c.height,
+                            c.width, scratch_.data());
+    } else {
+      conv2d_backward(dinp, dweight, dbias, in.as<float>().data(), inp,
+                      block_->weights_for(sequence), c, scratch_.data());
+    }
     out.header() = in.header();
     block_->finish_backward(sequence, inputs_->version(sequence));
   }
@@ -413,49 +456,66 @@ class ConvBackward final : public stream::Actor {
   aligned_vector<float> unused_dbias_, scratch_;
 };
 
-// ReLU then 2x2 max-pool over one kernel group's planes (B, G, H, W) -> (B, G, H/2, W/2).
+// How a kernel group's conv output reaches its ReLU + pool actors: planes (B, G, H, W) still
+// before the ReLU, or the direct 16-kernel convolution's (B, H, W, 16) with the ReLU applied.
+struct PoolShape {
+  int planes = 0, height = 0, width = 0;  // planes = B x G
+  bool channels_last16 = false;           // then planes = B x 16
+  std::size_t elements() const { return std::size_t(planes) * height * width; }
+  std::size_t pooled_elements() const { return std::size_t(planes) * (height / 2) * (width / 2); }
+};
+
+// ReLU then 2x2 max-pool: (B, G, H, W) -> (B, G, H/2, W/2). The ReLU output is kept for backward.
 class ReluPoolForward final : public stream::Actor {
  public:
-  ReluPoolForward(std::string name, int planes, int height, int width,
-                  std::shared_ptr<Stash> activations)
-      : Actor(std::move(name), {f32_port(std::size_t(planes) * height * width)},
-              {f32_port(std::size_t(planes) * (height / 2) * (width / 2))}),
-        planes_(planes), height_(height), width_(width), activations_(std::move(activations)) {}
+  ReluPoolForward(std::string name, PoolShape shape, std::shared_ptr<Stash> activations)
+      : Actor(std::move(name), {f32_port(shape.elements())}, {f32_port(shape.pooled_elements())}),
+        shape_(shape), activations_(std::move(activations)) {}
   std::string kind() const override { return "relu+pool forward"; }
   void fire(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
     float* activation = activations_->put(in.header().sequence, in.header().version);
-    relu_forward(activation, in.as<float>().data(), in.as<float>().size());
-    maxpool2x2_forward(out.as<float>().data(), activation, planes_, height_, width_);
+    if (shape_.channels_last16) {
+      std::copy_n(in.as<float>().data(), in.as<float>().size(), activation);
+      maxpool2x2_channels_last16_forward(out.as<float>().data(), activation, shape_.planes / 16,
+                                         shape_.height, shape_.width);
+    } else {
+      relu_forward(activation, in.as<float>().data(), in.as<float>().size());
+      maxpool2x2_forward(out.as<float>().data(), activation, shape_.planes, shape_.height,
+                         shape_.width);
+    }
     out.header() = in.header();
   }
 
  private:
-  int planes_, height_, width_;
+  PoolShape shape_;
   std::shared_ptr<Stash> activations_;
 };
 
 class ReluPoolBackward final : public stream::Actor {
  public:
-  ReluPoolBackward(std::string name, int planes, int height, int width,
-                   std::shared_ptr<Stash> activations)
-      : Actor(std::move(name), {f32_port(std::size_t(planes) * (height / 2) * (width / 2))},
-              {f32_port(std::size_t(planes) * height * width)}),
-        planes_(planes), height_(height), width_(width), activations_(std::move(activations)) {}
+  ReluPoolBackward(std::string name, PoolShape shape, std::shared_ptr<Stash> activations)
+      : Actor(std::move(name), {f32_port(shape.pooled_elements())}, {f32_port(shape.elements())}),
+        shape_(shape), activations_(std::move(activations)) {}
   std::string kind() const override { return "relu+pool backward"; }
   void fire(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
     const float* activation = activations_->get(in.header().sequence, name());
-    float* dactivation = out.as<float>().data();
-    maxpool2x2_backward(dactivation, in.as<float>().data(), activation, planes_, height_, width_);
-    relu_backward(dactivation, dactivation, activation, out.as<float>().size());
+    if (shape_.channels_last16) {
+      maxpool2x2_relu_channels_last16_backward(out.as<float>().data(), in.as<float>().data(),
+                                               activation, shape_.planes / 16, shape_.height,
+                                               shape_.width);
+    } else {
+      maxpool2x2_relu_backward(out.as<float>().data(), in.as<float>().data(), activation,
+                               shape_.planes, shape_.height, shape_.width);
+    }
     out.header() = in.header();
   }
 
  private:
-  int planes_, height_, width_;
+  PoolShape shape_;
   std::shared_ptr<Stash> activations_;
 };
 
@@ -533,6 +593,7 @@ class Builder {
         shape.conv.out_channels = k1 - k0;
         shape.owns_bias = h == 0;
         shape.input_grad = input_grad;
+        shape.all_channels = channel_groups == 1;
         std::vector<ParamBlock::Run> runs;
         for (int k = k0; k < k1; ++k) {
           runs.push_back({weight.offset + (std::size_t(k) * C + c0) * R * R,
@@ -551,17 +612,24 @@ class Builder {
         channel_widths.push_back(std::size_t(c1 - c0) * plane_in);
       }
       const int planes = run_.micro_batch * (k1 - k0);
+      ConvBlockShape whole;  // the group's block when it has every input channel
+      whole.conv = full;
+      whole.conv.batch = run_.micro_batch;
+      whole.conv.out_channels = k1 - k0;
+      whole.input_grad = input_grad;
+      const PoolShape pool_shape{planes, Ho, Wo, channel_groups == 1 && whole.direct_to16()};
+      // Must agree with the blocks' choice of kernel above (same shape when channel_groups == 1).
       auto activations = std::make_shared<Stash>(run_.window, std::size_t(planes) * Ho * Wo);
       const std::string pool = group + ".pool";
       forward_groups.push_back(Node::pipeline(
           group + ".fwd",
           {Node::splitjoin(group + ".channels.fwd", stream::Split::round_robin(channel_widths),
                            std::move(forward_blocks), Join::sum()),
-           place(std::make_shared<ReluPoolForward>(pool + ".fwd", planes, Ho, Wo, activations),
+           place(std::make_shared<ReluPoolForward>(pool + ".fwd", pool_shape, activations),
                  pool, 3.0 * planes * Ho * Wo)}));
       backward_groups.push_back(Node::pipeline(
           group + ".bwd",
-          {place(std::make_shared<ReluPoolBackward>(pool + ".bwd", planes, Ho, Wo, activations),
+          {place(std::make_shared<ReluPoolBackward>(pool + ".bwd", pool_shape, activations),
                  pool, 3.0 * planes * Ho * Wo),
            Node::splitjoin(group + ".channels.bwd", stream::Split::duplicate(),
                            std::move(backward_blocks),
