@@ -134,7 +134,12 @@ TEST(ClusterCli, KillingOneRankEndsTheJobWithin30Seconds) {
   // Both ranks up and a couple of seconds into training.
   std::vector<std::pair<pid_t, int>> ranks;
   const double start = now_seconds();
-  while (ranks.size() < 2 && now_seconds() - start < 30) {
+  // A rank's environment may not be readable in the instant after its exec: scan until both
+  // ranks are seen with their numbers.
+  auto has_rank_one = [&] {
+    return std::any_of(ranks.begin(), ranks.end(), [](const auto& r) { return r.second == 1; });
+  };
+  while ((ranks.size() < 2 || !has_rank_one()) && now_seconds() - start < 30) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     ranks = ranks_of(mpirun, fs::path(CNNBENCH_CLI).filename().string().substr(0, 15));
   }
