@@ -328,6 +328,23 @@ int pin_current_thread(int core) {
   return pu;
 }
 
+AffinityGuard::AffinityGuard() : thread_(::pthread_self()) {
+  static_assert(sizeof(pthread_t) <= sizeof(thread_));
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (::pthread_getaffinity_np(::pthread_self(), sizeof(mask), &mask) == 0) {
+    mask_.resize(sizeof(mask));
+    std::memcpy(mask_.data(), &mask, sizeof(mask));
+  }
+}
+
+AffinityGuard::~AffinityGuard() {
+  if (mask_.empty()) return;
+  cpu_set_t mask;
+  std::memcpy(&mask, mask_.data(), sizeof(mask));
+  ::pthread_setaffinity_np(static_cast<pthread_t>(thread_), sizeof(mask), &mask);
+}
+
 int current_cpu() { return ::sched_getcpu(); }
 
 nlohmann::json pin_map_json(const std::vector<PinRecord>& records) {

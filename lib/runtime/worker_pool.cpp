@@ -56,13 +56,7 @@ WorkerPool::WorkerPool(int workers, std::vector<int> cores, std::string name_pre
   for (std::size_t w = 0; w < workers_; ++w) pins_[w].worker = name_prefix + std::to_string(w);
 
   if (!cores.empty()) {
-    cpu_set_t previous;
-    CPU_ZERO(&previous);
-    if (::pthread_getaffinity_np(::pthread_self(), sizeof(previous), &previous) == 0) {
-      saved_affinity_.resize(sizeof(previous));
-      std::memcpy(saved_affinity_.data(), &previous, sizeof(previous));
-      restore_affinity_ = true;
-    }
+    caller_affinity_.emplace();
     pins_[0].core = cores[0];
     pins_[0].pu = pin_current_thread(cores[0]);
   }
@@ -106,11 +100,7 @@ void WorkerPool::stop() {
     generation_.fetch_add(2, std::memory_order_release);
     generation_.notify_all();
     for (auto& thread : threads_) thread.join();
-    if (restore_affinity_) {
-      cpu_set_t previous;
-      std::memcpy(&previous, saved_affinity_.data(), sizeof(previous));
-      ::pthread_setaffinity_np(::pthread_self(), sizeof(previous), &previous);
-    }
+    caller_affinity_.reset();
   }
 }
 

@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,8 +60,7 @@ class WorkerPool {
   std::size_t workers_;
   std::vector<PinRecord> pins_;
   std::vector<std::thread> threads_;
-  std::vector<unsigned char> saved_affinity_;  // the creating thread's cpu_set_t before pinning
-  bool restore_affinity_ = false;
+  std::optional<AffinityGuard> caller_affinity_;  // the creating thread runs as worker 0
 
   bool claim_and_run_tasks(std::uint64_t generation);
 

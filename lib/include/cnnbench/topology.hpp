@@ -39,6 +39,22 @@ nlohmann::json topology_json(const Topology& topology);
 // Binds the calling thread to core `core` (logical index, taken modulo the core count) and
 // returns the OS index of the PU it is bound to. Error when the OS refuses.
 int pin_current_thread(int core);
+// Saves the calling thread's CPU affinity and puts it back on destruction (on that thread, from
+// whichever thread destroys it). Whoever pins a thread it does not own, such as the caller's, holds
+// one: a thread left pinned to core 0 passes that mask on to every thread and process it starts
+// later (a sweep's MPI jobs would then see a one-core machine).
+class AffinityGuard {
+ public:
+  AffinityGuard();
+  ~AffinityGuard();
+  AffinityGuard(const AffinityGuard&) = delete;
+  AffinityGuard& operator=(const AffinityGuard&) = delete;
+
+ private:
+  unsigned long thread_ = 0;        // pthread_t
+  std::vector<unsigned char> mask_;  // cpu_set_t; empty when it could not be read
+};
+
 // The PU the calling thread runs on right now (sched_getcpu), -1 if unknown.
 int current_cpu();
 

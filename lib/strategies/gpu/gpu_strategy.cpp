@@ -142,7 +142,10 @@ class GpuStrategy final : public Strategy {
                        "x" + std::to_string(train.cols));
     data_ = &train;
     batch_ = config.batch;
-    if (config.pin) pinned_pu_ = pin_current_thread(0);
+    if (config.pin) {
+      caller_affinity_.emplace();  // the caller's thread gets its mask back with the strategy
+      pinned_pu_ = pin_current_thread(0);
+    }
 
     CNNBENCH_CUDA(cudaSetDevice(device_));
     cudaDeviceProp prop{};
@@ -440,6 +443,7 @@ class GpuStrategy final : public Strategy {
   int batch_ = 0;
   const Dataset* data_ = nullptr;
   int pinned_pu_ = -1;
+  std::optional<AffinityGuard> caller_affinity_;
   std::string device_name_;
 
   // Device state

@@ -2,6 +2,7 @@
 // forward + backward of the whole model and applies SGD. The "blas" baseline is the same code
 // with OpenBLAS allowed N threads, i.e. what a library's intra-op threading alone gives.
 #include <algorithm>
+#include <optional>
 
 #include "../factories.hpp"
 #include "cnnbench/core.hpp"
@@ -26,7 +27,10 @@ class SerialStrategy final : public Strategy {
     y_.assign(static_cast<std::size_t>(config.batch), 0);
     threads_ = blas_baseline_ ? std::max(1, config.threads) : 1;
     set_blas_threads(threads_);
-    if (config.pin && !blas_baseline_) pinned_pu_ = pin_current_thread(0);
+    if (config.pin && !blas_baseline_) {
+      caller_affinity_.emplace();  // the caller's thread gets its mask back with the strategy
+      pinned_pu_ = pin_current_thread(0);
+    }
   }
 
   void run_steps(const StepRange& range, const StepCallback& on_step) override {
@@ -58,6 +62,7 @@ class SerialStrategy final : public Strategy {
 
  private:
   bool blas_baseline_;
+  std::optional<AffinityGuard> caller_affinity_;
   std::unique_ptr<Model> model_;
   const Dataset* data_ = nullptr;
   TrainConfig config_;
