@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: on a machine with an NVIDIA GPU, build for sm_90, run the GPU tests, benchmark
 # the GPU strategy (and PyTorch, when importable) on FC-3 and LeNet-5 at batch 64, 256 and 1024,
+# then 2 MPI ranks sharing the GPU at batch 256 and 1024 (when MPI is built and mpirun exists),
 # and write OUTDIR/gpu-report.json. Designed to finish in under 8 minutes.
 #   usage: scripts/gpu-check.sh OUTDIR        (BUILD_DIR, JOBS and CUDA_ARCHS may be overridden)
 set -euo pipefail
@@ -33,12 +34,19 @@ cmake -S "$SOURCE" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCNNBENCH_WITH_CU
   -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" -DCNNBENCH_BUILD_BENCHMARKS=OFF \
   > "$OUTDIR/configure.log" 2>&1 || { tail -30 "$OUTDIR/configure.log"; die "configure failed"; }
 grep "cnnbench:" "$OUTDIR/configure.log" || true
-cmake --build "$BUILD_DIR" -j "$JOBS" --target cnnbench_cli test_gpu_kernels test_gpu_strategy \
+TARGETS=(cnnbench_cli test_gpu_kernels test_gpu_strategy)
+# Several ranks: the MPI test (2 ranks on the one GPU against serial) and 2-rank benchmarks.
+MPIRUN=()
+if grep -q "cnnbench: MPI on" "$OUTDIR/configure.log" && command -v mpirun >/dev/null; then
+  TARGETS+=(test_gpu_ranks)
+  MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2)
+fi
+cmake --build "$BUILD_DIR" -j "$JOBS" --target "${TARGETS[@]}" \
   > "$OUTDIR/build.log" 2>&1 || { tail -40 "$OUTDIR/build.log"; die "build failed"; }
 CLI=$(find "$BUILD_DIR/apps" -maxdepth 2 -type f -name cnnbench -perm -u+x | head -1)
 [[ -n "$CLI" ]] || die "the cnnbench binary was not built"
 
-step "GPU tests (ctest -R gpu)"
+step "GPU tests (ctest -R gpu: kernels, strategy against serial, 2 MPI ranks against serial)"
 TESTS_OK=true
 (cd "$BUILD_DIR" && ctest -R gpu --output-on-failure --timeout 240) > "$OUTDIR/ctest.log" 2>&1 \
   || TESTS_OK=false
@@ -61,6 +69,21 @@ for model in lenet5 fc3; do
     --synthetic 60000 --steps "$(steps_for 1024)" --report "$report" --quiet \
     || echo "gpu-check: cnnbench $model stream failed (exit $?)" | tee -a "$OUTDIR/failures.txt"
 done
+
+if [[ ${#MPIRUN[@]} -gt 0 ]]; then
+  step "cnnbench --strategy gpu on 2 MPI ranks sharing the GPU"
+  for model in lenet5 fc3; do
+    for batch in 256 1024; do
+      report="$OUTDIR/runs/cnnbench-$model-b$batch-2ranks.json"
+      timeout 120 "${MPIRUN[@]}" "$CLI" train --strategy gpu --model "$model" --batch "$batch" \
+        --synthetic 60000 --steps "$(( $(steps_for "$batch") / 2 ))" --report "$report" --quiet \
+        || echo "gpu-check: cnnbench 2 ranks $model batch $batch failed (exit $?)" \
+           | tee -a "$OUTDIR/failures.txt"
+    done
+  done
+else
+  step "no MPI in this build or no mpirun: no multi-rank runs"
+fi
 
 if "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   step "PyTorch baseline"
@@ -117,6 +140,25 @@ for model in ("lenet5", "fc3"):
             run["cnnbench_stream_images_per_s"] = find(stream, "images_per_s")
         runs.append(run)
 
+# 2 MPI ranks on the one GPU: the global batch is split between them, gradients summed on the host.
+two_ranks = []
+for model in ("lenet5", "fc3"):
+    for batch in (256, 1024):
+        ours = load(f"{outdir}/runs/cnnbench-{model}-b{batch}-2ranks.json")
+        if not ours:
+            continue
+        metrics = find(ours, "strategy_metrics") or {}
+        single = next((r["cnnbench_images_per_s"] for r in runs
+                       if r["model"] == model and r["batch"] == batch), None)
+        ips = find(ours, "images_per_s")
+        two_ranks.append({"model": model, "batch": batch, "ranks": metrics.get("ranks"),
+                          "cnnbench_images_per_s": ips,
+                          "vs_one_rank": ips / single if ips and single else None,
+                          "allreduce": metrics.get("allreduce"),
+                          "devices": [{k: r.get(k) for k in ("rank", "host", "device", "device_name",
+                                                             "samples_per_step")}
+                                      for r in metrics.get("per_rank", [])]})
+
 lenet = next(r for r in runs if r["model"] == "lenet5" and r["batch"] == 1024)
 torch_any = next((load(p) for p in glob.glob(f"{outdir}/runs/torch-*.json")), None)
 ours_any = next((load(p) for p in glob.glob(f"{outdir}/runs/cnnbench-*.json")), None)
@@ -138,6 +180,7 @@ report = {
     },
     "gpu_tests_passed": tests_ok,
     "runs": runs,
+    "two_ranks_one_gpu": two_ranks,
     "goal": {
         "lenet5_b1024_images_per_s": lenet["cnnbench_images_per_s"],
         "at_least_1M_images_per_s": (lenet["cnnbench_images_per_s"] or 0) >= 1e6,
@@ -152,6 +195,10 @@ with open(f"{outdir}/gpu-report.json", "w") as f:
 for r in runs:
     print(f"{r['model']:7s} b{r['batch']:<5d} cnnbench {r['cnnbench_images_per_s'] or 0:12.0f} img/s"
           f"   torch {r['torch_images_per_s'] or 0:12.0f} img/s   ratio {r['ratio'] or 0:.2f}")
+for r in two_ranks:
+    allreduce = r["allreduce"] or {}
+    print(f"{r['model']:7s} b{r['batch']:<5d} 2 ranks  {r['cnnbench_images_per_s'] or 0:12.0f} img/s"
+          f"   allreduce {allreduce.get('ms_per_step_mean', 0):.3f} ms/step (mean over ranks)")
 EOF
 step "done: $OUTDIR/gpu-report.json"
 $TESTS_OK || die "GPU tests failed (see $OUTDIR/ctest.log)"

@@ -292,7 +292,8 @@ TEST(FusedConv, SingleChannelPad2MatchesNaiveConvAndRelu) {
 TEST(FusedConv, SixteenChannelsLastMatchesNaiveConvAndRelu) {
   Rng rng(12);
   struct Case { int B, C, H, W; };
-  for (const Case c : {Case{2, 6, 14, 14}, Case{1, 1, 9, 12}, Case{3, 7, 5, 17}}) {
+  for (const Case c : {Case{2, 6, 14, 14}, Case{1, 1, 9, 12}, Case{3, 7, 5, 17}, Case{2, 3, 14, 14},
+                       Case{1, 10, 7, 9}}) {
     SCOPED_TRACE("B" + std::to_string(c.B) + " C" + std::to_string(c.C) + " " +
                  std::to_string(c.H) + "x" + std::to_string(c.W));
     const Conv2dShape s{c.B, c.C, c.H, c.W, 16, 5, 0};
@@ -307,6 +308,11 @@ TEST(FusedConv, SixteenChannelsLastMatchesNaiveConvAndRelu) {
     naive::conv2d_forward(expected.data(), inp.data(), weight.data(), bias.data(), s);
     EXPECT_TRUE(matches_naive(out, to_channels_last(relu_of(expected), c.B, 16, Ho, Wo)))
         << "forward";
+    Floats partial(out.size(), NAN);
+    conv5x5_to16_forward(partial.data(), inp.data(), weight.data(), bias.data(), c.B, c.C, c.H,
+                         c.W, scratch.data());
+    EXPECT_TRUE(matches_naive(partial, to_channels_last(expected, c.B, 16, Ho, Wo)))
+        << "forward without ReLU";
 
     const Floats dout = random_floats(out.size(), rng);  // channels last
     Floats dinp(inp.size(), NAN), dweight = random_floats(weight.size(), rng),

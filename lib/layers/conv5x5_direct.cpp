@@ -128,7 +128,7 @@ void pack_channels_last(float* packed, const float* weight, int C) {
 
 // N adjacent output pixels of row y: N accumulators of 16 channels, each tap one weight vector
 // times N broadcast input pixels.
-template <int N>
+template <int N, bool Relu>
 void sixteen_pixels(float* out, const float* inp, const float* packed, f16 bias, int C, int H,
                     int W, int y, int x0) {
   f16 acc[N];
@@ -143,7 +143,9 @@ void sixteen_pixels(float* out, const float* inp, const float* packed, f16 bias,
     }
   }
   const int Wo = W - 4;
-  for (int n = 0; n < N; ++n) simd::store(out + (std::size_t(y) * Wo + x0 + n) * lanes, simd::relu(acc[n]));
+  for (int n = 0; n < N; ++n) {
+    simd::store(out + (std::size_t(y) * Wo + x0 + n) * lanes, Relu ? simd::relu(acc[n]) : acc[n]);
+  }
 }
 
 // dinp of CB input channels [c0, c0+CB) of one sample: per input pixel, the 16-channel products
@@ -170,6 +172,75 @@ void sixteen_input_gradient(float* dinp, const float* dout, const float* packed,
   }
 }
 
+// dinp of one sample by rows, for images at most 16 wide: dinp[c][iy][ix] = sum over kernels k
+// and taps of w[k][c][ky][kx] * dout[iy-ky][ix-kx][k], with ix along the 16 lanes. dout is first
+// turned channels first into a tile zero-padded by 4 on every side, so every tap reads one
+// unaligned row vector and no pixel needs a bounds test or a sum across lanes.
+constexpr int tile_pad = 4;
+constexpr int tile_width = lanes + tile_pad;  // lanes + the largest tap offset
+constexpr int max_rows_by_rows = 24;          // input rows this path takes (the tile is on the stack)
+
+struct DoutTile {
+  alignas(64) float at[lanes][max_rows_by_rows + 2 * tile_pad][tile_width];
+};
+
+void fill_dout_tile(DoutTile& tile, const float* dout, int Ho, int Wo) {
+  const int rows = Ho + 2 * tile_pad;
+  for (int k = 0; k < lanes; ++k) std::memset(tile.at[k], 0, sizeof(float) * tile_width * rows);
+  for (int y = 0; y < Ho; ++y) {
+    for (int x = 0; x < Wo; ++x) {
+      const f16 pixel = simd::load(dout + (std::size_t(y) * Wo + x) * lanes);
+      for (int k = 0; k < lanes; ++k) tile.at[k][y + tile_pad][x + tile_pad] = pixel[k];
+    }
+  }
+}
+
+// R input rows [iy, iy+R) of CB channels [c0, c0+CB): R x CB accumulators; each tap's weights
+// are shared by the R rows and each dout row vector by the CB channels.
+template <int CB, int R>
+void input_gradient_rows(float* dinp, const DoutTile& tile, const float* weight, int C, int c0,
+                         int H, int W, int iy) {
+  f16 acc[R][CB] = {};
+  for (int k = 0; k < lanes; ++k) {
+    for (int ky = 0; ky < 5; ++ky) {
+      for (int kx = 0; kx < 5; ++kx) {
+        float w[CB];
+        for (int j = 0; j < CB; ++j) w[j] = weight[(std::size_t(k) * C + c0 + j) * taps + ky * 5 + kx];
+        for (int r = 0; r < R; ++r) {
+          const f16 d = simd::load(&tile.at[k][iy + r - ky + tile_pad][tile_pad - kx]);
+          for (int j = 0; j < CB; ++j) acc[r][j] += w[j] * d;
+        }
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < CB; ++j) {
+      float row[lanes];
+      simd::store(row, acc[r][j]);
+      std::memcpy(dinp + (std::size_t(c0 + j) * H + iy + r) * W, row, sizeof(float) * W);
+    }
+  }
+}
+
+template <int CB>
+void input_gradient_channels(float* dinp, const DoutTile& tile, const float* weight, int C,
+                             int c0, int H, int W) {
+  constexpr int rows = CB >= 6 ? 2 : CB >= 3 ? 4 : 7;  // R x CB accumulators fit the 32 registers
+  int iy = 0;
+  for (; iy + rows <= H; iy += rows) input_gradient_rows<CB, rows>(dinp, tile, weight, C, c0, H, W, iy);
+  for (; iy < H; ++iy) input_gradient_rows<CB, 1>(dinp, tile, weight, C, c0, H, W, iy);
+}
+
+void sixteen_input_gradient_by_rows(float* dinp, const float* dout, const float* weight, int C,
+                                    int H, int W) {
+  DoutTile tile;
+  fill_dout_tile(tile, dout, H - 4, W - 4);
+  int c = 0;
+  for (; c + 6 <= C; c += 6) input_gradient_channels<6>(dinp, tile, weight, C, c, H, W);
+  for (; c + 3 <= C; c += 3) input_gradient_channels<3>(dinp, tile, weight, C, c, H, W);
+  for (; c < C; ++c) input_gradient_channels<1>(dinp, tile, weight, C, c, H, W);
+}
+
 }  // namespace
 
 void conv5x5_pad2_relu_forward(float* out, const float* inp, const float* weight,
@@ -181,6 +252,8 @@ void conv5x5_pad2_relu_forward(float* out, const float* inp, const float* weight
     float* out_b = out + std::size_t(b) * K * H * W;
     int k = 0;
     for (; k + 6 <= K; k += 6) single_channel_rows<6>(out_b, tile, weight, bias, k, H, W);
+    for (; k + 3 <= K; k += 3) single_channel_rows<3>(out_b, tile, weight, bias, k, H, W);
+    for (; k + 2 <= K; k += 2) single_channel_rows<2>(out_b, tile, weight, bias, k, H, W);
     for (; k < K; ++k) single_channel_rows<1>(out_b, tile, weight, bias, k, H, W);
   }
 }
@@ -195,8 +268,11 @@ void conv5x5_pad2_backward_weights(float* dweight, float* dbias, const float* do
 
 std::size_t conv5x5_to16_scratch_floats(int C) { return 2 * std::size_t(C) * taps * lanes; }
 
-void conv5x5_to16_relu_forward(float* out, const float* inp, const float* weight,
-                               const float* bias, int B, int C, int H, int W, float* scratch) {
+namespace {
+
+template <bool Relu>
+void sixteen_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
+                     int C, int H, int W, float* scratch) {
   check_sixteen_shape(C, H, W);
   pack_channels_last(scratch, weight, C);
   const f16 bias_vector = simd::load(bias);
@@ -206,10 +282,24 @@ void conv5x5_to16_relu_forward(float* out, const float* inp, const float* weight
     float* out_b = out + std::size_t(b) * Ho * Wo * lanes;
     for (int y = 0; y < Ho; ++y) {
       int x = 0;
-      for (; x + 10 <= Wo; x += 10) sixteen_pixels<10>(out_b, inp_b, scratch, bias_vector, C, H, W, y, x);
-      for (; x < Wo; ++x) sixteen_pixels<1>(out_b, inp_b, scratch, bias_vector, C, H, W, y, x);
+      for (; x + 10 <= Wo; x += 10) {
+        sixteen_pixels<10, Relu>(out_b, inp_b, scratch, bias_vector, C, H, W, y, x);
+      }
+      for (; x < Wo; ++x) sixteen_pixels<1, Relu>(out_b, inp_b, scratch, bias_vector, C, H, W, y, x);
     }
   }
+}
+
+}  // namespace
+
+void conv5x5_to16_relu_forward(float* out, const float* inp, const float* weight,
+                               const float* bias, int B, int C, int H, int W, float* scratch) {
+  sixteen_forward<true>(out, inp, weight, bias, B, C, H, W, scratch);
+}
+
+void conv5x5_to16_forward(float* out, const float* inp, const float* weight, const float* bias,
+                          int B, int C, int H, int W, float* scratch) {
+  sixteen_forward<false>(out, inp, weight, bias, B, C, H, W, scratch);
 }
 
 void conv5x5_to16_backward(float* dinp, float* dweight, float* dbias, const float* dout,
@@ -241,10 +331,14 @@ void conv5x5_to16_backward(float* dinp, float* dweight, float* dbias, const floa
       float* total = packed_dweight + std::size_t(c) * taps * lanes;
       for (int t = 0; t < taps; ++t) simd::store(total + t * lanes, simd::load(total + t * lanes) + acc[t]);
     }
-    if (dinp) {
+    if (dinp && W <= lanes && H <= max_rows_by_rows) {
+      sixteen_input_gradient_by_rows(dinp + std::size_t(b) * C * H * W, dout_b, weight, C, H, W);
+    } else if (dinp) {
       float* dinp_b = dinp + std::size_t(b) * C * H * W;
       int c = 0;
       for (; c + 6 <= C; c += 6) sixteen_input_gradient<6>(dinp_b, dout_b, packed, c, H, W);
+      for (; c + 3 <= C; c += 3) sixteen_input_gradient<3>(dinp_b, dout_b, packed, c, H, W);
+      for (; c + 2 <= C; c += 2) sixteen_input_gradient<2>(dinp_b, dout_b, packed, c, H, W);
       for (; c < C; ++c) sixteen_input_gradient<1>(dinp_b, dout_b, packed, c, H, W);
     }
   }

@@ -69,6 +69,9 @@ void conv5x5_pad2_backward_weights(float* dweight, float* dbias, const float* do
 std::size_t conv5x5_to16_scratch_floats(int C);
 void conv5x5_to16_relu_forward(float* out, const float* inp, const float* weight,
                                const float* bias, int B, int C, int H, int W, float* scratch);
+// The same without the ReLU: a block of input channels whose partial sums are added up first.
+void conv5x5_to16_forward(float* out, const float* inp, const float* weight, const float* bias,
+                          int B, int C, int H, int W, float* scratch);
 // dout (B,H-4,W-4,16) channels last (after ReLU's backward): dinp (B,C,H,W) overwritten (skipped
 // when nullptr), dweight (16,C,5,5) and dbias (16) accumulated.
 void conv5x5_to16_backward(float* dinp, float* dweight, float* dbias, const float* dout,

@@ -79,7 +79,8 @@ class Channel {
   // Consumer-owned line.
   alignas(64) std::atomic<std::uint64_t> read_position_{0};
   std::uint64_t consumer_seen_write_ = 0;
-  alignas(64) char tail_padding_[1] = {};
+  // Keeps the next object off the consumer line; never read, only there for the layout.
+  [[maybe_unused]] alignas(64) char tail_padding_[1] = {};
 };
 
 // ---- actors -----------------------------------------------------------------------------------

@@ -3,13 +3,19 @@
 // one CUDA graph launch when capture works, and the host only reads the losses back per range.
 // Data: "resident" uploads the data set once; "stream" copies each batch from pinned memory on a
 // second stream, double-buffered, so the copy of step i+1 runs under the compute of step i.
+// Under mpirun every rank drives one device and computes its share of each global batch; the
+// gradients meet in pinned host memory, are summed over the ranks, and go back for the update.
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <exception>
 #include <string>
 #include <vector>
 
 #include "../factories.hpp"
+#include "../rank_group.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/gpu.hpp"
 #include "cnnbench/topology.hpp"
@@ -41,8 +47,9 @@ int device_count_or_fail() {
   return count;
 }
 
-int parse_device(const TrainConfig& config, int count) {
-  const std::string text = option_or(config, "device", "0");
+// --device K, or `fallback` (rank on this machine modulo the device count) when not given.
+int parse_device(const TrainConfig& config, int count, int fallback) {
+  const std::string text = option_or(config, "device", std::to_string(fallback));
   int device = -1;
   try {
     std::size_t used = 0;
@@ -56,6 +63,18 @@ int parse_device(const TrainConfig& config, int count) {
          ") on this machine");
   }
   return device;
+}
+
+// The parts of a step a graph can hold: the whole step on one rank; with several ranks the host
+// sums the gradients between forward_backward (ending with the copy device -> host) and update
+// (starting with the copy host -> device).
+enum class StepPart { whole_step, forward_backward, update };
+constexpr int step_parts = 3;
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
 }
 
 DataMode parse_data_mode(const TrainConfig& config) {
@@ -127,70 +146,28 @@ class GpuStrategy final : public Strategy {
     // Work still queued must finish before the memory it uses goes away.
     if (compute_) (void)cudaStreamSynchronize(compute_.get());
     if (copy_) (void)cudaStreamSynchronize(copy_.get());
+    // Leaving because of an error: other ranks may wait in a collective, so end the whole job.
+    if (ranks_ && std::uncaught_exceptions() > 0) ranks_->end_job_at_exit();
   }
 
   std::string name() const override { return "gpu"; }
+  bool is_primary() const override { return !ranks_ || ranks_->rank() == 0; }
+
+  bool agree_to_stop(bool requested) override {
+    if (!ranks_) return requested;
+    bool stop = requested;
+    guarded([&] { stop = ranks_->any_rank(requested); });
+    return stop;
+  }
 
   void prepare(const Model& model, const Dataset& train, const TrainConfig& config) override {
-    const int count = device_count_or_fail();
-    device_ = parse_device(config, count);
-    mode_ = parse_data_mode(config);
-    use_graph_ = parse_graph(config);
-    CNNBENCH_CHECK(config.batch > 0, "--batch must be positive");
-    CNNBENCH_CHECK(train.image_size() == static_cast<std::size_t>(image_size),
-                   "the GPU strategy expects 28x28 images, got " + std::to_string(train.rows) +
-                       "x" + std::to_string(train.cols));
-    data_ = &train;
-    batch_ = config.batch;
-    if (config.pin) {
-      caller_affinity_.emplace();  // the caller's thread gets its mask back with the strategy
-      pinned_pu_ = pin_current_thread(0);
-    }
-
-    CNNBENCH_CUDA(cudaSetDevice(device_));
-    cudaDeviceProp prop{};
-    CNNBENCH_CUDA(cudaGetDeviceProperties(&prop, device_));
-    device_name_ = prop.name;
-    compute_ = make_stream();
-    copy_ = make_stream();
-    blas_ = std::make_unique<CublasHandle>();
-    CNNBENCH_CUBLAS(cublasSetStream(blas_->get(), compute_.get()));
-    // FP32 products (no TF32) so that the run matches serial; a workspace of our own keeps
-    // cuBLAS from allocating while a graph is captured.
-    CNNBENCH_CUBLAS(cublasSetMathMode(blas_->get(), CUBLAS_DEFAULT_MATH));
-    cublas_workspace_ = DeviceBuffer<char>(std::size_t(32) << 20);
-    CNNBENCH_CUBLAS(
-        cublasSetWorkspace(blas_->get(), cublas_workspace_.data(), cublas_workspace_.size()));
-
-    upload_model(model, config);
-    allocate_step_buffers(model.kind == ModelKind::lenet5);
-    if (mode_ == DataMode::resident) {
-      upload_dataset(train);
-    } else {
-      allocate_batch_slots();
-    }
-    CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
+    ranks_ = join_rank_group();
+    multi_rank_ = ranks_->size() > 1;
+    guarded([&] { prepare_rank(model, train, config); });
   }
 
   void run_steps(const StepRange& range, const StepCallback& on_step) override {
-    if (range.count <= 0) return;
-    CNNBENCH_CUDA(cudaSetDevice(device_));
-    reserve_range(range.count);
-    CNNBENCH_CUDA(cudaMemsetAsync(launch_[0].buffers.step, 0, sizeof(int), compute_.get()));
-    if (mode_ == DataMode::resident) {
-      run_resident(range);
-    } else {
-      run_streamed(range);
-    }
-    CNNBENCH_CUDA(cudaMemcpyAsync(loss_sums_host_.data(), loss_sums_.data(),
-                                  sizeof(double) * static_cast<std::size_t>(range.count),
-                                  cudaMemcpyDeviceToHost, compute_.get()));
-    CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
-    account_timings(range.count);
-    steps_run_ += range.count;
-    for (std::int64_t i = 0; i < range.count; ++i) {
-      on_step(i, loss_sums_host_.data()[i] / batch_);
-    }
+    guarded([&] { run_range(range, on_step); });
   }
 
   void sync_to(Model& model) override {
@@ -212,21 +189,119 @@ class GpuStrategy final : public Strategy {
                         {"copy_bytes", copy_bytes_},
                         {"compute_seconds", compute_seconds_},
                         {"copy_hidden_fraction", hidden_fraction()},
-                        {"steps", steps_run_}};
+                        {"steps", steps_run_},
+                        {"ranks", ranks_ ? ranks_->size() : 1}};
     if (!graph_note_.empty()) m["cuda_graph_note"] = graph_note_;
     const GpuRuntime runtime = gpu_runtime();
     m["cuda_runtime"] = runtime.runtime_version;
     m["cuda_driver"] = runtime.driver_version;
     m["cublas"] = runtime.cublas_version;
+    if (multi_rank_) {
+      m["allreduce"] = allreduce_metrics_;
+      m["per_rank"] = per_rank_metrics_;
+    }
     return m;
   }
 
   std::vector<PinRecord> pin_map() const override {
-    if (pinned_pu_ < 0) return {{"gpu/host", -1, -1, current_cpu()}};
-    return {{"gpu/host", 0, pinned_pu_, current_cpu()}};
+    if (multi_rank_) return all_pins_;
+    return {own_pin_record()};
   }
 
  private:
+  // A failing rank of a multi-rank job ends the job at once with a line naming it (the others
+  // may be blocked in a collective); on one rank the error just passes on.
+  template <class Body>
+  void guarded(Body&& body) {
+    try {
+      body();
+    } catch (const std::exception& error) {
+      if (multi_rank_) ranks_->end_job_after_error(error.what());
+      throw;
+    }
+  }
+
+  void prepare_rank(const Model& model, const Dataset& train, const TrainConfig& config) {
+    const int count = device_count_or_fail();
+    device_ = parse_device(config, count, ranks_->node_rank() % count);
+    mode_ = parse_data_mode(config);
+    use_graph_ = parse_graph(config);
+    CNNBENCH_CHECK(config.batch > 0, "--batch must be positive");
+    CNNBENCH_CHECK(train.image_size() == static_cast<std::size_t>(image_size),
+                   "the GPU strategy expects 28x28 images, got " + std::to_string(train.rows) +
+                       "x" + std::to_string(train.cols));
+    data_ = &train;
+    batch_ = config.batch;
+    share_ = rank_share(batch_, ranks_->size(), ranks_->rank());
+    if (config.pin) {
+      caller_affinity_.emplace();  // the caller's thread gets its mask back with the strategy
+      pin_core_ = ranks_->node_rank();  // ranks on one machine drive their devices from own cores
+      pinned_pu_ = pin_current_thread(pin_core_);
+    }
+
+    CNNBENCH_CUDA(cudaSetDevice(device_));
+    cudaDeviceProp prop{};
+    CNNBENCH_CUDA(cudaGetDeviceProperties(&prop, device_));
+    device_name_ = prop.name;
+    char bus_id[32] = {};
+    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_) == cudaSuccess) pci_bus_id_ = bus_id;
+    compute_ = make_stream();
+    copy_ = make_stream();
+    blas_ = std::make_unique<CublasHandle>();
+    CNNBENCH_CUBLAS(cublasSetStream(blas_->get(), compute_.get()));
+    // FP32 products (no TF32) so that the run matches serial; a workspace of our own keeps
+    // cuBLAS from allocating while a graph is captured.
+    CNNBENCH_CUBLAS(cublasSetMathMode(blas_->get(), CUBLAS_DEFAULT_MATH));
+    cublas_workspace_ = DeviceBuffer<char>(std::size_t(32) << 20);
+    CNNBENCH_CUBLAS(
+        cublasSetWorkspace(blas_->get(), cublas_workspace_.data(), cublas_workspace_.size()));
+
+    upload_model(model, config);
+    if (multi_rank_) grads_host_ = PinnedBuffer<float>(model.params.size());
+    allocate_step_buffers(model.kind == ModelKind::lenet5);
+    if (mode_ == DataMode::resident) {
+      upload_dataset(train);
+    } else {
+      allocate_batch_slots();
+    }
+    CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
+    if (multi_rank_) gather_rank_metrics();
+  }
+
+  void run_range(const StepRange& range, const StepCallback& on_step) {
+    if (range.count <= 0) return;
+    CNNBENCH_CUDA(cudaSetDevice(device_));
+    reserve_range(range.count);
+    range_allreduce_seconds_ = 0;
+    CNNBENCH_CUDA(cudaMemsetAsync(launch_[0].buffers.step, 0, sizeof(int), compute_.get()));
+    if (mode_ == DataMode::resident) {
+      run_resident(range);
+    } else {
+      run_streamed(range);
+    }
+    CNNBENCH_CUDA(cudaMemcpyAsync(loss_sums_host_.data(), loss_sums_.data(),
+                                  sizeof(double) * static_cast<std::size_t>(range.count),
+                                  cudaMemcpyDeviceToHost, compute_.get()));
+    CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
+    account_timings(range.count);
+    steps_run_ += range.count;
+    if (multi_rank_) {
+      // Each rank holds the loss sums of its shares; the global batch's are their sum.
+      ranks_->sum_in_rank_order(loss_sums_host_.data(), static_cast<std::size_t>(range.count));
+      gather_rank_metrics();
+    }
+    for (std::int64_t i = 0; i < range.count; ++i) {
+      on_step(i, loss_sums_host_.data()[i] / batch_);
+    }
+  }
+
+  PinRecord own_pin_record() const {
+    const std::string worker =
+        multi_rank_ ? "gpu/rank" + std::to_string(ranks_->rank()) + "/host" : "gpu/host";
+    if (pinned_pu_ < 0) return {worker, -1, -1, current_cpu()};
+    return {worker, pin_core_, pinned_pu_, current_cpu()};
+  }
+
   void upload_model(const Model& model, const TrainConfig& config) {
     const std::size_t n = model.params.size();
     params_ = DeviceBuffer<float>(n);
@@ -267,13 +342,14 @@ class GpuStrategy final : public Strategy {
     }
   }
 
+  // Activations for this rank's share of the batch (the whole batch on one rank).
   void allocate_step_buffers(bool lenet5) {
     Carver sizing(nullptr);
-    carve_step_buffers(sizing, lenet5, batch_);
+    carve_step_buffers(sizing, lenet5, share_.count);
     step_memory_ = DeviceBuffer<char>(sizing.bytes());
     Carver carve(step_memory_.data());
-    launch_[0].buffers = carve_step_buffers(carve, lenet5, batch_);
-    const std::vector<float> ones(static_cast<std::size_t>(batch_), 1.0f);
+    launch_[0].buffers = carve_step_buffers(carve, lenet5, share_.count);
+    const std::vector<float> ones(static_cast<std::size_t>(share_.count), 1.0f);
     CNNBENCH_CUDA(cudaMemcpy(const_cast<float*>(launch_[0].buffers.ones), ones.data(),
                              sizeof(float) * ones.size(), cudaMemcpyHostToDevice));
     launch_[1] = launch_[0];
@@ -291,14 +367,16 @@ class GpuStrategy final : public Strategy {
     launch_[0].source = {images_.data(), labels_.data(), nullptr};  // indices set per range
   }
 
-  // Two batch slots (B images then B labels), pinned on the host and on the device.
+  // Two batch slots (S images then S labels, S = this rank's share), pinned on the host and on
+  // the device.
   void allocate_batch_slots() {
-    const std::size_t bytes = static_cast<std::size_t>(batch_) * (image_size + 1);
+    const auto share = static_cast<std::size_t>(share_.count);
+    const std::size_t bytes = share * (image_size + 1);
     for (int slot = 0; slot < 2; ++slot) {
       slot_host_[slot] = PinnedBuffer<std::uint8_t>(bytes);
       slot_device_[slot] = DeviceBuffer<std::uint8_t>(bytes);
       const std::uint8_t* base = slot_device_[slot].data();
-      launch_[slot].source = {base, base + static_cast<std::size_t>(batch_) * image_size, nullptr};
+      launch_[slot].source = {base, base + share * image_size, nullptr};
     }
   }
 
@@ -310,12 +388,14 @@ class GpuStrategy final : public Strategy {
       loss_sums_ = DeviceBuffer<double>(n);
       loss_sums_host_ = PinnedBuffer<double>(n);
       if (mode_ == DataMode::resident) {
-        indices_ = DeviceBuffer<std::uint32_t>(n * static_cast<std::size_t>(batch_));
+        const std::size_t index_count = n * static_cast<std::size_t>(share_.count);
+        indices_ = DeviceBuffer<std::uint32_t>(index_count);
+        if (share_.count != batch_) share_indices_host_ = PinnedBuffer<std::uint32_t>(index_count);
       }
       for (int slot = 0; slot < 2; ++slot) {
         launch_[slot].buffers.step_loss_sums = loss_sums_.data();
         if (mode_ == DataMode::resident) launch_[slot].source.indices = indices_.data();
-        graphs_[slot] = GraphExec();
+        for (GraphExec& graph : graphs_[slot]) graph = GraphExec();
       }
     }
     const std::size_t events = mode_ == DataMode::stream ? n : 1;
@@ -328,15 +408,24 @@ class GpuStrategy final : public Strategy {
   }
 
   void run_resident(const StepRange& range) {
-    const auto index_count = static_cast<std::size_t>(range.count) * batch_;
+    const auto share = static_cast<std::size_t>(share_.count);
+    const auto index_count = static_cast<std::size_t>(range.count) * share;
+    const std::uint32_t* indices = range.order + range.first * batch_;
+    if (share_.count != batch_) {
+      // The gather reads (steps, S) indices: this rank's columns of the range's (steps, B).
+      for (std::int64_t i = 0; i < range.count; ++i) {
+        std::memcpy(share_indices_host_.data() + static_cast<std::size_t>(i) * share,
+                    indices + i * batch_ + share_.offset, sizeof(std::uint32_t) * share);
+      }
+      indices = share_indices_host_.data();
+    }
     CNNBENCH_CUDA(cudaEventRecord(copy_start_[0].get(), compute_.get()));
-    CNNBENCH_CUDA(cudaMemcpyAsync(indices_.data(), range.order + range.first * batch_,
-                                  sizeof(std::uint32_t) * index_count, cudaMemcpyHostToDevice,
-                                  compute_.get()));
+    CNNBENCH_CUDA(cudaMemcpyAsync(indices_.data(), indices, sizeof(std::uint32_t) * index_count,
+                                  cudaMemcpyHostToDevice, compute_.get()));
     CNNBENCH_CUDA(cudaEventRecord(copy_end_[0].get(), compute_.get()));
     copy_bytes_ += static_cast<double>(sizeof(std::uint32_t) * index_count);
     CNNBENCH_CUDA(cudaEventRecord(compute_start_[0].get(), compute_.get()));
-    for (std::int64_t i = 0; i < range.count; ++i) enqueue_step(0);
+    for (std::int64_t i = 0; i < range.count; ++i) run_step(0);
     CNNBENCH_CUDA(cudaEventRecord(compute_end_[0].get(), compute_.get()));
   }
 
@@ -348,7 +437,7 @@ class GpuStrategy final : public Strategy {
       // The host slot is free once its previous copy is done; the device slot once the step
       // that read it (i - 2) has finished.
       if (i >= 2) CNNBENCH_CUDA(cudaEventSynchronize(copy_end_[i - 2].get()));
-      gather_batch_bytes(slot_host_[slot].data(), order + i * batch_);
+      gather_batch_bytes(slot_host_[slot].data(), order + i * batch_ + share_.offset);
       if (i >= 2) CNNBENCH_CUDA(cudaStreamWaitEvent(copy_.get(), compute_end_[i - 2].get(), 0));
       CNNBENCH_CUDA(cudaEventRecord(copy_start_[i].get(), copy_.get()));
       CNNBENCH_CUDA(cudaMemcpyAsync(slot_device_[slot].data(), slot_host_[slot].data(),
@@ -361,40 +450,72 @@ class GpuStrategy final : public Strategy {
     for (std::int64_t i = 0; i < range.count; ++i) {
       CNNBENCH_CUDA(cudaStreamWaitEvent(compute_.get(), copy_end_[i].get(), 0));
       CNNBENCH_CUDA(cudaEventRecord(compute_start_[i].get(), compute_.get()));
-      enqueue_step(static_cast<int>(i % 2));
+      run_step(static_cast<int>(i % 2));
       CNNBENCH_CUDA(cudaEventRecord(compute_end_[i].get(), compute_.get()));
       if (i + 2 < range.count) prefetch(i + 2);
     }
   }
 
-  // images (B,784) then labels (B) of the samples order[0..B).
+  // images (S,784) then labels (S) of the samples order[0..S), S = this rank's share.
   void gather_batch_bytes(std::uint8_t* slot, const std::uint32_t* order) const {
     const std::size_t size = data_->image_size();
-    std::uint8_t* labels = slot + static_cast<std::size_t>(batch_) * size;
-    for (int b = 0; b < batch_; ++b) {
+    std::uint8_t* labels = slot + static_cast<std::size_t>(share_.count) * size;
+    for (int b = 0; b < share_.count; ++b) {
       std::memcpy(slot + b * size, data_->images.data() + order[b] * size, size);
       labels[b] = data_->labels[order[b]];
     }
   }
 
-  // One whole step. With graphs on, the first step of a slot runs eagerly (it loads every
-  // kernel and cuBLAS's own) and is then captured; later steps are one graph launch each.
-  void enqueue_step(int slot) {
-    if (use_graph_ && graphs_[slot]) {
-      CNNBENCH_CUDA(cudaGraphLaunch(graphs_[slot].get(), compute_.get()));
+  // One step from batch slot `slot`. On one rank it is all enqueued; with several ranks the host
+  // waits for this rank's gradients, sums them over the ranks, and enqueues the update.
+  void run_step(int slot) {
+    if (!multi_rank_) {
+      enqueue_part(slot, StepPart::whole_step);
       return;
     }
-    enqueue_forward_backward(launch_[slot], compute_.get(), blas_->get());
-    enqueue_update(launch_[slot], compute_.get());
-    if (use_graph_) capture_graph(slot);
+    enqueue_part(slot, StepPart::forward_backward);
+    CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
+    const double start = now_seconds();
+    ranks_->sum_in_rank_order(grads_host_.data(), grads_host_.size());
+    const double seconds = now_seconds() - start;
+    allreduce_seconds_ += seconds;
+    range_allreduce_seconds_ += seconds;
+    allreduce_steps_ += 1;
+    enqueue_part(slot, StepPart::update);
   }
 
-  void capture_graph(int slot) {
+  // With graphs on, the first time a slot runs a part it runs eagerly (that loads every kernel
+  // and cuBLAS's own) and is then captured; later it is one graph launch.
+  void enqueue_part(int slot, StepPart part) {
+    GraphExec& graph = graphs_[slot][static_cast<std::size_t>(part)];
+    if (use_graph_ && graph) {
+      CNNBENCH_CUDA(cudaGraphLaunch(graph.get(), compute_.get()));
+      return;
+    }
+    enqueue_part_eagerly(slot, part);
+    if (use_graph_) capture_graph(slot, part);
+  }
+
+  void enqueue_part_eagerly(int slot, StepPart part) {
+    const StepLaunch& step = launch_[slot];
+    const std::size_t grad_bytes = sizeof(float) * grads_.size();
+    if (part != StepPart::update) enqueue_forward_backward(step, compute_.get(), blas_->get());
+    if (part == StepPart::forward_backward) {
+      CNNBENCH_CUDA(cudaMemcpyAsync(grads_host_.data(), grads_.data(), grad_bytes,
+                                    cudaMemcpyDeviceToHost, compute_.get()));
+    }
+    if (part == StepPart::update) {
+      CNNBENCH_CUDA(cudaMemcpyAsync(grads_.data(), grads_host_.data(), grad_bytes,
+                                    cudaMemcpyHostToDevice, compute_.get()));
+    }
+    if (part != StepPart::forward_backward) enqueue_update(step, compute_.get());
+  }
+
+  void capture_graph(int slot, StepPart part) {
     cudaGraph_t graph = nullptr;
     CNNBENCH_CUDA(cudaStreamBeginCapture(compute_.get(), cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue_forward_backward(launch_[slot], compute_.get(), blas_->get());
-      enqueue_update(launch_[slot], compute_.get());
+      enqueue_part_eagerly(slot, part);
     } catch (const Error& e) {
       // A failed capture leaves nothing queued; the run goes on without graphs and says why.
       (void)cudaStreamEndCapture(compute_.get(), &graph);
@@ -409,13 +530,15 @@ class GpuStrategy final : public Strategy {
     const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
     (void)cudaGraphDestroy(graph);
     CNNBENCH_CUDA(status);
-    graphs_[slot] = GraphExec(exec);
+    graphs_[slot][static_cast<std::size_t>(part)] = GraphExec(exec);
   }
 
+  // compute_seconds leaves out the time the device waited for the ranks' gradient sum.
   void account_timings(std::int64_t count) {
     if (mode_ == DataMode::resident) {
       copy_seconds_ += elapsed_seconds(copy_start_[0], copy_end_[0]);
-      compute_seconds_ += elapsed_seconds(compute_start_[0], compute_end_[0]);
+      compute_seconds_ +=
+          elapsed_seconds(compute_start_[0], compute_end_[0]) - range_allreduce_seconds_;
       return;
     }
     double copy = 0, compute = 0;
@@ -424,7 +547,7 @@ class GpuStrategy final : public Strategy {
       compute += elapsed_seconds(compute_start_[i], compute_end_[i]);
     }
     copy_seconds_ += copy;
-    compute_seconds_ += compute;
+    compute_seconds_ += compute - range_allreduce_seconds_;
     // Copy time that ran under compute: the busy times add up to more than the wall span.
     const double span = elapsed_seconds(copy_start_[0], compute_end_[count - 1]);
     overlap_seconds_ += std::clamp(copy + compute - span, 0.0, copy);
@@ -434,9 +557,69 @@ class GpuStrategy final : public Strategy {
     return copy_seconds_ > 0 ? overlap_seconds_ / copy_seconds_ : 0.0;
   }
 
-  bool graph_in_use() const { return use_graph_ && (graphs_[0] || graphs_[1]); }
+  bool graph_in_use() const {
+    if (!use_graph_) return false;
+    for (const auto& slot : graphs_) {
+      for (const GraphExec& graph : slot) {
+        if (graph) return true;
+      }
+    }
+    return false;
+  }
+
+  // Collective: every rank's device, timings and pin record, so that rank 0 can report them.
+  void gather_rank_metrics() {
+    const nlohmann::json mine = {
+        {"rank", ranks_->rank()},
+        {"host", host_name()},
+        {"device", device_},
+        {"device_name", device_name_},
+        {"pci_bus_id", pci_bus_id_},
+        {"batch_offset", share_.offset},
+        {"samples_per_step", share_.count},
+        {"allreduce_s", allreduce_seconds_},
+        {"compute_s", compute_seconds_},
+        {"pin", {{"worker", own_pin_record().worker},
+                 {"core", pinned_pu_ < 0 ? -1 : pin_core_},
+                 {"pu", pinned_pu_},
+                 {"observed_cpu", current_cpu()}}}};
+    const std::vector<std::string> all = ranks_->gather_to_all(mine.dump());
+    per_rank_metrics_ = nlohmann::json::array();
+    all_pins_.clear();
+    double sum = 0, max = 0;
+    for (const std::string& text : all) {
+      nlohmann::json rank = nlohmann::json::parse(text);
+      const nlohmann::json pin = rank.at("pin");
+      all_pins_.push_back({pin.at("worker").get<std::string>(), pin.at("core").get<int>(),
+                           pin.at("pu").get<int>(), pin.at("observed_cpu").get<int>()});
+      rank.erase("pin");
+      const double seconds = rank.at("allreduce_s").get<double>();
+      sum += seconds;
+      max = std::max(max, seconds);
+      per_rank_metrics_.push_back(std::move(rank));
+    }
+    const int ranks = ranks_->size();
+    const double mean = sum / ranks;
+    const double payload = static_cast<double>(sizeof(float) * grads_.size());
+    // Reduce-scatter + allgather: each rank sends (and receives) 2 (p - 1) / p of the payload.
+    const double moved = payload * 2.0 * (ranks - 1) / ranks * static_cast<double>(allreduce_steps_);
+    allreduce_metrics_ = {
+        {"method", "host-staged: gradients device -> pinned host, MPI reduce-scatter summed in "
+                   "rank order + allgather, host -> device; one exchange per step"},
+        {"seconds_mean", mean},
+        {"seconds_max", max},
+        {"ms_per_step_mean", allreduce_steps_ > 0 ? 1e3 * mean / allreduce_steps_ : 0.0},
+        {"ms_per_step_max", allreduce_steps_ > 0 ? 1e3 * max / allreduce_steps_ : 0.0},
+        {"payload_bytes_per_step", payload},
+        {"bytes_moved_per_rank", moved},
+        {"gbps_per_rank", mean > 0 ? moved / mean / 1e9 : 0.0}};
+  }
 
   // Configuration
+  std::unique_ptr<RankGroup> ranks_;
+  bool multi_rank_ = false;
+  RankShare share_;  // of each global batch; the whole batch on one rank
+  int pin_core_ = 0;
   int device_ = 0;
   DataMode mode_ = DataMode::resident;
   bool use_graph_ = true;
@@ -444,7 +627,7 @@ class GpuStrategy final : public Strategy {
   const Dataset* data_ = nullptr;
   int pinned_pu_ = -1;
   std::optional<AffinityGuard> caller_affinity_;
-  std::string device_name_;
+  std::string device_name_, pci_bus_id_;
 
   // Device state
   Stream compute_, copy_;
@@ -453,13 +636,15 @@ class GpuStrategy final : public Strategy {
   DeviceBuffer<float> params_, grads_, momentum_;
   DeviceBuffer<char> step_memory_;
   DeviceBuffer<std::uint8_t> images_, labels_;     // resident
-  DeviceBuffer<std::uint32_t> indices_;            // resident: (steps, B) of the range
+  DeviceBuffer<std::uint32_t> indices_;            // resident: (steps, S) of the range
+  PinnedBuffer<std::uint32_t> share_indices_host_;  // resident, S < B: staging of indices_
+  PinnedBuffer<float> grads_host_;                  // several ranks: where gradients are summed
   std::array<PinnedBuffer<std::uint8_t>, 2> slot_host_;  // stream
   std::array<DeviceBuffer<std::uint8_t>, 2> slot_device_;
   DeviceBuffer<double> loss_sums_;
   PinnedBuffer<double> loss_sums_host_;
   std::array<StepLaunch, 2> launch_{};  // per batch slot (resident uses slot 0)
-  std::array<GraphExec, 2> graphs_;
+  std::array<std::array<GraphExec, step_parts>, 2> graphs_;  // [slot][StepPart]
   std::vector<Event> copy_start_, copy_end_, compute_start_, compute_end_;
 
   // Metrics
@@ -467,6 +652,11 @@ class GpuStrategy final : public Strategy {
   double dataset_upload_seconds_ = 0, copy_seconds_ = 0, copy_bytes_ = 0;
   double compute_seconds_ = 0, overlap_seconds_ = 0;
   std::int64_t steps_run_ = 0;
+  double allreduce_seconds_ = 0, range_allreduce_seconds_ = 0;
+  std::int64_t allreduce_steps_ = 0;
+  nlohmann::json allreduce_metrics_ = nlohmann::json::object();
+  nlohmann::json per_rank_metrics_ = nlohmann::json::array();
+  std::vector<PinRecord> all_pins_;
 };
 
 }  // namespace

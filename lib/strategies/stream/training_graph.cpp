@@ -42,9 +42,11 @@ const std::uint32_t* TrainingRun::samples_of(std::int64_t sequence) const {
   return range.order + (range.first + step) * batch + m * micro_batch;
 }
 
-// Cost matters more than symmetry: a split layer falls back from the direct 5x5 kernels to
-// im2col + sgemm where the direct kernel needs the whole layer (c2: all 16 kernels, all channels),
-// so c2 splits only on three or more cores; the wide dense layers split across every core.
+// Cost matters more than symmetry: every split keeps the direct 5x5 kernels (the serial fast
+// path). c1 splits by kernels (one input channel: nothing to repeat); c2 splits by input channels
+// only, since its direct kernel computes all 16 kernels as one vector: each block does its
+// channels' share of forward, weight and input gradients, and a summing join adds the partial
+// outputs before ReLU and pooling. The dense layers split by output neurons.
 LayerWidths default_widths(ModelKind model, int cores) {
   LayerWidths w;
   if (cores <= 1) return w;
@@ -53,17 +55,9 @@ LayerWidths default_widths(ModelKind model, int cores) {
     w.f2_blocks = std::min(cores, 2);
     return w;
   }
-  if (cores == 2) {
-    // c1 split by kernels costs nothing extra (direct convolution, no im2col to repeat); c2
-    // whole keeps its 16-channel direct kernel, about three times faster than im2col + sgemm.
-    w.c1_kernel_groups = 2;
-    w.f1_blocks = 2;
-    return w;
-  }
-  w.c1_kernel_groups = std::clamp(cores / 2, 1, 6);
-  w.c2_kernel_groups = std::min(cores, 8);
-  w.c2_channel_groups = cores >= 3 ? 2 : 1;
-  w.f1_blocks = std::min(cores, 2);
+  w.c1_kernel_groups = std::min(cores, 3);
+  w.c2_channel_groups = std::min(cores, 3);
+  w.f1_blocks = 2;
   return w;
 }
 
@@ -357,16 +351,16 @@ struct ConvBlockShape {
     return std::size_t(conv.out_channels) * conv.in_channels * conv.kernel * conv.kernel;
   }
   // The direct 5x5 kernels (the serial fast path) where the block's shape allows them: a first
-  // layer of one input channel with pad 2 (any number of kernels), or a whole layer of 16 kernels
-  // without padding, whose output is then channels last (B, Ho, Wo, 16). Both fold the ReLU in,
-  // which only a block holding every input channel may do (partial sums are summed first).
+  // layer of one input channel with pad 2 (any number of kernels), or a layer of 16 kernels
+  // without padding (whole, or a block of its input channels), whose output is then channels last
+  // (B, Ho, Wo, 16). A block holding every input channel folds the ReLU in; a block of some
+  // channels leaves it to the pool actor after the summing join.
   bool direct_pad2() const {
     return all_channels && owns_bias && !input_grad && conv.kernel == 5 && conv.pad == 2 &&
            conv.in_channels == 1 && conv.width >= 16 && conv.width <= 28 && conv.height <= 28;
   }
   bool direct_to16() const {
-    return all_channels && owns_bias && conv.kernel == 5 && conv.pad == 0 &&
-           conv.out_channels == 16;
+    return conv.kernel == 5 && conv.pad == 0 && conv.out_channels == 16;
   }
 };
 
@@ -392,8 +386,9 @@ class ConvForward final : public stream::Actor {
       conv5x5_pad2_relu_forward(out.as<float>().data(), in.as<float>().data(), weight, bias,
                                 c.batch, c.out_channels, c.height, c.width);
     } else if (shape_.direct_to16()) {
-      conv5x5_to16_relu_forward(out.as<float>().data(), in.as<float>().data(), weight, bias,
-                                c.batch, c.in_channels, c.height, c.width, scratch_.data());
+      const auto forward = shape_.all_channels ? conv5x5_to16_relu_forward : conv5x5_to16_forward;
+      forward(out.as<float>().data(), in.as<float>().data(), weight, bias, c.batch,
+              c.in_channels, c.height, c.width, scratch_.data());
     } else {
       conv2d_forward(out.as<float>().data(), in.as<float>().data(), weight, bias, c,
                      scratch_.data());
@@ -457,10 +452,12 @@ class ConvBackward final : public stream::Actor {
 };
 
 // How a kernel group's conv output reaches its ReLU + pool actors: planes (B, G, H, W) still
-// before the ReLU, or the direct 16-kernel convolution's (B, H, W, 16) with the ReLU applied.
+// before the ReLU, or the direct 16-kernel convolution's (B, H, W, 16), with the ReLU applied
+// when one block computed it whole.
 struct PoolShape {
   int planes = 0, height = 0, width = 0;  // planes = B x G
   bool channels_last16 = false;           // then planes = B x 16
+  bool relu_applied = false;
   std::size_t elements() const { return std::size_t(planes) * height * width; }
   std::size_t pooled_elements() const { return std::size_t(planes) * (height / 2) * (width / 2); }
 };
@@ -477,7 +474,11 @@ class ReluPoolForward final : public stream::Actor {
     const stream::TokenRef out = firing.output(0);
     float* activation = activations_->put(in.header().sequence, in.header().version);
     if (shape_.channels_last16) {
-      std::copy_n(in.as<float>().data(), in.as<float>().size(), activation);
+      if (shape_.relu_applied) {
+        std::copy_n(in.as<float>().data(), in.as<float>().size(), activation);
+      } else {
+        relu_forward(activation, in.as<float>().data(), in.as<float>().size());
+      }
       maxpool2x2_channels_last16_forward(out.as<float>().data(), activation, shape_.planes / 16,
                                          shape_.height, shape_.width);
     } else {
@@ -617,8 +618,8 @@ class Builder {
       whole.conv.batch = run_.micro_batch;
       whole.conv.out_channels = k1 - k0;
       whole.input_grad = input_grad;
-      const PoolShape pool_shape{planes, Ho, Wo, channel_groups == 1 && whole.direct_to16()};
-      // Must agree with the blocks' choice of kernel above (same shape when channel_groups == 1).
+      const PoolShape pool_shape{planes, Ho, Wo, whole.direct_to16(), channel_groups == 1};
+      // Must agree with the blocks' choice of kernel above (same kernel count and padding).
       auto activations = std::make_shared<Stash>(run_.window, std::size_t(planes) * Ho * Wo);
       const std::string pool = group + ".pool";
       forward_groups.push_back(Node::pipeline(

@@ -1,0 +1,122 @@
+// RankGroup over MPI_COMM_WORLD, for strategies that must not include mpi.h (the GPU strategy).
+// The sum is a reduce-scatter in rank order followed by an allgather, so every rank ends with
+// the same bits, and the bits do not depend on which algorithm the MPI library picks.
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <numeric>
+
+#include "../rank_group.hpp"
+#include "cnnbench/cluster.hpp"
+#include "cnnbench/core.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+class MpiRankGroup final : public RankGroup {
+ public:
+  MpiRankGroup() {
+    ensure_mpi_initialized();
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &node_rank_);
+    MPI_Comm_free(&node);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int node_rank() const override { return node_rank_; }
+
+  void sum_in_rank_order(float* data, std::size_t count) override {
+    sum_typed(data, count, MPI_FLOAT, float_scratch_);
+  }
+  void sum_in_rank_order(double* data, std::size_t count) override {
+    sum_typed(data, count, MPI_DOUBLE, double_scratch_);
+  }
+
+  std::vector<std::string> gather_to_all(const std::string& mine) override {
+    if (size_ == 1) return {mine};
+    CNNBENCH_CHECK(mine.size() <= INT_MAX / static_cast<std::size_t>(size_),
+                   "gather_to_all: text too long");
+    const int length = static_cast<int>(mine.size());
+    std::vector<int> lengths(static_cast<std::size_t>(size_)), offsets(lengths.size());
+    MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    std::exclusive_scan(lengths.begin(), lengths.end(), offsets.begin(), 0);
+    std::string all(static_cast<std::size_t>(offsets.back() + lengths.back()), '\0');
+    MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                   MPI_CHAR, MPI_COMM_WORLD);
+    std::vector<std::string> texts;
+    for (std::size_t r = 0; r < lengths.size(); ++r) {
+      texts.push_back(all.substr(static_cast<std::size_t>(offsets[r]),
+                                 static_cast<std::size_t>(lengths[r])));
+    }
+    return texts;
+  }
+
+  bool any_rank(bool mine) override {
+    int flag = mine ? 1 : 0;
+    if (size_ > 1) MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return flag != 0;
+  }
+
+  void end_job_after_error(const std::string& message) override {
+    if (size_ == 1) return;
+    std::fprintf(stderr, "cnnbench: rank %d of %d failed: %s; ending the whole job\n", rank_, size_,
+                 message.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
+  void end_job_at_exit() override {
+    if (size_ > 1) abort_job_at_exit();
+  }
+
+ private:
+  // Rank r owns segment r of the buffer: it receives every rank's copy of that segment, sums the
+  // copies in rank order and sends the sum back to all. Each rank sends and receives
+  // 2 (p - 1) / p of the buffer, as a ring allreduce does.
+  template <class T>
+  void sum_typed(T* data, std::size_t count, MPI_Datatype type, std::vector<T>& scratch) {
+    if (size_ == 1 || count == 0) return;
+    CNNBENCH_CHECK(count <= static_cast<std::size_t>(INT_MAX),
+                   "sum_in_rank_order: " + std::to_string(count) + " elements exceed MPI's int counts");
+    const std::vector<int> segments = split_evenly(static_cast<int>(count), size_);
+    std::vector<int> offsets(segments.size());
+    std::exclusive_scan(segments.begin(), segments.end(), offsets.begin(), 0);
+    const int mine = segments[static_cast<std::size_t>(rank_)];
+    scratch.resize(static_cast<std::size_t>(mine) * static_cast<std::size_t>(size_));
+    const std::vector<int> receive_counts(segments.size(), mine);
+    std::vector<int> receive_offsets(segments.size());
+    for (std::size_t r = 0; r < receive_offsets.size(); ++r) {
+      receive_offsets[r] = static_cast<int>(r) * mine;
+    }
+    MPI_Alltoallv(data, segments.data(), offsets.data(), type, scratch.data(),
+                  receive_counts.data(), receive_offsets.data(), type, MPI_COMM_WORLD);
+    // scratch is (ranks, mine): row r holds rank r's copy of this rank's segment.
+    T* sum = data + offsets[static_cast<std::size_t>(rank_)];
+    for (int i = 0; i < mine; ++i) {
+      T total = scratch[static_cast<std::size_t>(i)];
+      for (int r = 1; r < size_; ++r) total += scratch[static_cast<std::size_t>(r * mine + i)];
+      sum[i] = total;
+    }
+    MPI_Allgatherv(MPI_IN_PLACE, 0, type, data, segments.data(), offsets.data(), type,
+                   MPI_COMM_WORLD);
+  }
+
+  int rank_ = 0, size_ = 1, node_rank_ = 0;
+  std::vector<float> float_scratch_;
+  std::vector<double> double_scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<RankGroup> join_rank_group() {
+  if (!started_by_mpi_launcher()) return make_single_rank_group();
+  return std::make_unique<MpiRankGroup>();
+}
+
+}  // namespace cnnbench

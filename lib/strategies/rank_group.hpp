@@ -1,0 +1,62 @@
+// The MPI ranks of a job as a strategy outside strategies/cluster sees them (the GPU strategy):
+// who am I, sum this buffer over every rank, agree to stop, end the job. MPI stays behind this
+// interface, so that code using it never includes mpi.h and builds without MPI too.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cnnbench {
+
+class RankGroup {
+ public:
+  virtual ~RankGroup() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Rank among the ranks on this machine (0 on a one-rank job): picks a device per rank.
+  virtual int node_rank() const = 0;
+
+  // Collective: every rank calls it with the same count. Afterwards data[i] holds
+  // ((v_0[i] + v_1[i]) + v_2[i]) + ... over ranks 0, 1, 2, ... in that order, with the same bits
+  // on every rank, whatever the MPI library's own reduction algorithms would do.
+  virtual void sum_in_rank_order(float* data, std::size_t count) = 0;
+  virtual void sum_in_rank_order(double* data, std::size_t count) = 0;
+
+  // Collective: every rank's text, in rank order, on every rank.
+  virtual std::vector<std::string> gather_to_all(const std::string& mine) = 0;
+
+  // Collective: true on every rank when any rank passed true.
+  virtual bool any_rank(bool mine) = 0;
+
+  // After an error on this rank: ends the whole job at once (other ranks may be blocked in a
+  // collective and would wait forever), with a line on stderr naming this rank and the error.
+  // On a one-rank job it returns, and the caller passes the error on.
+  virtual void end_job_after_error(const std::string& message) = 0;
+  // The process is leaving with an error raised outside the group's calls: make its exit end
+  // the whole job rather than wait for the other ranks.
+  virtual void end_job_at_exit() = 0;
+};
+
+// The ranks of this job: MPI_COMM_WORLD when the process was started by an MPI launcher (mpirun,
+// mpiexec, srun) in a build with MPI, else a group of one rank. A one-rank group never
+// initialises MPI, so a plain run stays exactly what it was without mpirun.
+std::unique_ptr<RankGroup> join_rank_group();
+// The group of one rank, in every build: sums and gathers return their input.
+std::unique_ptr<RankGroup> make_single_rank_group();
+// Whether the environment shows an MPI launcher started this process (OMPI_COMM_WORLD_SIZE,
+// PMI_SIZE, PMIX_RANK, ...).
+bool started_by_mpi_launcher();
+
+// Rank `rank`'s contiguous share of a global batch cut over `ranks` ranks: the first
+// batch % ranks ranks get one sample more (the cluster strategy's split_evenly rule).
+struct RankShare {
+  int offset = 0;  // first sample of the batch this rank computes
+  int count = 0;   // samples it computes
+};
+// Error naming --batch when batch < ranks (a rank without samples would only add traffic).
+RankShare rank_share(int batch, int ranks, int rank);
+
+}  // namespace cnnbench

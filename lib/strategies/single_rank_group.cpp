@@ -1,0 +1,78 @@
+// The one-rank group (every build), how a batch is shared among ranks, and how a process tells
+// that an MPI launcher started it. Builds without MPI also get join_rank_group() here.
+#include <cstdlib>
+#include <string>
+
+#include "cnnbench/config.hpp"
+#include "cnnbench/core.hpp"
+#include "rank_group.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+class SingleRankGroup final : public RankGroup {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int node_rank() const override { return 0; }
+  void sum_in_rank_order(float*, std::size_t) override {}
+  void sum_in_rank_order(double*, std::size_t) override {}
+  std::vector<std::string> gather_to_all(const std::string& mine) override { return {mine}; }
+  bool any_rank(bool mine) override { return mine; }
+  void end_job_after_error(const std::string&) override {}
+  void end_job_at_exit() override {}
+};
+
+// Launchers and the variables they set in every rank: Open MPI (mpirun), MPICH and Intel MPI
+// (hydra's PMI), PMIx (Open MPI 5, srun --mpi=pmix).
+constexpr const char* launcher_variables[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK",
+                                              "PMIX_RANK"};
+
+}  // namespace
+
+std::unique_ptr<RankGroup> make_single_rank_group() { return std::make_unique<SingleRankGroup>(); }
+
+bool started_by_mpi_launcher() {
+  for (const char* name : launcher_variables) {
+    if (std::getenv(name) != nullptr) return true;
+  }
+  return false;
+}
+
+RankShare rank_share(int batch, int ranks, int rank) {
+  CNNBENCH_CHECK(ranks > 0 && rank >= 0 && rank < ranks,
+                 "rank " + std::to_string(rank) + " is not in a job of " + std::to_string(ranks) +
+                     " ranks");
+  if (batch < ranks) {
+    fail("--batch " + std::to_string(batch) + " is smaller than the " + std::to_string(ranks) +
+         " MPI ranks: every rank needs at least one sample of each batch (use --batch >= " +
+         std::to_string(ranks) + " or fewer ranks)");
+  }
+  const int base = batch / ranks, extra = batch % ranks;
+  return {rank * base + (rank < extra ? rank : extra), base + (rank < extra ? 1 : 0)};
+}
+
+#if !CNNBENCH_HAVE_MPI
+namespace {
+// Ranks the launcher started, when it says so in a variable; 0 when it does not.
+int launcher_world_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::unique_ptr<RankGroup> join_rank_group() {
+  if (launcher_world_size() > 1) {
+    fail("this cnnbench was built without MPI (CNNBENCH_WITH_MPI=OFF or MPI not found), so its " +
+         std::to_string(launcher_world_size()) +
+         " processes under mpirun cannot share the training; run one process, or rebuild with MPI");
+  }
+  return make_single_rank_group();
+}
+#endif
+
+}  // namespace cnnbench
