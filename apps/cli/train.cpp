@@ -31,7 +31,7 @@ struct TrainArgs {
   std::string init, save, resume, report;
   int threads = 1;
   // strategy options
-  std::string consistency, overlap, balance, slowdown, gpu_data, gpu_graph, graph;
+  std::string consistency, overlap, balance, slowdown, gpu_data, gpu_graph, graph, widths;
   int microbatches = 0, device = -1;
 };
 
@@ -56,6 +56,7 @@ TrainConfig make_config(const TrainArgs& a) {
   c.pin = !a.no_pin;
   add_strategy_option(c, "consistency", a.consistency);
   add_strategy_option(c, "graph", a.graph);
+  add_strategy_option(c, "widths", a.widths);
   add_strategy_option(c, "overlap", a.overlap);
   add_strategy_option(c, "balance", a.balance);
   add_strategy_option(c, "slowdown", a.slowdown);
@@ -162,6 +163,9 @@ void add_train_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--microbatches", args->microbatches, "stream: micro-batches per group")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--graph", args->graph, "stream: write the dataflow graph (Graphviz .dot)");
+  cmd->add_option("--widths", args->widths,
+                  "stream: splitjoin widths, e.g. c1k=2,c2c=2,f1=2 (c1k/c1c/c2k/c2c: conv kernel/"
+                  "channel groups; f1/f2/f3: dense blocks); unnamed layers keep the default");
   cmd->add_option("--overlap", args->overlap, "cluster: overlap allreduce with backward")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--balance", args->balance, "cluster: static or dynamic load balancing")

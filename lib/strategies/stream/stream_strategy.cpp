@@ -44,7 +44,8 @@ class StreamStrategy final : public Strategy {
 
   void prepare(const Model& model, const Dataset& train, const TrainConfig& config) override {
     for (const auto& [key, value] : config.options) {
-      CNNBENCH_CHECK(key == "consistency" || key == "microbatches" || key == "graph",
+      CNNBENCH_CHECK(key == "consistency" || key == "microbatches" || key == "graph" ||
+                         key == "widths",
                      "strategy 'stream' has no option --" + key);
     }
     CNNBENCH_CHECK(config.threads >= 1, "--cores must be at least 1");
@@ -61,7 +62,8 @@ class StreamStrategy final : public Strategy {
     run_.window = run_.consistency == Consistency::strict ? run_.microbatches
                                                           : 2 * run_.microbatches;
     run_.sgd = config.sgd;
-    widths_ = default_widths(config.model, cores_);
+    widths_ = parse_widths(option_or(config, "widths", ""), config.model,
+                           default_widths(config.model, cores_));
 
     TrainingGraph built = build_training_graph(run_, widths_);
     blocks_ = std::move(built.blocks);

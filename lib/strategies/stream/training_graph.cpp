@@ -61,6 +61,49 @@ LayerWidths default_widths(ModelKind model, int cores) {
   return w;
 }
 
+LayerWidths parse_widths(const std::string& spec, ModelKind model, LayerWidths widths) {
+  struct Key {
+    const char* name;
+    int LayerWidths::*width;
+    int limit;  // the layer's kernels, channels or output neurons
+  };
+  const bool lenet = model == ModelKind::lenet5;
+  const Key keys[] = {{"c1k", &LayerWidths::c1_kernel_groups, lenet ? 6 : 0},
+                      {"c1c", &LayerWidths::c1_channel_groups, lenet ? 1 : 0},
+                      {"c2k", &LayerWidths::c2_kernel_groups, lenet ? 16 : 0},
+                      {"c2c", &LayerWidths::c2_channel_groups, lenet ? 6 : 0},
+                      {"f1", &LayerWidths::f1_blocks, lenet ? 120 : 300},
+                      {"f2", &LayerWidths::f2_blocks, lenet ? 84 : 100},
+                      {"f3", &LayerWidths::f3_blocks, 10}};
+  std::size_t at = 0;
+  while (at < spec.size()) {
+    const std::size_t end = std::min(spec.find(',', at), spec.size());
+    const std::string item = spec.substr(at, end - at);
+    at = end + 1;
+    const std::size_t eq = item.find('=');
+    const std::string name = item.substr(0, eq);
+    const Key* key = nullptr;
+    for (const Key& k : keys) {
+      if (name == k.name) key = &k;
+    }
+    CNNBENCH_CHECK(key != nullptr && eq != std::string::npos,
+                   "--widths: '" + item + "' is not NAME=COUNT with NAME one of c1k c1c c2k c2c f1 "
+                   "f2 f3");
+    CNNBENCH_CHECK(key->limit > 0, std::string("--widths: ") + model_name(model) +
+                                        " has no layer '" + name + "'");
+    int value = 0;
+    const std::string text = item.substr(eq + 1);
+    const bool digits = !text.empty() && text.size() <= 4 &&
+                        std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) value = std::stoi(text);
+    CNNBENCH_CHECK(digits && value >= 1 && value <= key->limit,
+                   "--widths: '" + item + "': the width must be a whole number from 1 to " +
+                       std::to_string(key->limit));
+    widths.*(key->width) = value;
+  }
+  return widths;
+}
+
 // ---- parameter blocks -------------------------------------------------------------------------
 
 ParamBlock::ParamBlock(std::string name, std::vector<Run> runs, const TrainingRun& run)

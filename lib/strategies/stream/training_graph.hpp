@@ -46,6 +46,9 @@ struct LayerWidths {
   int f1_blocks = 1, f2_blocks = 1, f3_blocks = 1;
 };
 LayerWidths default_widths(ModelKind model, int cores);
+// `spec` ("c1k=2,c2c=2,f1=2"; keys c1k c1c c2k c2c f1 f2 f3) applied over `widths`; Error naming
+// --widths and the bad item. Each width must be >= 1 and at most the layer's own size.
+LayerWidths parse_widths(const std::string& spec, ModelKind model, LayerWidths widths);
 
 // A block of parameters owned by one forward/backward actor pair (so by one core): packed copies
 // of some runs of the model's flat buffers, with their gradients and momentum, and the version
