@@ -196,6 +196,28 @@ TEST(StreamStrategy, BadOptionsNameTheFlag) {
             std::string::npos);
   EXPECT_NE(message(config_for(ModelKind::fc3, 2, "eventual", 4)).find("--consistency"),
             std::string::npos);
+  for (const char* widths : {"c9=2", "c1k", "c1k=0", "c1k=7", "f1=x", "f1=2,,f2=2"}) {
+    TrainConfig config = config_for(ModelKind::lenet5, 2, "strict", 4);
+    config.options["widths"] = widths;
+    EXPECT_NE(message(config).find("--widths"), std::string::npos) << widths;
+  }
+  TrainConfig fc3 = config_for(ModelKind::fc3, 2, "strict", 4);
+  fc3.options["widths"] = "c1k=2";
+  EXPECT_NE(message(fc3).find("has no layer 'c1k'"), std::string::npos);
+}
+
+// Any splitjoin widths compute the same thing: uneven blocks, im2col conv blocks (c2 split by
+// kernels), and every dense layer split, on 3 cores.
+TEST(StreamStrategy, StrictWithOtherWidthsEqualsSerial) {
+  const Trained want = serial_reference(ModelKind::lenet5, false);
+  TrainConfig config = config_for(ModelKind::lenet5, 3, "strict", 4);
+  config.options["widths"] = "c1k=4,c2k=3,c2c=2,f1=3,f2=2,f3=3";
+  nlohmann::json metrics;
+  const Trained got = run_stream(config, &metrics);
+  expect_close(got.model, want.model, 1e-4, "lenet5 with widths");
+  expect_losses_close(got.losses, want.losses, "lenet5 with widths");
+  EXPECT_EQ(metrics["widths"]["c2_kernel_groups"], 3);
+  EXPECT_EQ(metrics["widths"]["f3_blocks"], 3);
 }
 
 TEST(StreamStrategy, GraphFileShowsThePartition) {
