@@ -207,7 +207,10 @@ void input_gradient_rows(float* dinp, const DoutTile& tile, const float* weight,
         float w[CB];
         for (int j = 0; j < CB; ++j) w[j] = weight[(std::size_t(k) * C + c0 + j) * taps + ky * 5 + kx];
         for (int r = 0; r < R; ++r) {
-          const f16 d = simd::load(&tile.at[k][iy + r - ky + tile_pad][tile_pad - kx]);
+          f16 d = simd::load(&tile.at[k][iy + r - ky + tile_pad][tile_pad - kx]);
+          // Narrow blocks: one load per row vector. Without this GCC folds the load into each
+          // of the CB multiply-adds and the kernel turns load-bound (1.5x slower at CB = 3).
+          if constexpr (CB < 6) asm("" : "+v"(d));
           for (int j = 0; j < CB; ++j) acc[r][j] += w[j] * d;
         }
       }

@@ -267,7 +267,8 @@ std::size_t occurrences(const std::string& text, const std::string& word) {
   return count;
 }
 
-// Without a device every rank fails before MPI starts, says why, and the job ends with 1.
+// Without a device every rank fails before MPI starts, says why, and the job ends with 1 (no rank
+// waits in MPI for one that left).
 TEST(GpuRanksCli, WithoutADeviceEveryRankExitsOneSayingWhy) {
   if (is_rank_process()) GTEST_SKIP();
 #if CNNBENCH_HAVE_CUDA
@@ -285,8 +286,13 @@ TEST(GpuRanksCli, WithoutADeviceEveryRankExitsOneSayingWhy) {
   const std::string log = read_file(out / "log");
   ASSERT_TRUE(ended.in_time) << "the job still ran after 60 s:\n" << log;
   EXPECT_EQ(ended.exit_code, 1) << log;
-  EXPECT_EQ(occurrences(log, "cnnbench: error: "), 2u) << "one error line per rank:\n" << log;
-  EXPECT_EQ(occurrences(log, expected), 2u) << log;
+  // mpirun ends the job once the first rank has exited 1, so on a loaded machine the second may
+  // be stopped before it prints: at most one line per rank, and each one says why.
+  const std::size_t errors = occurrences(log, "cnnbench: error: ");
+  EXPECT_GE(errors, 1u) << log;
+  EXPECT_LE(errors, 2u) << log;
+  EXPECT_EQ(occurrences(log, expected), errors) << log;
+  std::cout << "  " << errors << " of 2 ranks printed their error before the job ended\n";
   fs::remove_all(out);
 }
 
