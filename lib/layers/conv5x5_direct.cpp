@@ -49,7 +49,9 @@ void single_channel_rows(float* out, const PaddedPlane& tile, const float* weigh
     for (int ky = 0; ky < 5; ++ky) {
       const float* row = tile.at[y + ky];
       for (int kx = 0; kx < 5; ++kx) {
-        const f16 left = simd::load(row + kx), right = simd::load(row + x_high + kx);
+        f16 left = simd::load(row + kx), right = simd::load(row + x_high + kx);
+        // Narrow blocks: one load per row vector (see input_gradient_rows).
+        if constexpr (KC < 6) asm("" : "+v"(left), "+v"(right));
         for (int j = 0; j < KC; ++j) {
           const float w = weight[(k0 + j) * taps + ky * 5 + kx];
           low[j] += w * left;
