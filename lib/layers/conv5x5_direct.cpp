@@ -186,9 +186,14 @@ struct DoutTile {
   alignas(64) float at[lanes][max_rows_by_rows + 2 * tile_pad][tile_width];
 };
 
-void fill_dout_tile(DoutTile& tile, const float* dout, int Ho, int Wo) {
+// The zero border is written once per call (clear_dout_tile); each sample then overwrites only
+// the Ho x Wo interior of each of the 16 planes.
+void clear_dout_tile(DoutTile& tile, int Ho) {
   const int rows = Ho + 2 * tile_pad;
   for (int k = 0; k < lanes; ++k) std::memset(tile.at[k], 0, sizeof(float) * tile_width * rows);
+}
+
+void fill_dout_tile(DoutTile& tile, const float* dout, int Ho, int Wo) {
   for (int y = 0; y < Ho; ++y) {
     for (int x = 0; x < Wo; ++x) {
       const f16 pixel = simd::load(dout + (std::size_t(y) * Wo + x) * lanes);
@@ -237,8 +242,7 @@ void input_gradient_channels(float* dinp, const DoutTile& tile, const float* wei
 }
 
 void sixteen_input_gradient_by_rows(float* dinp, const float* dout, const float* weight, int C,
-                                    int H, int W) {
-  DoutTile tile;
+                                    int H, int W, DoutTile& tile) {
   fill_dout_tile(tile, dout, H - 4, W - 4);
   int c = 0;
   for (; c + 6 <= C; c += 6) input_gradient_channels<6>(dinp, tile, weight, C, c, H, W);
@@ -317,6 +321,9 @@ void conv5x5_to16_backward(float* dinp, float* dweight, float* dbias, const floa
   std::fill_n(packed_dweight, std::size_t(C) * taps * lanes, 0.0f);
   const int Ho = H - 4, Wo = W - 4;
   f16 bias_total = {};
+  const bool by_rows = dinp && W <= lanes && H <= max_rows_by_rows;
+  DoutTile tile;  // 36 KB on the stack: no allocation in the training loop
+  if (by_rows) clear_dout_tile(tile, Ho);
   for (int b = 0; b < B; ++b) {
     const float* dout_b = dout + std::size_t(b) * Ho * Wo * lanes;
     const float* inp_b = inp + std::size_t(b) * C * H * W;
@@ -336,8 +343,9 @@ void conv5x5_to16_backward(float* dinp, float* dweight, float* dbias, const floa
       float* total = packed_dweight + std::size_t(c) * taps * lanes;
       for (int t = 0; t < taps; ++t) simd::store(total + t * lanes, simd::load(total + t * lanes) + acc[t]);
     }
-    if (dinp && W <= lanes && H <= max_rows_by_rows) {
-      sixteen_input_gradient_by_rows(dinp + std::size_t(b) * C * H * W, dout_b, weight, C, H, W);
+    if (by_rows) {
+      sixteen_input_gradient_by_rows(dinp + std::size_t(b) * C * H * W, dout_b, weight, C, H, W,
+                                     tile);
     } else if (dinp) {
       float* dinp_b = dinp + std::size_t(b) * C * H * W;
       int c = 0;
