@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/data.hpp"
 #include "cnnbench/topology.hpp"
+#include "cnnbench/train.hpp"
 
 namespace cnnbench {
 namespace {
@@ -190,6 +192,38 @@ TEST(PinMap, KeepsEveryRecordInOrder) {
   }
   EXPECT_TRUE(pin_map_json({}).is_array());
   EXPECT_TRUE(pin_map_json({}).empty());
+}
+
+// The guard puts the mask back, whatever pinning happened in between.
+TEST(Pinning, AffinityGuardRestoresTheMask) {
+  const std::set<int> before = affinity_of_calling_thread();
+  if (before.size() < 2) GTEST_SKIP() << "needs two or more allowed CPUs to tell pinned from not";
+  {
+    AffinityGuard guard;
+    pin_current_thread(1);
+    EXPECT_EQ(affinity_of_calling_thread().size(), 1u);
+  }
+  EXPECT_EQ(affinity_of_calling_thread(), before);
+}
+
+// A strategy that pins the caller's thread gives it its mask back: otherwise everything the
+// thread starts afterwards (a sweep's mpirun jobs) inherits one core and sees a one-core machine.
+TEST(Pinning, PinnedTrainingRunsGiveTheCallersThreadItsAffinityBack) {
+  const std::set<int> before = affinity_of_calling_thread();
+  if (before.size() < 2) GTEST_SKIP() << "needs two or more allowed CPUs to tell pinned from not";
+  const Dataset data = make_synthetic(128, 3);
+  for (const StrategyInfo& info : list_strategies()) {
+    if (!info.available || info.name == "gpu") continue;  // gpu: no device here to train on
+    TrainConfig config;
+    config.model = ModelKind::fc3;
+    config.strategy = info.name;
+    config.batch = 32;
+    config.steps = 2;
+    config.threads = 2;
+    config.pin = true;
+    run_training(config, data, {});
+    EXPECT_EQ(affinity_of_calling_thread(), before) << info.name;
+  }
 }
 
 }  // namespace

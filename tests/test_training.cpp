@@ -1,8 +1,6 @@
 // The training driver: exact resume, --init, schedule length, errors, and the pinned loss
 // trajectory of the first steps (golden file cross-checked against PyTorch when it was made).
 #include <gtest/gtest.h>
-#include <pthread.h>
-#include <sched.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -12,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "cnnbench/core.hpp"
-#include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
 
 namespace cnnbench {
@@ -35,35 +32,6 @@ TrainConfig small_config(ModelKind kind, std::int64_t steps) {
   c.seed = 5;
   c.pin = false;
   return c;
-}
-
-std::vector<int> allowed_cpus() {
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  EXPECT_EQ(::pthread_getaffinity_np(::pthread_self(), sizeof(mask), &mask), 0);
-  std::vector<int> cpus;
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &mask)) cpus.push_back(cpu);
-  }
-  return cpus;
-}
-
-// A strategy that pins the caller's thread gives it its mask back: otherwise everything the
-// thread starts afterwards (a sweep's mpirun jobs) inherits one core and sees a one-core machine.
-TEST(RunTraining, PinnedRunsGiveTheCallersThreadItsAffinityBack) {
-  const std::vector<int> before = allowed_cpus();
-  if (before.size() < 2) GTEST_SKIP() << "needs two or more allowed CPUs to tell pinned from not";
-  const Dataset data = make_synthetic(128, 3);
-  for (const StrategyInfo& info : list_strategies()) {
-    if (!info.available || info.name == "gpu") continue;  // gpu: no device here to train on
-    const std::string& strategy = info.name;
-    TrainConfig config = small_config(ModelKind::fc3, 2);
-    config.strategy = strategy;
-    config.threads = 2;
-    config.pin = true;
-    run_training(config, data, {});
-    EXPECT_EQ(allowed_cpus(), before) << strategy;
-  }
 }
 
 TEST(RunTraining, ResumeEqualsUninterruptedBitForBit) {

@@ -3,12 +3,8 @@
 // async (staleness up to the stage distance) on 2 cores must stay within 0.5 points of serial's
 // test accuracy (5 epochs, measured for the README: serial 98.69%, group-async 98.64%,
 // async 98.86%). Needs datasets/mnist (datasets/fetch_mnist.sh); CI fetches it.
-#include <gtest/gtest.h>
-
-#include <cstdlib>
-#include <filesystem>
-
 #include "cnnbench/train.hpp"
+#include "mnist_fixture.hpp"
 
 namespace cnnbench {
 namespace {
@@ -30,18 +26,13 @@ double test_accuracy(const std::string& strategy, const std::string& consistency
   return r.test ? r.test->accuracy : 0.0;
 }
 
-TEST(MnistStream, StaleWeightModesStayWithinHalfAPointOfSerial) {
-  const std::filesystem::path dir = std::filesystem::path(CNNBENCH_SOURCE_DIR) / "datasets/mnist";
-  if (!std::filesystem::exists(dir / "train-images-idx3-ubyte")) {
-    if (std::getenv("CI")) FAIL() << "MNIST is missing in CI: run datasets/fetch_mnist.sh";
-    GTEST_SKIP() << "MNIST not fetched (datasets/fetch_mnist.sh)";
-  }
-  const Dataset train = load_mnist(dir, Split::train);
-  const Dataset test = load_mnist(dir, Split::test);
-  const double serial = test_accuracy("serial", "", train, test);
+using MnistStream = MnistTest;
+
+TEST_F(MnistStream, StaleWeightModesStayWithinHalfAPointOfSerial) {
+  const double serial = test_accuracy("serial", "", train(), test());
   EXPECT_GE(serial, 0.97);  // the baseline itself trained
   for (const char* mode : {"group-async", "async"}) {
-    EXPECT_GE(test_accuracy("stream", mode, train, test), serial - 0.005) << mode;
+    EXPECT_GE(test_accuracy("stream", mode, train(), test()), serial - 0.005) << mode;
   }
 }
 
