@@ -159,6 +159,15 @@ for model in ("lenet5", "fc3"):
                                                              "samples_per_step")}
                                       for r in metrics.get("per_rank", [])]})
 
+# ctest's line for the MPI test (2 ranks sharing the GPU vs serial, bit-identical ranks), if it ran.
+ranks_test = None
+try:
+    for line in open(f"{outdir}/ctest.log"):
+        if " test_gpu_ranks " in line and ("Passed" in line or "Failed" in line):
+            ranks_test = "Passed" in line
+except OSError:
+    pass
+
 lenet = next(r for r in runs if r["model"] == "lenet5" and r["batch"] == 1024)
 torch_any = next((load(p) for p in glob.glob(f"{outdir}/runs/torch-*.json")), None)
 ours_any = next((load(p) for p in glob.glob(f"{outdir}/runs/cnnbench-*.json")), None)
@@ -179,6 +188,7 @@ report = {
         "cudnn": torch_any.get("cudnn") if torch_any else None,
     },
     "gpu_tests_passed": tests_ok,
+    "two_ranks_match_serial_test": ranks_test,
     "runs": runs,
     "two_ranks_one_gpu": two_ranks,
     "goal": {
