@@ -11,22 +11,7 @@ import json
 import sys
 import time
 
-
-def build_model(torch, name):
-    nn = torch.nn
-    if name == "fc3":
-        return nn.Sequential(
-            nn.Flatten(),
-            nn.Linear(784, 300), nn.ReLU(),
-            nn.Linear(300, 100), nn.ReLU(),
-            nn.Linear(100, 10))
-    return nn.Sequential(
-        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2, 2),
-        nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2, 2),
-        nn.Flatten(),
-        nn.Linear(400, 120), nn.ReLU(),
-        nn.Linear(120, 84), nn.ReLU(),
-        nn.Linear(84, 10))
+from torch_nets import build_model
 
 
 def main():
