@@ -15,7 +15,7 @@ cmake --build --preset ci -j"$jobs"
 ctest --preset ci -j"$jobs" -LE mpi "$@"
 ctest --preset ci -L mpi "$@"
 # ASan+UBSan unit tests and fuzzer smoke runs (one clang build), ThreadSanitizer runtime, stream
-# and cluster tests (a second build): CNNBENCH_SANITIZERS=0 skips them.
+# and cluster tests (a second build). CNNBENCH_SANITIZERS=0 skips them (a quick local run).
 if [[ $# -eq 0 && "${CNNBENCH_SANITIZERS:-1}" != 0 ]]; then
   ./scripts/ci-sanitizers.sh
 fi
