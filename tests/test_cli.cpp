@@ -103,7 +103,9 @@ TEST(Cli, ReportHasTheMetricsAndStdoutWorks) {
 
   const CliResult to_stdout = run_cli("train --model fc3 --synthetic 128 --steps 1 --quiet --report -");
   ASSERT_EQ(to_stdout.code, 0);
-  EXPECT_NO_THROW(static_cast<void>(nlohmann::json::parse(to_stdout.output))) << to_stdout.output;
+  const nlohmann::json parsed = nlohmann::json::parse(to_stdout.output, nullptr, false);
+  EXPECT_FALSE(parsed.is_discarded()) << to_stdout.output;
+  EXPECT_TRUE(parsed.contains("metrics")) << to_stdout.output;
 }
 
 TEST(Cli, SummaryLineNamesModelStrategyAndSpeed) {
