@@ -13,6 +13,7 @@
 #include "cnnbench/data.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/train.hpp"
+#include "tensor_compare.hpp"
 
 namespace cnnbench {
 namespace {
@@ -98,19 +99,7 @@ Trained run_stream(const TrainConfig& config, nlohmann::json* metrics = nullptr)
 
 // max|a-b| / max|b| per tensor, printing the first differing values on failure.
 void expect_close(const Model& got, const Model& want, double tolerance, const std::string& what) {
-  for (const ParamTensor& t : want.spec().tensors) {
-    double diff = 0, scale = 0;
-    std::size_t worst = 0;
-    for (std::size_t i = t.offset; i < t.offset + t.count; ++i) {
-      const double d = std::abs(double(got.params[i]) - want.params[i]);
-      if (d > diff) worst = i;
-      diff = std::max(diff, d);
-      scale = std::max(scale, std::abs(double(want.params[i])));
-    }
-    EXPECT_LE(diff / scale, tolerance)
-        << what << ": " << t.name << " differs, e.g. element " << worst - t.offset << ": "
-        << got.params[worst] << " vs " << want.params[worst];
-  }
+  expect_tensors_close(got.params, want.params, want.kind, tolerance, what);
 }
 
 void expect_losses_close(const std::vector<double>& got, const std::vector<double>& want,

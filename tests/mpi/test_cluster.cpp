@@ -36,6 +36,7 @@
 #include "cnnbench/models.hpp"
 #include "cnnbench/train.hpp"
 #include "mpirun_job.hpp"
+#include "../tensor_compare.hpp"
 
 namespace cnnbench {
 namespace {
@@ -255,31 +256,13 @@ nlohmann::json run_cluster_report(Case c, int ranks, const std::string& name, Tr
   return report;
 }
 
-// Per tensor: max|a-b| / max|b| <= tolerance; prints the first differing values when not.
+// Per tensor: max|a-b| / max|b| <= 1e-4 for weights and momentum, and the same losses.
 void expect_matches_serial(const Trained& got, const Trained& serial, ModelKind kind,
                            const std::string& name) {
   constexpr double tolerance = 1e-4;
-  for (const auto& tensor : model_spec(kind).tensors) {
-    for (const auto which : {&Trained::params, &Trained::momentum}) {
-      const auto& a = got.*which;
-      const auto& b = serial.*which;
-      double max_diff = 0, max_ref = 0;
-      std::size_t worst = tensor.offset;
-      for (std::size_t i = tensor.offset; i < tensor.offset + tensor.count; ++i) {
-        const double diff = std::abs(static_cast<double>(a[i]) - b[i]);
-        if (diff > max_diff) {
-          max_diff = diff;
-          worst = i;
-        }
-        max_ref = std::max(max_ref, std::abs(static_cast<double>(b[i])));
-      }
-      const double relative = max_ref > 0 ? max_diff / max_ref : max_diff;
-      EXPECT_LE(relative, tolerance)
-          << name << ": " << (which == &Trained::params ? "" : "momentum.") << tensor.name
-          << " max|a-b|/max|b| = " << relative << " at element " << worst - tensor.offset
-          << ": cluster " << a[worst] << " vs serial " << b[worst];
-    }
-  }
+  expect_tensors_close(got.params, serial.params, kind, tolerance, name + " (cluster vs serial)");
+  expect_tensors_close(got.momentum, serial.momentum, kind, tolerance,
+                       name + " (cluster vs serial)", "momentum.");
   for (std::size_t s = 0; s < serial.losses.size(); ++s) {
     ASSERT_NEAR(got.losses[s], serial.losses[s], 1e-4 * std::max(1.0, std::abs(serial.losses[s])))
         << name << ": loss of step " << s;

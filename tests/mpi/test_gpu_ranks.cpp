@@ -30,6 +30,7 @@
 #include "cnnbench/safetensors.hpp"
 #include "cnnbench/train.hpp"
 #include "mpirun_job.hpp"
+#include "../tensor_compare.hpp"
 
 namespace cnnbench {
 namespace {
@@ -299,27 +300,9 @@ TEST(GpuRanksCli, WithoutADeviceEveryRankExitsOneSayingWhy) {
 // Per tensor: max|a-b| / max|b| <= 1e-3, naming the tensor and the first worst element.
 void expect_matches_serial(const Trained& got, const Trained& serial, ModelKind kind,
                            const std::string& name) {
-  for (const auto& tensor : model_spec(kind).tensors) {
-    for (const auto which : {&Trained::params, &Trained::momentum}) {
-      const auto& a = got.*which;
-      const auto& b = serial.*which;
-      double max_diff = 0, max_ref = 0;
-      std::size_t worst = tensor.offset;
-      for (std::size_t i = tensor.offset; i < tensor.offset + tensor.count; ++i) {
-        const double diff = std::abs(static_cast<double>(a[i]) - b[i]);
-        if (diff > max_diff) {
-          max_diff = diff;
-          worst = i;
-        }
-        max_ref = std::max(max_ref, std::abs(static_cast<double>(b[i])));
-      }
-      const double relative = max_ref > 0 ? max_diff / max_ref : max_diff;
-      EXPECT_LE(relative, 1e-3) << name << ": " << (which == &Trained::params ? "" : "momentum.")
-                                << tensor.name << " max|a-b|/max|b| = " << relative
-                                << " at element " << worst - tensor.offset << ": gpu " << a[worst]
-                                << " vs serial " << b[worst];
-    }
-  }
+  expect_tensors_close(got.params, serial.params, kind, 1e-3, name + " (gpu vs serial)");
+  expect_tensors_close(got.momentum, serial.momentum, kind, 1e-3, name + " (gpu vs serial)",
+                       "momentum.");
   ASSERT_EQ(got.losses.size(), serial.losses.size()) << name;
   for (std::size_t s = 0; s < serial.losses.size(); ++s) {
     EXPECT_NEAR(got.losses[s], serial.losses[s], 1e-3 * std::max(1.0, serial.losses[s]))
