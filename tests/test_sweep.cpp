@@ -193,6 +193,33 @@ TEST(SweepCompare, TwiceSlowerIsARegressionAndItselfIsNot) {
   EXPECT_NEAR(json.at("points")[0].at("ratio").get<double>(), 2.0, 1e-12);
 }
 
+// Runs of different length compare by time per image: 60 steps at the same speed as 200 are
+// neither faster nor slower, and a 2x slower short run is still caught.
+TEST(SweepCompare, RunsOfDifferentLengthCompareByWork) {
+  nlohmann::json base = sweep_report(1.0);
+  for (auto& p : base["points"]) p["steps"] = 200, p["batch"] = 64;
+  const auto shorter = [&](double slowdown) {
+    nlohmann::json report = base;
+    for (auto& p : report["points"]) {
+      if (p.at("status") != "ok") continue;
+      p["steps"] = 60;
+      for (auto& t : p["times_s"]) t = t.get<double>() * 0.3 * slowdown;
+      p["time"]["median"] = p["time"]["median"].get<double>() * 0.3 * slowdown;
+    }
+    return report;
+  };
+  const Comparison same = compare_reports(base, shorter(1.0), 0.05, 0.05);
+  ASSERT_EQ(same.points.size(), 2u);
+  for (const ComparedPoint& c : same.points) {
+    EXPECT_NEAR(c.ratio, 1.0, 1e-12) << c.id;
+    EXPECT_NEAR(c.work_scale, 200.0 / 60.0, 1e-12) << c.id;
+    EXPECT_FALSE(c.improvement || c.regression) << c.id;
+  }
+  const Comparison slow = compare_reports(base, shorter(2.0), 0.05, 0.05);
+  EXPECT_TRUE(slow.any_regression());
+  EXPECT_NEAR(slow.points[0].ratio, 2.0, 1e-12);
+}
+
 TEST(SweepCompare, SameMediansButOverlappingNoiseIsNotSignificant) {
   nlohmann::json base = sweep_report(1.0), candidate = sweep_report(1.0);
   // Medians 10% apart but the repetitions interleave: the rank test calls it noise.

@@ -1,6 +1,7 @@
 // `cnnbench compare BASE.json NEW.json`: per point ratio of median times and a Mann-Whitney U test
 // on the raw repetitions. Exit 0: no regression; 1: a point is slower beyond the threshold and the
 // difference is beyond noise; 2: usage error or a report that cannot be read.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -51,6 +52,10 @@ void print_table(const Comparison& comparison) {
     std::printf("%-24s %12.4f %12.4f %8.3f %9.4f%s %s\n", c.id.c_str(), c.base_median_s,
                 c.new_median_s, c.ratio, c.test.p_value, c.decided_by_threshold ? "*" : " ", verdict(c));
     threshold_only = threshold_only || c.decided_by_threshold;
+  }
+  if (std::any_of(comparison.points.begin(), comparison.points.end(),
+                  [](const ComparedPoint& c) { return c.work_scale != 1.0; })) {
+    std::printf("new times are scaled to the base's steps x batch per repetition (runs of different length)\n");
   }
   for (const auto& id : comparison.only_in_base) std::printf("%-24s only in the base report\n", id.c_str());
   for (const auto& id : comparison.only_in_new) std::printf("%-24s only in the new report\n", id.c_str());

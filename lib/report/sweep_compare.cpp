@@ -21,19 +21,31 @@ std::string run_point_id(const nlohmann::json& config) {
   return spec.id();
 }
 
+// steps x batch when both are positive numbers, else 0 (older or hand-made reports).
+double images_of(const nlohmann::json& object, const char* steps_key, const nlohmann::json& holder,
+                 const char* batch_key) {
+  const auto steps = object.find(steps_key);
+  const auto batch = holder.find(batch_key);
+  if (steps == object.end() || batch == holder.end() || !steps->is_number() || !batch->is_number())
+    return 0;
+  const double images = steps->get<double>() * batch->get<double>();
+  return images > 0 ? images : 0;
+}
+
 }  // namespace
 
 std::vector<ReportPoint> report_points(const nlohmann::json& report) {
   std::vector<ReportPoint> points;
   if (report.at("kind") == "run") {
     const double seconds = report.at("metrics").at("train_seconds").get<double>();
-    points.push_back({run_point_id(report.at("config")), {seconds}, seconds});
+    points.push_back({run_point_id(report.at("config")), {seconds}, seconds,
+                      images_of(report.at("metrics"), "steps", report.at("config"), "batch")});
     return points;
   }
   for (const auto& p : report.at("points")) {
     if (p.at("status") != "ok") continue;
     points.push_back({p.at("id").get<std::string>(), p.at("times_s").get<std::vector<double>>(),
-                      p.at("time").at("median").get<double>()});
+                      p.at("time").at("median").get<double>(), images_of(p, "steps", p, "batch")});
   }
   return points;
 }
@@ -59,12 +71,14 @@ Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& can
       comparison.only_in_base.push_back(b.id);
       continue;
     }
-    const ReportPoint& n = it->second;
+    ReportPoint n = it->second;
     ComparedPoint c;
     c.id = b.id;
+    if (b.images > 0 && n.images > 0) c.work_scale = b.images / n.images;
+    for (double& t : n.times_s) t *= c.work_scale;
     c.base_median_s = b.median_s;
-    c.new_median_s = n.median_s;
-    c.ratio = n.median_s / b.median_s;
+    c.new_median_s = n.median_s * c.work_scale;
+    c.ratio = c.new_median_s / b.median_s;
     c.test = mann_whitney_u(n.times_s, b.times_s);
     // With few repetitions no outcome reaches p < alpha (3 vs 3: p >= 0.1); the rank test can then
     // not separate change from noise and the threshold alone decides.
@@ -85,6 +99,7 @@ nlohmann::json comparison_json(const Comparison& comparison) {
     points.push_back({{"id", c.id},
                       {"base_median_s", c.base_median_s},
                       {"new_median_s", c.new_median_s},
+                      {"work_scale", c.work_scale},
                       {"ratio", c.ratio},
                       {"u", c.test.u},
                       {"p_value", c.test.p_value},

@@ -89,13 +89,17 @@ struct ReportPoint {
   std::string id;               // "lenet5/stream/n1c2"
   std::vector<double> times_s;  // raw repetitions (a run report has one)
   double median_s = 0;
+  double images = 0;  // steps x batch of one repetition; 0 when the report does not say
 };
 // Measured points ("status": "ok") of a report that read_report accepted.
 std::vector<ReportPoint> report_points(const nlohmann::json& report);
 
 struct ComparedPoint {
   std::string id;
+  // new_median_s is scaled to the base's work per repetition (steps x batch) when both reports
+  // say what it was, so that runs of different lengths compare: work_scale = base / new images.
   double base_median_s = 0, new_median_s = 0;
+  double work_scale = 1;
   double ratio = 0;  // new / base median time: > 1 is slower
   MannWhitney test;
   bool significant = false;  // p < alpha, or the rank test cannot decide (see decided_by_threshold)
