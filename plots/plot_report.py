@@ -88,6 +88,26 @@ def max_cores(report):
     return max(ps + [2])
 
 
+def parallel_series(report, model, metric):
+    """The measured series of `model` that report `metric` (all but serial), in name order:
+    (series, points sorted by p, colour, marker)."""
+    for series, ps in sorted(by_series(measured(report, model)).items()):
+        if series == "serial" or metric not in ps[0]:
+            continue
+        colour, marker = series_style(series)
+        yield series, ps, colour, marker
+
+
+def label_cores_axes(ax, model, ylabel, pmax):
+    """Title, labels, ticks 1..pmax, grid and legend of a panel whose x axis is the core count."""
+    ax.set_title(model)
+    ax.set_xlabel("cores p (threads x ranks)")
+    ax.set_ylabel(ylabel)
+    ax.set_xticks(range(1, pmax + 1))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+
+
 def plot_speedup(report, models, out):
     fig, axes = new_figure(report, "Speedup over the serial reference: S = T_serial / T_p", models)
     fits = {(f["model"], f["series"]): f["serial_fraction"] for f in report.get("amdahl", [])}
@@ -95,10 +115,7 @@ def plot_speedup(report, models, out):
     for ax, model in zip(axes, models):
         base = next((p for p in measured(report, model) if p["strategy"] == "serial"), None)
         ax.plot([1, pmax], [1, pmax], color="0.6", linestyle=":", label="ideal S = p")
-        for series, ps in sorted(by_series(measured(report, model)).items()):
-            if series == "serial" or "speedup" not in ps[0]:
-                continue
-            colour, marker = series_style(series)
+        for series, ps, colour, marker in parallel_series(report, model, "speedup"):
             xs = [p["p"] for p in ps]
             ys = [p["speedup"] for p in ps]
             lo = [p["speedup"] - base["time"]["median"] / p["time"]["max"] for p in ps]
@@ -111,12 +128,7 @@ def plot_speedup(report, models, out):
                 ax.plot(grid, [1 / (f + (1 - f) / g) for g in grid], color=colour, linestyle="--",
                         linewidth=1, label=f"Amdahl fit, {series}: f = {f:.2f}")
         ax.axhline(1, color="k", linewidth=0.6)
-        ax.set_title(model)
-        ax.set_xlabel("cores p (threads x ranks)")
-        ax.set_ylabel("speedup S (error bars: min..max of repetitions)")
-        ax.set_xticks(range(1, pmax + 1))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        label_cores_axes(ax, model, "speedup S (error bars: min..max of repetitions)", pmax)
     save(fig, out, "speedup")
 
 
@@ -124,19 +136,11 @@ def plot_efficiency(report, models, out):
     fig, axes = new_figure(report, "Parallel efficiency E = S / p", models)
     pmax = max_cores(report)
     for ax, model in zip(axes, models):
-        for series, ps in sorted(by_series(measured(report, model)).items()):
-            if series == "serial" or "efficiency" not in ps[0]:
-                continue
-            colour, marker = series_style(series)
+        for series, ps, colour, marker in parallel_series(report, model, "efficiency"):
             ax.plot([p["p"] for p in ps], [p["efficiency"] for p in ps], color=colour,
                     marker=marker, label=series_label(series))
         ax.axhline(1, color="0.6", linestyle=":", label="ideal E = 1")
-        ax.set_title(model)
-        ax.set_xlabel("cores p (threads x ranks)")
-        ax.set_ylabel("efficiency E")
-        ax.set_xticks(range(1, pmax + 1))
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        label_cores_axes(ax, model, "efficiency E", pmax)
     save(fig, out, "efficiency")
 
 

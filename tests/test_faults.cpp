@@ -9,7 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -25,29 +24,14 @@
 #include "cnnbench/data.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/safetensors.hpp"
+#include "run_cli.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// `prefix` runs before the CLI in the same shell (environment, ulimit, trap).
-CliResult run_cli(const std::string& args, const std::string& prefix = "") {
-  const std::string command = prefix + " exec " + CNNBENCH_CLI + " " + args + " 2>&1";
-  CliResult result;
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return result;
-  std::array<char, 4096> buffer{};
-  std::size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
+using cnnbench::test::CliResult;
+using cnnbench::test::run_cli;
 
 fs::path temp_dir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("cnnbench-test-faults-" + name);

@@ -13,19 +13,12 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/gpu.hpp"
 #include "cnnbench/train.hpp"
+#include "gpu_device.hpp"
 
 namespace cnnbench {
 namespace {
 
-// Why GPU runs can't happen here, or empty when a device is usable.
-std::string no_device_reason() {
-#if !CNNBENCH_HAVE_CUDA
-  return "built without CUDA";
-#else
-  if (!list_gpu_devices().empty()) return "";
-  return gpu_runtime().unavailable_reason;
-#endif
-}
+using test::no_device_reason;
 
 struct RunOutput {
   Model model;

@@ -25,11 +25,11 @@
 #include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/data.hpp"
-#include "cnnbench/gpu.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/safetensors.hpp"
 #include "cnnbench/train.hpp"
 #include "mpirun_job.hpp"
+#include "../gpu_device.hpp"
 #include "../tensor_compare.hpp"
 
 namespace cnnbench {
@@ -42,15 +42,7 @@ constexpr std::uint64_t seed = 11;
 
 bool is_rank_process() { return std::getenv(case_variable) != nullptr; }
 
-// Why the GPU strategy cannot train here, or empty when a device is usable.
-std::string no_device_reason() {
-#if !CNNBENCH_HAVE_CUDA
-  return "built without CUDA";
-#else
-  if (!list_gpu_devices().empty()) return "";
-  return gpu_runtime().unavailable_reason;
-#endif
-}
+using test::no_device_reason;
 
 // ---- the buffers the sum test adds ------------------------------------------------------------
 
