@@ -129,8 +129,25 @@ void lenet5_backward(const Lenet5View& p, const Lenet5View& g, const float* x, i
   dense_backward(b.dp2.data(), g.f1w, g.f1b, b.dh1.data(), b.p2.data(), p.f1w, n, 400, 120);
   if (ready) ready(4, 5);
   maxpool2x2_relu_channels_last16_backward(b.da2.data(), b.dp2.data(), b.a2.data(), n, 10, 10);
-  conv5x5_to16_backward(b.dp1.data(), g.c2w, g.c2b, b.da2.data(), b.p1.data(), p.c2w, n, 6, 14, 14,
-                        b.conv_scratch.data());
+  if (ready) {
+    // c2 is the longest layer of backward: in pieces, with a chance to progress communication
+    // (f1's allreduce, the largest) between them.
+    constexpr int pieces = 4;
+    const std::size_t da2_sample = 10 * 10 * 16, p1_sample = 6 * 14 * 14;
+    for (int piece = 0, first = 0; piece < pieces; ++piece) {
+      const int last = n * (piece + 1) / pieces;
+      if (last > first) {
+        conv5x5_to16_backward(b.dp1.data() + first * p1_sample, g.c2w, g.c2b,
+                              b.da2.data() + first * da2_sample, b.p1.data() + first * p1_sample,
+                              p.c2w, last - first, 6, 14, 14, b.conv_scratch.data());
+      }
+      first = last;
+      if (piece + 1 < pieces) ready(1, 0);
+    }
+  } else {
+    conv5x5_to16_backward(b.dp1.data(), g.c2w, g.c2b, b.da2.data(), b.p1.data(), p.c2w, n, 6, 14,
+                          14, b.conv_scratch.data());
+  }
   if (ready) ready(2, 3);
   maxpool2x2_relu_backward(b.da1.data(), b.dp1.data(), b.a1.data(), n * 6, 28, 28);
   conv5x5_pad2_backward_weights(g.c1w, g.c1b, b.da1.data(), x, n, 6, 28, 28);

@@ -334,6 +334,26 @@ TEST(Cluster, DynamicBalanceMovesWorkOffASlowRankAndStillMatchesSerial) {
   EXPECT_EQ(report.at("metrics").at("balance"), "dynamic");
 }
 
+TEST(Cluster, DynamicBalanceOverThreadsKeepsTheShareWholeAndMatchesSerial) {
+  if (is_rank_process()) GTEST_SKIP();
+  Case c;
+  c.threads = 2;
+  c.options = {{"balance", "dynamic"}};
+  const Trained serial = train_serially(c);
+  for (const int ranks : {1, 2}) {
+    const std::string name = "thread_balance_" + std::to_string(ranks);
+    Trained balanced;
+    const auto report = run_cluster_report(c, ranks, name, &balanced);
+    expect_matches_serial(balanced, serial, ModelKind::fc3, name);
+    for (const auto& rank : report.at("metrics").at("per_rank")) {
+      const auto shares = rank.at("last_thread_shares").get<std::vector<int>>();
+      ASSERT_EQ(shares.size(), 2u) << name;
+      EXPECT_EQ(shares[0] + shares[1], rank.at("last_share").get<double>()) << name;
+      for (const int share : shares) EXPECT_GE(share, 1) << name;
+    }
+  }
+}
+
 TEST(Cluster, ReportCarriesCommunicationMetricsAndEveryRanksPins) {
   if (is_rank_process()) GTEST_SKIP();
   Case c;

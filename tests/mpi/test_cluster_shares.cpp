@@ -58,6 +58,29 @@ TEST(ClusterShares, BalanceKeepsTheWholeBatchAndTheMinimum) {
   }
 }
 
+TEST(ClusterShares, BalanceHoldsPartsAtTheMaximum) {
+  // 90 of 100 would go to part 0; it holds 64, and the other two share the remaining 36 by speed.
+  EXPECT_EQ(balance_shares(100, {9.0, 0.5, 0.5}, 0, 64), (std::vector<int>{64, 18, 18}));
+  // Held parts may cascade: part 1 then also exceeds the maximum.
+  EXPECT_EQ(balance_shares(90, {100.0, 10.0, 1.0}, 1, 40), (std::vector<int>{40, 40, 10}));
+  EXPECT_EQ(balance_shares(64, {1.0, 1.0}, 1, 32), (std::vector<int>{32, 32}));
+  EXPECT_THROW(balance_shares(65, {1.0, 1.0}, 0, 32), Error);  // does not fit
+  Rng rng(4);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int parts = 1 + static_cast<int>(rng.below(6));
+    const int maximum = 1 + static_cast<int>(rng.below(40));
+    const int total = static_cast<int>(rng.below(static_cast<std::uint64_t>(parts * maximum + 1)));
+    std::vector<double> speed(static_cast<std::size_t>(parts));
+    for (auto& s : speed) s = rng.uniform(0.01f, 10.0f);
+    const auto shares = balance_shares(total, speed, 0, maximum);
+    EXPECT_EQ(sum(shares), total);
+    for (const int share : shares) {
+      EXPECT_GE(share, 0);
+      EXPECT_LE(share, maximum);
+    }
+  }
+}
+
 TEST(ClusterShares, BalanceTreatsMissingMeasurementsAsAverage) {
   EXPECT_EQ(balance_shares(30, {0.0, 0.0, 0.0}, 0), split_evenly(30, 3));
   EXPECT_EQ(balance_shares(30, {2.0, -1.0, 2.0}, 0), (std::vector<int>{10, 10, 10}));

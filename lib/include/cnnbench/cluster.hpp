@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -90,7 +91,10 @@ std::vector<int> split_evenly(int total, int parts);
 // with at least `minimum` items per part, by largest remainder (ties to the lower index), so
 // every rank computes the same answer from the same inputs. Non-positive or non-finite
 // throughputs are treated as the mean of the valid ones (or an even split if none is valid).
-std::vector<int> balance_shares(int total, const std::vector<double>& throughputs, int minimum);
+// No part gets more than `maximum` (what its buffers hold); a part the proportional split would
+// push past it is held there and the others share the rest by the same rule.
+std::vector<int> balance_shares(int total, const std::vector<double>& throughputs, int minimum,
+                                int maximum = std::numeric_limits<int>::max());
 
 // config.options of --strategy cluster, validated: unknown keys or bad values -> Error naming
 // the CLI flag (--overlap, --balance, --slowdown).

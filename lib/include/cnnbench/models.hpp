@@ -78,6 +78,9 @@ double forward_backward(ModelKind kind, const float* params, float* grads, const
 // The same, announcing each layer's gradients as soon as backward has finished them (for
 // overlapping communication with compute): ready(first, last) means the tensors with indices
 // [first, last] of model_spec(kind).tensors are final. Layers finish in reverse order (f3 first).
+// An empty range (first > last) announces nothing: it comes between pieces of a long layer so
+// that the receiver may progress communication in flight. LeNet-5's c2 backward then runs in
+// pieces of the batch, which sums its weight gradient in a different (fixed) order.
 using GradientReady = std::function<void(int first_tensor, int last_tensor)>;
 double forward_backward(ModelKind kind, const float* params, float* grads, const float* x,
                         const std::uint8_t* y, int n, float grad_scale, Workspace& ws,

@@ -17,31 +17,12 @@ std::vector<int> split_evenly(int total, int parts) {
   return shares;
 }
 
-std::vector<int> balance_shares(int total, const std::vector<double>& throughputs, int minimum) {
-  const int parts = static_cast<int>(throughputs.size());
-  CNNBENCH_CHECK(parts > 0, "cannot balance a batch over zero parts");
-  CNNBENCH_CHECK(minimum >= 0 && static_cast<long long>(minimum) * parts <= total,
-                 "cannot give each of " + std::to_string(parts) + " parts at least " +
-                     std::to_string(minimum) + " of " + std::to_string(total) + " samples");
+namespace {
 
-  // Parts without a usable measurement count as average ones.
-  double valid_sum = 0;
-  int valid = 0;
-  for (const double t : throughputs) {
-    if (std::isfinite(t) && t > 0) {
-      valid_sum += t;
-      ++valid;
-    }
-  }
-  if (valid == 0) return split_evenly(total, parts);
-  std::vector<double> speed(throughputs.size());
-  for (std::size_t p = 0; p < speed.size(); ++p) {
-    const double t = throughputs[p];
-    speed[p] = (std::isfinite(t) && t > 0) ? t : valid_sum / valid;
-  }
-
-  // The minimum is handed out first; the rest goes by speed, by largest remainder.
-  const int spare = total - minimum * parts;
+// `total` over the parts by speed, at least `minimum` each, by largest remainder (ties to the
+// lower index).
+std::vector<int> proportional_shares(int total, const std::vector<double>& speed, int minimum) {
+  const int spare = total - minimum * static_cast<int>(speed.size());
   const double speed_sum = std::accumulate(speed.begin(), speed.end(), 0.0);
   std::vector<int> shares(speed.size(), minimum);
   std::vector<double> remainder(speed.size());
@@ -61,6 +42,64 @@ std::vector<int> balance_shares(int total, const std::vector<double>& throughput
     ++shares[by_remainder[k]];
   }
   return shares;
+}
+
+}  // namespace
+
+std::vector<int> balance_shares(int total, const std::vector<double>& throughputs, int minimum,
+                                int maximum) {
+  const int parts = static_cast<int>(throughputs.size());
+  CNNBENCH_CHECK(parts > 0, "cannot balance a batch over zero parts");
+  CNNBENCH_CHECK(minimum >= 0 && static_cast<long long>(minimum) * parts <= total,
+                 "cannot give each of " + std::to_string(parts) + " parts at least " +
+                     std::to_string(minimum) + " of " + std::to_string(total) + " samples");
+  CNNBENCH_CHECK(maximum >= minimum && static_cast<long long>(maximum) * parts >= total,
+                 "cannot fit " + std::to_string(total) + " samples into " + std::to_string(parts) +
+                     " parts of at most " + std::to_string(maximum));
+
+  // Parts without a usable measurement count as average ones.
+  double valid_sum = 0;
+  int valid = 0;
+  for (const double t : throughputs) {
+    if (std::isfinite(t) && t > 0) {
+      valid_sum += t;
+      ++valid;
+    }
+  }
+  std::vector<double> speed(throughputs.size(), 1.0);
+  for (std::size_t p = 0; valid > 0 && p < speed.size(); ++p) {
+    const double t = throughputs[p];
+    speed[p] = (std::isfinite(t) && t > 0) ? t : valid_sum / valid;
+  }
+
+  // Parts the split would push past the maximum are held there; the rest is split again over
+  // the others. Each round holds at least one more part, so this ends within `parts` rounds.
+  std::vector<int> shares(speed.size(), 0);
+  std::vector<bool> held(speed.size(), false);
+  int held_total = 0;
+  for (;;) {
+    std::vector<double> free_speed;
+    std::vector<std::size_t> free_parts;
+    for (std::size_t p = 0; p < speed.size(); ++p) {
+      if (!held[p]) {
+        free_speed.push_back(speed[p]);
+        free_parts.push_back(p);
+      }
+    }
+    const std::vector<int> split = valid > 0 ? proportional_shares(total - held_total, free_speed, minimum)
+                                             : split_evenly(total - held_total, static_cast<int>(free_parts.size()));
+    bool capped = false;
+    for (std::size_t k = 0; k < free_parts.size(); ++k) {
+      shares[free_parts[k]] = split[k];
+      if (split[k] > maximum) {
+        held[free_parts[k]] = true;
+        shares[free_parts[k]] = maximum;
+        held_total += maximum;
+        capped = true;
+      }
+    }
+    if (!capped) return shares;
+  }
 }
 
 namespace {

@@ -50,6 +50,31 @@ std::vector<LayerRange> layers_of(const ModelSpec& spec) {
   return layers;
 }
 
+// Consecutive layers merged, from the last one back, into buckets of at least `min_bytes` (the
+// first bucket takes whatever is left): each bucket is one allreduce, so a small layer does not
+// pay a collective's latency of its own.
+std::vector<LayerRange> buckets_of(const std::vector<LayerRange>& layers, std::size_t min_bytes) {
+  std::vector<LayerRange> buckets;  // last layer's bucket first
+  for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+    const bool extend = !buckets.empty() &&
+                        (buckets.back().end - buckets.back().begin) * sizeof(float) < min_bytes;
+    if (!extend) {
+      buckets.push_back(*layer);
+      continue;
+    }
+    LayerRange& bucket = buckets.back();
+    bucket.name = layer->name + "+" + bucket.name;
+    bucket.first_tensor = layer->first_tensor;
+    bucket.begin = layer->begin;
+  }
+  std::reverse(buckets.begin(), buckets.end());
+  return buckets;
+}
+
+// Allreduce buckets of at least this size: on one machine a collective costs ~10 us of
+// latency, a 64 KB sum about as much again.
+constexpr std::size_t bucket_bytes = 64 * 1024;
+
 // What each thread of a rank owns: its activations, its share's gradients and its inputs.
 // Cache-line aligned: the per-step fields are written by their thread while neighbours write theirs.
 struct alignas(64) ThreadState {
@@ -57,7 +82,8 @@ struct alignas(64) ThreadState {
   aligned_vector<float> grads;
   aligned_vector<float> x;
   std::vector<std::uint8_t> y;
-  std::vector<char> announced;  // per layer, this step
+  std::vector<char> announced;  // per tensor, this step
+  std::vector<char> counted;    // per bucket: this thread has counted it as done, this step
   double loss_sum = 0;
   double compute_seconds = 0;   // this step, injected slowdown included, communication excluded
   double callback_seconds = 0;  // this step, time spent starting communication from backward
@@ -162,7 +188,7 @@ class ClusterStrategy final : public Strategy {
     config_ = config;
     data_ = &train;
     model_ = std::make_unique<Model>(model);
-    layers_ = layers_of(model.spec());
+    layers_ = buckets_of(layers_of(model.spec()), bucket_bytes);
     threads_per_rank_ = config.threads;
     // Communication only exists between ranks; one rank has nothing to overlap.
     overlapping_ = options_.overlap && ranks_ > 1;
@@ -185,8 +211,14 @@ class ClusterStrategy final : public Strategy {
     threads_.clear();
     threads_.resize(static_cast<std::size_t>(threads_per_rank_));
     // A thread's share is at most ceil(batch / threads) (the whole batch may land on one rank
-    // when balancing dynamically); each thread allocates its own buffers, on its own memory.
-    const int max_share = (config.batch + threads_per_rank_ - 1) / threads_per_rank_;
+    // when balancing dynamically); balancing the threads of a rank lets one take up to twice
+    // that. Each thread allocates its own buffers, on its own memory.
+    const int even_share = (config.batch + threads_per_rank_ - 1) / threads_per_rank_;
+    const int max_share = options_.dynamic_balance && threads_per_rank_ > 1
+                              ? std::min(config.batch, 2 * even_share)
+                              : even_share;
+    max_thread_share_ = max_share;
+    thread_throughput_estimate_.assign(static_cast<std::size_t>(threads_per_rank_), 0.0);
     const std::size_t params = model_->params.size();
     pool_->run_on_each([&](int worker) {
       ThreadState& state = threads_[static_cast<std::size_t>(worker)];
@@ -194,7 +226,8 @@ class ClusterStrategy final : public Strategy {
       state.grads.assign(params, 0.0f);
       state.x.assign(static_cast<std::size_t>(max_share) * train.image_size(), 0.0f);
       state.y.assign(static_cast<std::size_t>(max_share), 0);
-      state.announced.assign(layers_.size(), 0);
+      state.announced.assign(model.spec().tensors.size(), 0);
+      state.counted.assign(layers_.size(), 0);
     });
     node_grads_.assign(threads_per_rank_ > 1 ? params : 0, 0.0f);
     layer_threads_done_ = std::make_unique<std::atomic<int>[]>(layers_.size());
@@ -241,26 +274,30 @@ class ClusterStrategy final : public Strategy {
     const double step_start = now_seconds();
     const int rank_offset = std::accumulate(rank_shares_.begin(), rank_shares_.begin() + rank_, 0);
     const int rank_share = rank_shares_[static_cast<std::size_t>(rank_)];
-    const std::vector<int> thread_shares = split_evenly(rank_share, threads_per_rank_);
+    const std::vector<int> thread_shares = thread_shares_of(rank_share);
+    last_thread_shares_ = thread_shares;
     std::vector<int> thread_offsets(thread_shares.size(), rank_offset);
     for (std::size_t t = 1; t < thread_shares.size(); ++t) {
       thread_offsets[t] = thread_offsets[t - 1] + thread_shares[t - 1];
     }
     if (overlapping_) begin_overlapped_step();
 
-    // Map: share s, forward + backward into gradient buffer s. Without overlap any awake worker
-    // may take any share (the buffers, not the threads, fix the summation order), so a worker
-    // that a loaded machine keeps off its core does not hold the step up.
+    // Map: share s, forward + backward into gradient buffer s. Without overlap or balancing any
+    // awake worker may take any share (the buffers, not the threads, fix the summation order),
+    // so a worker that a loaded machine keeps off its core does not hold the step up.
     const auto map_share = [&](int share) {
       const auto s = static_cast<std::size_t>(share);
       compute_share(share, batch_indices + thread_offsets[s], thread_shares[s]);
     };
-    if (overlapping_) {
-      pool_->run_on_each(map_share);  // backward's callbacks funnel MPI through worker 0
+    if (overlapping_ || options_.dynamic_balance) {
+      // Backward's callbacks funnel MPI through worker 0; balanced shares are sized for their
+      // worker's core.
+      pool_->run_on_each(map_share);
     } else {
       pool_->run_tasks_anywhere(threads_per_rank_, map_share);
     }
     const double map_end = now_seconds();
+    if (options_.dynamic_balance) measure_thread_throughput(thread_shares);
 
     double rank_loss = 0, rank_compute = 0, callback_seconds = 0;
     for (const ThreadState& state : threads_) {  // thread order: deterministic
@@ -409,7 +446,10 @@ class ClusterStrategy final : public Strategy {
       layer_threads_done_[l].store(0, std::memory_order_relaxed);
       layer_reduced_[l].store(false, std::memory_order_relaxed);
     }
-    for (ThreadState& state : threads_) std::fill(state.announced.begin(), state.announced.end(), 0);
+    for (ThreadState& state : threads_) {
+      std::fill(state.announced.begin(), state.announced.end(), 0);
+      std::fill(state.counted.begin(), state.counted.end(), 0);
+    }
     next_layer_to_post_ = static_cast<int>(layers_.size()) - 1;
     requests_.clear();
     first_post_time_ = 0;
@@ -419,13 +459,19 @@ class ClusterStrategy final : public Strategy {
   void gradients_ready(int worker, int first_tensor, int last_tensor) {
     const double start = now_seconds();
     ThreadState& state = threads_[static_cast<std::size_t>(worker)];
+    const int tensors = static_cast<int>(state.announced.size());
+    for (int t = std::max(first_tensor, 0); t <= std::min(last_tensor, tensors - 1); ++t) {
+      state.announced[static_cast<std::size_t>(t)] = 1;
+    }
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       const LayerRange& layer = layers_[l];
-      if (layer.first_tensor < first_tensor || layer.last_tensor > last_tensor || state.announced[l]) {
+      if (state.counted[l] ||
+          !std::all_of(state.announced.begin() + layer.first_tensor,
+                       state.announced.begin() + layer.last_tensor + 1, [](char a) { return a != 0; })) {
         continue;
       }
-      state.announced[l] = 1;
-      // The last thread to finish a layer sums it for the node.
+      state.counted[l] = 1;
+      // The last thread to finish a bucket sums it for the node.
       if (layer_threads_done_[l].fetch_add(1, std::memory_order_acq_rel) + 1 == threads_per_rank_) {
         if (threads_per_rank_ > 1) reduce_range(layer.begin, layer.end);
         layer_reduced_[l].store(true, std::memory_order_release);
@@ -477,6 +523,28 @@ class ClusterStrategy final : public Strategy {
 
   // ---- dynamic load balancing -------------------------------------------------------------
 
+  // A rank's share over its threads: even, or (dynamic balance) by each thread's measured
+  // throughput, since the cores of one machine need not be equally fast (a virtual machine's
+  // cores share their hosts with other guests; core 0 takes the interrupts).
+  std::vector<int> thread_shares_of(int rank_share) const {
+    if (!options_.dynamic_balance || threads_per_rank_ == 1) {
+      return split_evenly(rank_share, threads_per_rank_);
+    }
+    const int minimum = rank_share >= threads_per_rank_ ? 1 : 0;
+    return balance_shares(rank_share, thread_throughput_estimate_, minimum, max_thread_share_);
+  }
+
+  void measure_thread_throughput(const std::vector<int>& thread_shares) {
+    constexpr double smoothing = 0.5;
+    for (std::size_t t = 0; t < threads_.size(); ++t) {
+      const double seconds = threads_[t].compute_seconds;
+      if (thread_shares[t] <= 0 || seconds <= 0) continue;
+      const double measured = thread_shares[t] / seconds;
+      double& estimate = thread_throughput_estimate_[t];
+      estimate = estimate > 0 ? smoothing * measured + (1 - smoothing) * estimate : measured;
+    }
+  }
+
   // Every rank sees the same compute times (from the step's allreduce) and so computes the
   // same new shares. A moving average keeps one noisy step from swinging the shares.
   void rebalance(const std::vector<double>& exchange) {
@@ -509,12 +577,18 @@ class ClusterStrategy final : public Strategy {
     for (int r = 0; r < ranks_; ++r) {
       per_rank.push_back(RankCounters::from(table.data() + r * RankCounters::fields));
     }
-    metrics_ = make_metrics(per_rank);
+    // Every rank has the same number of threads.
+    last_thread_shares_.resize(static_cast<std::size_t>(threads_per_rank_), 0);
+    std::vector<int> thread_shares(static_cast<std::size_t>(ranks_ * threads_per_rank_));
+    MPI_Allgather(last_thread_shares_.data(), threads_per_rank_, MPI_INT, thread_shares.data(),
+                  threads_per_rank_, MPI_INT, MPI_COMM_WORLD);
+    metrics_ = make_metrics(per_rank, thread_shares);
     pool_->refresh_observed_cpus();
     gather_pins();
   }
 
-  nlohmann::json make_metrics(const std::vector<RankCounters>& per_rank) const {
+  nlohmann::json make_metrics(const std::vector<RankCounters>& per_rank,
+                              const std::vector<int>& thread_shares) const {
     double exposed_sum = 0, exposed_max = 0, flight_sum = 0;
     nlohmann::json ranks_json = nlohmann::json::array();
     for (int r = 0; r < ranks_; ++r) {
@@ -525,6 +599,9 @@ class ClusterStrategy final : public Strategy {
       ranks_json.push_back({{"rank", r},
                             {"samples", c.samples},
                             {"last_share", c.last_share},
+                            {"last_thread_shares",
+                             std::vector<int>(thread_shares.begin() + r * threads_per_rank_,
+                                              thread_shares.begin() + (r + 1) * threads_per_rank_)},
                             {"compute_s", c.compute_s},
                             {"images_per_s_compute", c.throughput},
                             {"intra_node_reduce_s", c.reduce_s},
@@ -626,6 +703,9 @@ class ClusterStrategy final : public Strategy {
   aligned_vector<float> node_grads_;  // the node's summed gradient when threads_per_rank > 1
   std::vector<int> rank_shares_;      // of each global batch, by rank
   std::vector<double> throughput_estimate_;  // samples/s by rank (dynamic balance)
+  std::vector<double> thread_throughput_estimate_;  // samples/s by thread of this rank (dynamic)
+  int max_thread_share_ = 0;                 // what a thread's buffers hold
+  std::vector<int> last_thread_shares_;      // of this rank's share, by thread, last step
 
   // Overlap state of the current step.
   std::unique_ptr<std::atomic<int>[]> layer_threads_done_;
