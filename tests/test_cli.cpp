@@ -8,36 +8,20 @@
 #include <csignal>
 #include <thread>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "cnnbench/core.hpp"
+#include "run_cli.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-CliResult run_cli(const std::string& args) {
-  const std::string command = std::string(CNNBENCH_CLI) + " " + args + " 2>&1";
-  CliResult result;
-  std::FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return result;
-  std::array<char, 4096> buffer{};
-  std::size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), pipe)) > 0) result.output.append(buffer.data(), n);
-  const int status = ::pclose(pipe);
-  result.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
-}
+using cnnbench::test::CliResult;
+using cnnbench::test::run_cli;
 
 fs::path temp_dir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / ("cnnbench-test-cli-" + name);
@@ -65,7 +49,8 @@ TEST(Cli, RuntimeErrorsExitOneWithTheCause) {
            {"train --data " + dir.string(), "train-images-idx3-ubyte"},
            {"train --data " + (dir / "none").string(), "does not exist"},
            {"train --synthetic 100 --steps 1 --save /proc/no-such-dir/x.safetensors", "/proc/no-such-dir"},
-           {"train --synthetic 10", "smaller than one batch"}}) {
+           {"train --synthetic 10", "smaller than one batch"},
+           {"train --synthetic 100 --steps 1 --pin-core 4096", "--pin-core 4096: expected a core number"}}) {
     const CliResult r = run_cli(c.args + " --quiet");
     EXPECT_EQ(r.code, 1) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find(c.expected), std::string::npos) << c.args << "\n" << r.output;

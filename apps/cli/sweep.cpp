@@ -26,6 +26,7 @@ struct SweepArgs {
   bool no_pin = false, resume = false, quiet = false;
   std::string consistency;
   int microbatches = 0;
+  std::string balance = "dynamic";
   std::string data_dir;
   std::size_t synthetic = 8192;
   double target_accuracy = -1;
@@ -79,6 +80,7 @@ int run_sweep_command(const SweepArgs& a) {
   o.pin = !a.no_pin;
   o.consistency = a.consistency;
   o.microbatches = a.microbatches;
+  o.balance = a.balance;
   if (!a.data_dir.empty()) o.data_dir = std::filesystem::absolute(a.data_dir);
   o.synthetic_samples = a.synthetic;
   if (a.target_accuracy > 0) o.target_accuracy = a.target_accuracy;
@@ -141,6 +143,11 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
       ->check(CLI::IsMember({"strict", "group-async", "async"}));
   cmd->add_option("--microbatches", args->microbatches, "stream: micro-batches per group")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--balance", args->balance,
+                  "cluster: static (even shares) or dynamic (shares by measured throughput, over ranks "
+                  "and over a rank's threads)")
+      ->check(CLI::IsMember({"static", "dynamic"}))
+      ->capture_default_str();
   auto* data = cmd->add_option("--data", args->data_dir, "MNIST folder (default: synthetic data)");
   cmd->add_option("--synthetic", args->synthetic, "synthetic training samples when --data is not given")
       ->check(CLI::PositiveNumber)

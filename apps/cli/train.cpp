@@ -32,7 +32,7 @@ struct TrainArgs {
   int threads = 1;
   // strategy options
   std::string consistency, overlap, balance, slowdown, gpu_data, gpu_graph, graph, widths;
-  int microbatches = 0, device = -1;
+  int microbatches = 0, device = -1, pin_core = -1;
 };
 
 std::atomic<bool> stop_signal{false};
@@ -64,6 +64,7 @@ TrainConfig make_config(const TrainArgs& a) {
   add_strategy_option(c, "gpu-graph", a.gpu_graph);
   if (a.microbatches > 0) c.options["microbatches"] = std::to_string(a.microbatches);
   if (a.device >= 0) c.options["device"] = std::to_string(a.device);
+  if (a.pin_core >= 0) c.options["pin-core"] = std::to_string(a.pin_core);
   return c;
 }
 
@@ -168,7 +169,9 @@ void add_train_command(CLI::App& root, Runner& runner) {
                   "channel groups; f1/f2/f3: dense blocks); unnamed layers keep the default");
   cmd->add_option("--overlap", args->overlap, "cluster: overlap allreduce with backward")
       ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--balance", args->balance, "cluster: static or dynamic load balancing")
+  cmd->add_option("--balance", args->balance,
+                  "cluster: static (even shares) or dynamic (shares by measured throughput, over "
+                  "ranks and over a rank's threads)")
       ->check(CLI::IsMember({"static", "dynamic"}));
   cmd->add_option("--slowdown", args->slowdown, "cluster: RANK:FACTOR, slow one rank (testing)");
   cmd->add_option("--gpu-data", args->gpu_data, "gpu: resident or stream")
@@ -176,6 +179,8 @@ void add_train_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--gpu-graph", args->gpu_graph, "gpu: capture the step as a CUDA graph")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--device", args->device, "gpu: CUDA device index")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--pin-core", args->pin_core, "serial: the core to run on (default: the last one)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([args, &runner] { runner = [args] { return run_train(*args); }; });
 }
 

@@ -7,6 +7,7 @@ import argparse
 import copy
 import json
 import subprocess
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -67,6 +68,16 @@ def main():
                 break
         else:
             check(True, "speedup = T_serial / T_p and efficiency = S / p on every point")
+        cores = report["context"]["cores"]
+        if cores >= 2:
+            base = serial["baseline_cores"]
+            per_core = {c["core"]: c for c in base["per_core"]}
+            check(sorted(per_core) == [0, cores - 1], "the serial baseline ran on the first and the last core")
+            fastest = min(per_core.values(), key=lambda c: statistics.median(c["times_s"]))
+            check(base["chosen"] == fastest["core"] and serial["times_s"] == fastest["times_s"],
+                  "the baseline's times are those of its faster core")
+            check(all(p["core"] == base["chosen"] for p in serial["pin_map"]),
+                  "the baseline's pin map is that of the chosen core")
         check(all("time_to_accuracy" in p and p["time_to_accuracy"]["curve"] for p in ok),
               "every measured point has a time-to-accuracy curve")
         gpu = next(p for p in report["points"] if p["strategy"] == "gpu")

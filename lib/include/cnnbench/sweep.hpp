@@ -140,6 +140,7 @@ struct SweepOptions {
   bool pin = true;
   std::string consistency;   // stream: passed on when set
   int microbatches = 0;      // stream: passed on when > 0
+  std::string balance = "dynamic";  // cluster: --balance static|dynamic, passed on when set
   // Data: MNIST from data_dir when set, else synthetic_samples synthetic samples.
   std::optional<std::filesystem::path> data_dir;
   std::size_t synthetic_samples = 8192;

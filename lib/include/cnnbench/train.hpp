@@ -32,7 +32,8 @@ struct TrainConfig {
   int threads = 1;           // cores / worker threads a strategy may use
   bool pin = true;
   // Strategy-specific options, parsed by the strategy; keys as the CLI flags without dashes:
-  // stream: "consistency", "microbatches", "graph"; cluster: "overlap", "balance", "slowdown";
+  // serial: "pin-core"; stream: "consistency", "microbatches", "graph"; cluster: "overlap",
+  // "balance", "slowdown";
   // gpu: "gpu-data", "device". Unknown or invalid values -> Error naming the flag.
   std::map<std::string, std::string> options;
 };

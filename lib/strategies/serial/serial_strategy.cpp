@@ -3,6 +3,8 @@
 // with OpenBLAS allowed N threads, i.e. what a library's intra-op threading alone gives.
 #include <algorithm>
 #include <optional>
+#include <stdexcept>
+#include <string>
 
 #include "../factories.hpp"
 #include "cnnbench/core.hpp"
@@ -11,6 +13,25 @@
 namespace cnnbench {
 
 namespace {
+
+// --pin-core N (config.options["pin-core"]) or the last core.
+int pin_core_of(const TrainConfig& config, int cores) {
+  const auto option = config.options.find("pin-core");
+  if (option == config.options.end()) return cores - 1;
+  const std::string& text = option->second;
+  std::size_t used = 0;
+  int core = -1;
+  try {
+    core = std::stoi(text, &used);
+  } catch (const std::logic_error&) {  // not a number or out of range
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || core < 0 || core >= cores) {
+    fail("--pin-core " + text + ": expected a core number from 0 to " + std::to_string(cores - 1) +
+         " (this machine has " + std::to_string(cores) + " cores)");
+  }
+  return core;
+}
 
 class SerialStrategy final : public Strategy {
  public:
@@ -29,10 +50,10 @@ class SerialStrategy final : public Strategy {
     set_blas_threads(threads_);
     if (config.pin && !blas_baseline_) {
       caller_affinity_.emplace();  // the caller's thread gets its mask back with the strategy
-      // The last core: core 0 takes most of the OS's interrupts and housekeeping (measured on the
-      // 2-core machine: serial LeNet-5 ran 8% slower pinned to core 0 than to core 1), and the
-      // baseline every speedup divides by should not carry that handicap.
-      pinned_core_ = machine_topology().cores - 1;
+      // By default the last core: core 0 takes most of the OS's interrupts and housekeeping
+      // (measured on the 2-core machine: serial LeNet-5 ran 8% slower pinned to core 0 than to
+      // core 1). The sweep measures the baseline on more than one core (--pin-core).
+      pinned_core_ = pin_core_of(config, machine_topology().cores);
       pinned_pu_ = pin_current_thread(pinned_core_);
     }
   }
