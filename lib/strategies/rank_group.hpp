@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,12 +41,30 @@ class RankGroup {
   virtual void end_job_at_exit() = 0;
 };
 
+// Runs `body`; when it throws on a rank of a multi-rank job, the whole job ends at once with a
+// line naming the rank (the other ranks may be blocked in a collective); on one rank the error
+// passes on to the caller.
+template <class Body>
+void run_or_end_job(RankGroup& group, Body&& body) {
+  try {
+    body();
+  } catch (const std::exception& error) {
+    if (group.size() > 1) group.end_job_after_error(error.what());
+    throw;
+  } catch (...) {
+    if (group.size() > 1) group.end_job_after_error("an unknown error");
+    throw;
+  }
+}
+
 // The ranks of this job: MPI_COMM_WORLD when the process was started by an MPI launcher (mpirun,
 // mpiexec, srun) in a build with MPI, else a group of one rank. A one-rank group never
 // initialises MPI, so a plain run stays exactly what it was without mpirun.
 std::unique_ptr<RankGroup> join_rank_group();
 // The group of one rank, in every build: sums and gathers return their input.
 std::unique_ptr<RankGroup> make_single_rank_group();
+// MPI_COMM_WORLD's ranks, initialising MPI if needed (builds with MPI only). Collective.
+std::unique_ptr<RankGroup> make_mpi_rank_group();
 // Whether the environment shows an MPI launcher started this process (OMPI_COMM_WORLD_SIZE,
 // PMI_SIZE, PMIX_RANK, ...).
 bool started_by_mpi_launcher();

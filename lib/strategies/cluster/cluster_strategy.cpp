@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "../factories.hpp"
+#include "../rank_group.hpp"
 #include "cnnbench/cluster.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/topology.hpp"
@@ -116,6 +117,7 @@ class ClusterStrategy final : public Strategy {
     int thread_level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&thread_level);
     any_thread_may_call_mpi_ = thread_level >= MPI_THREAD_SERIALIZED;
+    group_ = make_mpi_rank_group();
   }
 
   ~ClusterStrategy() override {
@@ -162,20 +164,7 @@ class ClusterStrategy final : public Strategy {
   // a one-rank run just passes the error on.
   template <class Body>
   void guarded(Body&& body) {
-    try {
-      body();
-    } catch (const std::exception& error) {
-      if (ranks_ == 1) throw;
-      std::fprintf(stderr, "cnnbench: rank %d of %d failed: %s; ending the whole job\n", rank_,
-                   ranks_, error.what());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    } catch (...) {
-      if (ranks_ == 1) throw;
-      std::fprintf(stderr, "cnnbench: rank %d of %d failed; ending the whole job\n", rank_, ranks_);
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    run_or_end_job(*group_, body);
   }
 
   void prepare_rank(const Model& model, const Dataset& train, const TrainConfig& config) {
@@ -688,6 +677,7 @@ class ClusterStrategy final : public Strategy {
   }
 
   int rank_ = 0, ranks_ = 1, local_rank_ = 0, ranks_per_node_ = 1;
+  std::unique_ptr<RankGroup> group_;  // MPI_COMM_WORLD's ranks: ends the job after an error
   bool any_thread_may_call_mpi_ = false;
   bool warned_oversubscribed_ = false;
   ClusterOptions options_;

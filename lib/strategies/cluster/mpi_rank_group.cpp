@@ -116,7 +116,9 @@ class MpiRankGroup final : public RankGroup {
 
 std::unique_ptr<RankGroup> join_rank_group() {
   if (!started_by_mpi_launcher()) return make_single_rank_group();
-  return std::make_unique<MpiRankGroup>();
+  return make_mpi_rank_group();
 }
+
+std::unique_ptr<RankGroup> make_mpi_rank_group() { return std::make_unique<MpiRankGroup>(); }
 
 }  // namespace cnnbench

@@ -209,16 +209,9 @@ class GpuStrategy final : public Strategy {
   }
 
  private:
-  // A failing rank of a multi-rank job ends the job at once with a line naming it (the others
-  // may be blocked in a collective); on one rank the error just passes on.
   template <class Body>
   void guarded(Body&& body) {
-    try {
-      body();
-    } catch (const std::exception& error) {
-      if (multi_rank_) ranks_->end_job_after_error(error.what());
-      throw;
-    }
+    run_or_end_job(*ranks_, body);
   }
 
   void prepare_rank(const Model& model, const Dataset& train, const TrainConfig& config) {
