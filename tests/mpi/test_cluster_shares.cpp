@@ -81,6 +81,47 @@ TEST(ClusterShares, BalanceHoldsPartsAtTheMaximum) {
   }
 }
 
+// Simulated parts: a part's compute takes fixed + samples * per_sample seconds.
+std::vector<double> simulated_times(const std::vector<int>& shares, double fixed,
+                                    const std::vector<double>& per_sample) {
+  std::vector<double> times;
+  for (std::size_t p = 0; p < shares.size(); ++p) times.push_back(fixed + shares[p] * per_sample[p]);
+  return times;
+}
+
+TEST(ClusterShares, EqualizingTimesConvergesAndStaysUnderAFixedCost) {
+  // Equal cores with a fixed cost per part: a skewed split must come back to even and stay
+  // (sharing by throughput would shrink the smaller part further).
+  std::vector<int> shares = {20, 44};
+  for (int step = 0; step < 20; ++step) {
+    shares = equalize_times(shares, simulated_times(shares, 50e-6, {10e-6, 10e-6}), 1, 64, 0.05);
+  }
+  EXPECT_EQ(sum(shares), 64);
+  EXPECT_LE(std::abs(shares[0] - shares[1]), 4) << shares[0] << " / " << shares[1];
+  // One core twice as slow: about a third of the batch, within the tolerance.
+  shares = {32, 32};
+  for (int step = 0; step < 20; ++step) {
+    shares = equalize_times(shares, simulated_times(shares, 0.0, {10e-6, 20e-6}), 1, 64, 0.05);
+  }
+  EXPECT_EQ(sum(shares), 64);
+  EXPECT_NEAR(shares[1], 64.0 / 3, 2.0) << shares[0] << " / " << shares[1];
+  // Four parts, one four times slower.
+  std::vector<int> four = {16, 16, 16, 16};
+  for (int step = 0; step < 40; ++step) {
+    four = equalize_times(four, simulated_times(four, 0.0, {1e-6, 1e-6, 4e-6, 1e-6}), 1, 64, 0.05);
+  }
+  EXPECT_EQ(sum(four), 64);
+  EXPECT_NEAR(four[2], 64.0 / 13, 2.0) << four[0] << " " << four[1] << " " << four[2] << " " << four[3];
+}
+
+TEST(ClusterShares, EqualizingTimesKeepsSharesWithinTheToleranceAndTheBounds) {
+  EXPECT_EQ(equalize_times({32, 32}, {1.00, 1.04}, 1, 64, 0.05), (std::vector<int>{32, 32}));
+  EXPECT_EQ(equalize_times({32, 32}, {1.0, 3.0}, 1, 40, 0.05), (std::vector<int>{40, 24}));
+  EXPECT_EQ(equalize_times({3, 61}, {9.0, 1.0}, 2, 64, 0.05), (std::vector<int>{2, 62}));
+  EXPECT_EQ(equalize_times({32, 32}, {1.0, 0.5}, 30, 64, 0.05), (std::vector<int>{30, 34}));
+  EXPECT_THROW(equalize_times({32, 32}, {1.0}, 1, 64, 0.05), Error);
+}
+
 TEST(ClusterShares, BalanceTreatsMissingMeasurementsAsAverage) {
   EXPECT_EQ(balance_shares(30, {0.0, 0.0, 0.0}, 0), split_evenly(30, 3));
   EXPECT_EQ(balance_shares(30, {2.0, -1.0, 2.0}, 0), (std::vector<int>{10, 10, 10}));

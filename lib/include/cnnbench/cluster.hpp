@@ -96,6 +96,15 @@ std::vector<int> split_evenly(int total, int parts);
 std::vector<int> balance_shares(int total, const std::vector<double>& throughputs, int minimum,
                                 int maximum = std::numeric_limits<int>::max());
 
+// One move of dynamic balancing towards equal compute times: when the slowest part took more
+// than (1 + tolerance) times the fastest part's `seconds`, samples go from the slowest to the
+// fastest, as many as would make the two take equally long at their measured seconds per sample,
+// keeping shares within [minimum, maximum]; otherwise the shares stay. Balancing times rather
+// than sharing by throughput stays put under a fixed per-part cost (zeroing a gradient buffer):
+// there, the smaller part's throughput looks lower and sharing by throughput shrinks it further.
+std::vector<int> equalize_times(std::vector<int> shares, const std::vector<double>& seconds,
+                                int minimum, int maximum, double tolerance);
+
 // config.options of --strategy cluster, validated: unknown keys or bad values -> Error naming
 // the CLI flag (--overlap, --balance, --slowdown).
 struct ClusterOptions {

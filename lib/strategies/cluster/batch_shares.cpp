@@ -102,6 +102,30 @@ std::vector<int> balance_shares(int total, const std::vector<double>& throughput
   }
 }
 
+std::vector<int> equalize_times(std::vector<int> shares, const std::vector<double>& seconds,
+                                int minimum, int maximum, double tolerance) {
+  CNNBENCH_CHECK(shares.size() == seconds.size() && !shares.empty(),
+                 "equalize_times: one measured time per share is needed");
+  std::size_t slow = 0, fast = 0;
+  for (std::size_t p = 0; p < shares.size(); ++p) {
+    if (!std::isfinite(seconds[p]) || seconds[p] < 0) return shares;  // nothing to go by
+    if (seconds[p] > seconds[slow]) slow = p;
+    if (seconds[p] < seconds[fast]) fast = p;
+  }
+  const double t_slow = seconds[slow], t_fast = seconds[fast];
+  if (slow == fast || shares[slow] <= 0 || t_slow <= t_fast * (1 + tolerance)) return shares;
+  const double per_sample_slow = t_slow / shares[slow];
+  const double per_sample_fast = shares[fast] > 0 ? t_fast / shares[fast] : per_sample_slow;
+  // (n_s - k) p_s = (n_f + k) p_f
+  const double exact = (t_slow - t_fast) / (per_sample_slow + per_sample_fast);
+  int move = std::max(1, static_cast<int>(std::floor(exact)));
+  move = std::min({move, shares[slow] - minimum, maximum - shares[fast]});
+  if (move <= 0) return shares;
+  shares[slow] -= move;
+  shares[fast] += move;
+  return shares;
+}
+
 namespace {
 
 [[noreturn]] void bad_option(const std::string& flag, const std::string& value,

@@ -184,7 +184,6 @@ class ClusterStrategy final : public Strategy {
     set_blas_threads(1);
 
     rank_shares_ = split_evenly(config.batch, ranks_);
-    throughput_estimate_.assign(static_cast<std::size_t>(ranks_), 0.0);
     counters_ = RankCounters{};
 
     MPI_Comm node;
@@ -207,7 +206,7 @@ class ClusterStrategy final : public Strategy {
                               ? std::min(config.batch, 2 * even_share)
                               : even_share;
     max_thread_share_ = max_share;
-    thread_throughput_estimate_.assign(static_cast<std::size_t>(threads_per_rank_), 0.0);
+    thread_shares_.clear();
     const std::size_t params = model_->params.size();
     pool_->run_on_each([&](int worker) {
       ThreadState& state = threads_[static_cast<std::size_t>(worker)];
@@ -286,7 +285,7 @@ class ClusterStrategy final : public Strategy {
       pool_->run_tasks_anywhere(threads_per_rank_, map_share);
     }
     const double map_end = now_seconds();
-    if (options_.dynamic_balance) measure_thread_throughput(thread_shares);
+    if (options_.dynamic_balance) balance_threads(thread_shares);
 
     double rank_loss = 0, rank_compute = 0, callback_seconds = 0;
     for (const ThreadState& state : threads_) {  // thread order: deterministic
@@ -512,43 +511,42 @@ class ClusterStrategy final : public Strategy {
 
   // ---- dynamic load balancing -------------------------------------------------------------
 
-  // A rank's share over its threads: even, or (dynamic balance) by each thread's measured
-  // throughput, since the cores of one machine need not be equally fast (a virtual machine's
-  // cores share their hosts with other guests; core 0 takes the interrupts).
-  std::vector<int> thread_shares_of(int rank_share) const {
+  // Compute times that differ by less than this are noise, not imbalance.
+  static constexpr double balance_tolerance = 0.05;
+
+  // A rank's share over its threads: even, or (dynamic balance) as the threads' measured times
+  // moved it, since the cores of one machine need not be equally fast (a virtual machine's
+  // cores share their hosts with other guests; core 0 takes the interrupts). When the rank's
+  // share changed, the threads keep their proportions of it.
+  std::vector<int> thread_shares_of(int rank_share) {
     if (!options_.dynamic_balance || threads_per_rank_ == 1) {
       return split_evenly(rank_share, threads_per_rank_);
     }
     const int minimum = rank_share >= threads_per_rank_ ? 1 : 0;
-    return balance_shares(rank_share, thread_throughput_estimate_, minimum, max_thread_share_);
+    if (thread_shares_.empty()) {
+      thread_shares_ = split_evenly(rank_share, threads_per_rank_);
+    } else if (std::accumulate(thread_shares_.begin(), thread_shares_.end(), 0) != rank_share) {
+      const std::vector<double> weights(thread_shares_.begin(), thread_shares_.end());
+      thread_shares_ = balance_shares(rank_share, weights, minimum, max_thread_share_);
+    }
+    return thread_shares_;
   }
 
-  void measure_thread_throughput(const std::vector<int>& thread_shares) {
-    constexpr double smoothing = 0.5;
-    for (std::size_t t = 0; t < threads_.size(); ++t) {
-      const double seconds = threads_[t].compute_seconds;
-      if (thread_shares[t] <= 0 || seconds <= 0) continue;
-      const double measured = thread_shares[t] / seconds;
-      double& estimate = thread_throughput_estimate_[t];
-      estimate = estimate > 0 ? smoothing * measured + (1 - smoothing) * estimate : measured;
-    }
+  void balance_threads(const std::vector<int>& thread_shares) {
+    std::vector<double> seconds;
+    for (const ThreadState& state : threads_) seconds.push_back(state.compute_seconds);
+    const int rank_share = std::accumulate(thread_shares.begin(), thread_shares.end(), 0);
+    const int minimum = rank_share >= threads_per_rank_ ? 1 : 0;
+    thread_shares_ = equalize_times(thread_shares, seconds, minimum, max_thread_share_,
+                                    balance_tolerance);
   }
 
   // Every rank sees the same compute times (from the step's allreduce) and so computes the
-  // same new shares. A moving average keeps one noisy step from swinging the shares.
+  // same new shares.
   void rebalance(const std::vector<double>& exchange) {
-    constexpr double smoothing = 0.5;
-    for (int r = 0; r < ranks_; ++r) {
-      const auto i = static_cast<std::size_t>(r);
-      const double seconds = exchange[i + 1];
-      const int share = rank_shares_[i];
-      if (share <= 0 || seconds <= 0) continue;
-      const double measured = share / seconds;
-      double& estimate = throughput_estimate_[i];
-      estimate = estimate > 0 ? smoothing * measured + (1 - smoothing) * estimate : measured;
-    }
+    const std::vector<double> seconds(exchange.begin() + 1, exchange.end());
     const int minimum = config_.batch >= ranks_ ? 1 : 0;
-    rank_shares_ = balance_shares(config_.batch, throughput_estimate_, minimum);
+    rank_shares_ = equalize_times(rank_shares_, seconds, minimum, config_.batch, balance_tolerance);
   }
 
   // ---- metrics and pin map, gathered at points every rank reaches ----------------------------
@@ -692,8 +690,7 @@ class ClusterStrategy final : public Strategy {
   std::vector<ThreadState> threads_;
   aligned_vector<float> node_grads_;  // the node's summed gradient when threads_per_rank > 1
   std::vector<int> rank_shares_;      // of each global batch, by rank
-  std::vector<double> throughput_estimate_;  // samples/s by rank (dynamic balance)
-  std::vector<double> thread_throughput_estimate_;  // samples/s by thread of this rank (dynamic)
+  std::vector<int> thread_shares_;           // of this rank's share, by thread (dynamic balance)
   int max_thread_share_ = 0;                 // what a thread's buffers hold
   std::vector<int> last_thread_shares_;      // of this rank's share, by thread, last step
 
