@@ -16,6 +16,7 @@
 
 #include "../factories.hpp"
 #include "../rank_group.hpp"
+#include "../strategy_options.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/gpu.hpp"
 #include "cnnbench/topology.hpp"
@@ -29,11 +30,6 @@ namespace {
 using namespace gpu;
 
 enum class DataMode { resident, stream };
-
-std::string option_or(const TrainConfig& config, const std::string& key, const std::string& fallback) {
-  const auto it = config.options.find(key);
-  return it == config.options.end() ? fallback : it->second;
-}
 
 int device_count_or_fail() {
   int count = 0;
@@ -50,14 +46,7 @@ int device_count_or_fail() {
 // --device K, or `fallback` (rank on this machine modulo the device count) when not given.
 int parse_device(const TrainConfig& config, int count, int fallback) {
   const std::string text = option_or(config, "device", std::to_string(fallback));
-  int device = -1;
-  try {
-    std::size_t used = 0;
-    device = std::stoi(text, &used);
-    if (used != text.size()) device = -1;
-  } catch (const std::exception&) {
-    device = -1;
-  }
+  const int device = parse_whole_number(text).value_or(-1);
   if (device < 0 || device >= count) {
     fail("--device " + text + ": expected a CUDA device index in [0, " + std::to_string(count) +
          ") on this machine");

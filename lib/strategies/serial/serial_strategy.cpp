@@ -3,10 +3,10 @@
 // with OpenBLAS allowed N threads, i.e. what a library's intra-op threading alone gives.
 #include <algorithm>
 #include <optional>
-#include <stdexcept>
 #include <string>
 
 #include "../factories.hpp"
+#include "../strategy_options.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/topology.hpp"
 
@@ -16,17 +16,9 @@ namespace {
 
 // --pin-core N (config.options["pin-core"]) or the last core.
 int pin_core_of(const TrainConfig& config, int cores) {
-  const auto option = config.options.find("pin-core");
-  if (option == config.options.end()) return cores - 1;
-  const std::string& text = option->second;
-  std::size_t used = 0;
-  int core = -1;
-  try {
-    core = std::stoi(text, &used);
-  } catch (const std::logic_error&) {  // not a number or out of range
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || core < 0 || core >= cores) {
+  const std::string text = option_or(config, "pin-core", std::to_string(cores - 1));
+  const int core = parse_whole_number(text).value_or(-1);
+  if (core < 0 || core >= cores) {
     fail("--pin-core " + text + ": expected a core number from 0 to " + std::to_string(cores - 1) +
          " (this machine has " + std::to_string(cores) + " cores)");
   }

@@ -5,8 +5,10 @@
 // on_step is called by the sink actor, on the worker thread that runs it, in step order.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "../factories.hpp"
+#include "../strategy_options.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/stream.hpp"
 #include "training_graph.hpp"
@@ -20,24 +22,13 @@ namespace {
 int parse_microbatches(const TrainConfig& config, bool strict) {
   const auto it = config.options.find("microbatches");
   if (it == config.options.end()) return std::gcd(config.batch, strict ? 2 : 4);
-  int m = 0;
-  try {
-    std::size_t used = 0;
-    m = std::stoi(it->second, &used);
-    CNNBENCH_CHECK(used == it->second.size(), "");
-  } catch (const std::exception&) {
-    fail("--microbatches: '" + it->second + "' is not a whole number");
-  }
+  const std::optional<int> parsed = parse_whole_number(it->second);
+  if (!parsed) fail("--microbatches: '" + it->second + "' is not a whole number");
+  const int m = *parsed;
   CNNBENCH_CHECK(m >= 1 && config.batch % m == 0,
                  "--microbatches " + it->second + ": must be >= 1 and divide the batch size " +
                      std::to_string(config.batch));
   return m;
-}
-
-std::string option_or(const TrainConfig& config, const std::string& key,
-                      const std::string& fallback) {
-  const auto it = config.options.find(key);
-  return it == config.options.end() ? fallback : it->second;
 }
 
 class StreamStrategy final : public Strategy {
