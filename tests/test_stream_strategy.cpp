@@ -1,6 +1,8 @@
 // The stream strategy against serial: strict mode equals mini-batch SGD (forward_backward +
-// sgd_step) within 1e-4 per tensor after 50 steps for FC-3 and LeNet-5 on 1-4 cores;
-// group-async equals its one-step-stale oracle; async trains; options fail with the flag's name.
+// sgd_step) within 1e-4 per tensor after 50 steps for FC-3 and LeNet-5 on 1-4 cores, in the
+// paper's graph (s=1) and with sample fission (s=2: two copies of the net whose gradients are
+// summed); group-async equals its one-step-stale oracle in both; async trains; options fail with
+// the flag's name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -110,17 +112,20 @@ void expect_losses_close(const std::vector<double>& got, const std::vector<doubl
   }
 }
 
-class StrictEqualsSerial : public ::testing::TestWithParam<std::tuple<ModelKind, int>> {};
+class StrictEqualsSerial
+    : public ::testing::TestWithParam<std::tuple<ModelKind, int, const char*>> {};
 
 TEST_P(StrictEqualsSerial, WeightsAndLossesMatchAfter50Steps) {
-  const auto [kind, cores] = GetParam();
+  const auto [kind, cores, widths] = GetParam();
   static const Trained fc3 = serial_reference(ModelKind::fc3, false);
   static const Trained lenet5 = serial_reference(ModelKind::lenet5, false);
   const Trained& want = kind == ModelKind::fc3 ? fc3 : lenet5;
-  const std::string what =
-      std::string(model_name(kind)) + " on " + std::to_string(cores) + " cores";
+  const std::string what = std::string(model_name(kind)) + " on " + std::to_string(cores) +
+                           " cores, --widths " + widths;
+  TrainConfig config = config_for(kind, cores, "strict", 4);
+  config.options["widths"] = widths;
   nlohmann::json metrics;
-  const Trained got = run_stream(config_for(kind, cores, "strict", 4), &metrics);
+  const Trained got = run_stream(config, &metrics);
   expect_close(got.model, want.model, 1e-4, what);
   expect_losses_close(got.losses, want.losses, what);
   for (const ParamTensor& t : want.model.spec().tensors) {
@@ -131,23 +136,52 @@ TEST_P(StrictEqualsSerial, WeightsAndLossesMatchAfter50Steps) {
   }
   EXPECT_EQ(metrics["staleness_histogram"].size(), 1u) << "strict never uses stale weights";
   EXPECT_EQ(metrics["cores"], cores);
+  EXPECT_EQ(metrics["widths"]["sample_groups"], widths[2] - '0');
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelsAndCores, StrictEqualsSerial,
                          ::testing::Combine(::testing::Values(ModelKind::fc3, ModelKind::lenet5),
-                                            ::testing::Values(1, 2, 3, 4)));
+                                            ::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values("s=1", "s=2")));
 
+// Two copies of the net update each block from the last copy's thread while the other copy may
+// already run the next group on the other weight buffer.
 TEST(StreamStrategy, GroupAsyncEqualsTheOneStepStaleOracle) {
   for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
     const Trained want = serial_reference(kind, true);
-    nlohmann::json metrics;
-    const Trained got = run_stream(config_for(kind, 2, "group-async", 2), &metrics);
-    expect_close(got.model, want.model, 1e-4, std::string(model_name(kind)) + " group-async");
-    expect_losses_close(got.losses, want.losses, "group-async");
-    EXPECT_EQ(metrics["consistency"], "group-async");
-    EXPECT_GT(metrics["staleness_histogram"].value("1", 0), 0);
-    EXPECT_EQ(metrics["staleness_histogram"].size(), 2u);
+    for (const char* widths : {"s=1", "s=2"}) {
+      const std::string what = std::string(model_name(kind)) + " group-async " + widths;
+      TrainConfig config = config_for(kind, 2, "group-async", 2);
+      config.options["widths"] = widths;
+      nlohmann::json metrics;
+      const Trained got = run_stream(config, &metrics);
+      expect_close(got.model, want.model, 1e-4, what);
+      expect_losses_close(got.losses, want.losses, what);
+      EXPECT_EQ(metrics["consistency"], "group-async");
+      EXPECT_GT(metrics["staleness_histogram"].value("1", 0), 0) << what;
+      EXPECT_EQ(metrics["staleness_histogram"].size(), 2u) << what;
+    }
   }
+}
+
+// LeNet-5 defaults to one copy per core in strict and group-async (as many as divide the
+// micro-batch), with each copy's layers whole; async and FC-3 keep the paper's graph.
+TEST(StreamStrategy, DefaultWidthsChooseFissionForLeNet5) {
+  const auto widths_of = [](ModelKind kind, int cores, const char* mode, int m) {
+    auto strategy = make_strategy("stream");
+    strategy->prepare(initial(kind), data(), config_for(kind, cores, mode, m));
+    return strategy->metrics()["widths"];
+  };
+  const nlohmann::json two = widths_of(ModelKind::lenet5, 2, "strict", 4);
+  EXPECT_EQ(two["sample_groups"], 2);
+  EXPECT_EQ(two["c1_kernel_groups"], 1);
+  EXPECT_EQ(widths_of(ModelKind::lenet5, 3, "strict", 4)["sample_groups"], 2)
+      << "3 copies do not divide a micro-batch of 4";
+  EXPECT_EQ(widths_of(ModelKind::lenet5, 2, "group-async", 2)["sample_groups"], 2);
+  const nlohmann::json async = widths_of(ModelKind::lenet5, 2, "async", 4);
+  EXPECT_EQ(async["sample_groups"], 1);
+  EXPECT_EQ(async["c1_kernel_groups"], 2);
+  EXPECT_EQ(widths_of(ModelKind::fc3, 2, "strict", 4)["sample_groups"], 1);
 }
 
 TEST(StreamStrategy, AsyncTrainsAndReportsStaleness) {
@@ -193,20 +227,39 @@ TEST(StreamStrategy, BadOptionsNameTheFlag) {
   TrainConfig fc3 = config_for(ModelKind::fc3, 2, "strict", 4);
   fc3.options["widths"] = "c1k=2";
   EXPECT_NE(message(fc3).find("has no layer 'c1k'"), std::string::npos);
+  TrainConfig odd = config_for(ModelKind::lenet5, 2, "strict", 4);
+  odd.options["widths"] = "s=3";
+  EXPECT_NE(message(odd).find("--widths s=3: must divide the micro-batch of 4"), std::string::npos);
+  TrainConfig async = config_for(ModelKind::lenet5, 2, "async", 4);
+  async.options["widths"] = "s=2";
+  EXPECT_NE(message(async).find("--consistency async"), std::string::npos);
 }
 
 // Any splitjoin widths compute the same thing: uneven blocks, im2col conv blocks (c2 split by
-// kernels), and every dense layer split, on 3 cores.
+// kernels), and every dense layer split, on 3 cores; and split blocks inside 4 copies of the net.
 TEST(StreamStrategy, StrictWithOtherWidthsEqualsSerial) {
   const Trained want = serial_reference(ModelKind::lenet5, false);
-  TrainConfig config = config_for(ModelKind::lenet5, 3, "strict", 4);
-  config.options["widths"] = "c1k=4,c2k=3,c2c=2,f1=3,f2=2,f3=3";
-  nlohmann::json metrics;
-  const Trained got = run_stream(config, &metrics);
-  expect_close(got.model, want.model, 1e-4, "lenet5 with widths");
-  expect_losses_close(got.losses, want.losses, "lenet5 with widths");
-  EXPECT_EQ(metrics["widths"]["c2_kernel_groups"], 3);
-  EXPECT_EQ(metrics["widths"]["f3_blocks"], 3);
+  for (const char* widths : {"s=1,c1k=4,c2k=3,c2c=2,f1=3,f2=2,f3=3", "s=4,c1k=2,c2c=2,f1=2"}) {
+    TrainConfig config = config_for(ModelKind::lenet5, 3, "strict", 4);
+    config.options["widths"] = widths;
+    if (widths[2] == '4') config.options["microbatches"] = "2";
+    nlohmann::json metrics;
+    const Trained got = run_stream(config, &metrics);
+    expect_close(got.model, want.model, 1e-4, std::string("lenet5 with widths ") + widths);
+    expect_losses_close(got.losses, want.losses, std::string("lenet5 with widths ") + widths);
+    EXPECT_EQ(metrics["widths"]["c2_kernel_groups"], widths[2] == '1' ? 3 : 1);
+    EXPECT_EQ(metrics["widths"]["sample_groups"], widths[2] - '0');
+  }
+}
+
+// The same N copies compute the same sums in the same order on every run.
+TEST(StreamStrategy, FissionRerunsAreBitIdentical) {
+  TrainConfig config = config_for(ModelKind::lenet5, 2, "strict", 2);
+  config.options["widths"] = "s=2";
+  const Trained first = run_stream(config);
+  const Trained second = run_stream(config);
+  EXPECT_TRUE(std::equal(first.model.params.begin(), first.model.params.end(),
+                         second.model.params.begin()));
 }
 
 TEST(StreamStrategy, GraphFileShowsThePartition) {
@@ -220,8 +273,17 @@ TEST(StreamStrategy, GraphFileShowsThePartition) {
   dot << file.rdbuf();
   EXPECT_NE(dot.str().find("cluster_core0"), std::string::npos);
   EXPECT_NE(dot.str().find("cluster_core1"), std::string::npos);
-  EXPECT_NE(dot.str().find("c1.k1.c0.fwd"), std::string::npos);
-  EXPECT_NE(dot.str().find("loss"), std::string::npos);
+  EXPECT_NE(dot.str().find("s0.c1.k0.c0.fwd"), std::string::npos);
+  EXPECT_NE(dot.str().find("s1.c2.k0.c0.bwd"), std::string::npos);
+  EXPECT_NE(dot.str().find("s1.loss"), std::string::npos);
+  EXPECT_NE(dot.str().find("samples"), std::string::npos);
+  config.options["widths"] = "s=1";
+  make_strategy("stream")->prepare(initial(config.model), data(), config);
+  std::ifstream paper(path);
+  std::stringstream paper_dot;
+  paper_dot << paper.rdbuf();
+  EXPECT_NE(paper_dot.str().find("c1.k1.c0.fwd"), std::string::npos);
+  EXPECT_EQ(paper_dot.str().find("s0."), std::string::npos);
   std::filesystem::remove(path);
 }
 

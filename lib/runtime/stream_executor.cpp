@@ -44,8 +44,10 @@ Executor::Executor(Graph graph, Schedule schedule, Partition partition, Executor
     const Port& out = graph_.actors[edge.from]->outputs()[edge.from_port];
     const Port& in = graph_.actors[edge.to]->inputs()[edge.to_port];
     const std::int64_t per_iteration = schedule_.steady[edge.from] * out.rate;
-    const std::int64_t capacity = per_iteration * (1 + options_.slack_iterations) + in.window() +
-                                  schedule_.init[edge.from] * out.rate;
+    const std::int64_t capacity =
+        std::max<std::int64_t>({per_iteration * (1 + options_.slack_iterations) + in.window() +
+                                    schedule_.init[edge.from] * out.rate,
+                                in.retain, out.retain});
     channels_.push_back(std::make_unique<Channel>(static_cast<std::size_t>(capacity),
                                                   out.token_bytes()));
     CNNBENCH_CHECK(actor_outputs_[edge.from][edge.from_port] == nullptr &&

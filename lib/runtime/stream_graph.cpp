@@ -21,6 +21,11 @@ Port f32_port(std::size_t elements, int rate, int peek) {
   return port;
 }
 
+Port retained(Port port, int tokens) {
+  port.retain = tokens;
+  return port;
+}
+
 Actor::Actor(std::string name, std::vector<Port> inputs, std::vector<Port> outputs)
     : name_(std::move(name)), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
   auto check_port = [this](const Port& port, bool input) {

@@ -93,11 +93,16 @@ struct Port {
   std::size_t elements = 0;  // per token
   int rate = 1;              // tokens popped (input) or pushed (output) per firing
   int peek = 0;              // inputs: tokens visible per firing (>= rate); 0 means rate
+  // Tokens the channel must hold before it reuses a slot: an actor that keeps reading a token
+  // after popping (input) or pushing (output) it, until `retain - 1` more have passed, asks for
+  // this, and the executor sizes the channel to at least that many slots.
+  int retain = 0;
   std::size_t token_bytes() const { return element_bytes * elements; }
   int window() const { return peek > rate ? peek : rate; }
   std::string type() const;  // "f32[400]"
 };
 Port f32_port(std::size_t elements, int rate = 1, int peek = 0);
+Port retained(Port port, int tokens);  // port with retain = tokens
 
 class Firing;
 

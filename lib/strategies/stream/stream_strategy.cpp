@@ -55,8 +55,8 @@ class StreamStrategy final : public Strategy {
     run_.window = run_.consistency == Consistency::strict ? run_.microbatches
                                                           : 2 * run_.microbatches;
     run_.sgd = config.sgd;
-    widths_ = parse_widths(option_or(config, "widths", ""), config.model,
-                           default_widths(config.model, cores_));
+    widths_ = choose_widths(option_or(config, "widths", ""), config.model, cores_,
+                            run_.consistency, run_.micro_batch);
 
     TrainingGraph built = build_training_graph(run_, widths_);
     blocks_ = std::move(built.blocks);
@@ -139,7 +139,8 @@ nlohmann::json StreamStrategy::metrics() const {
                  {"c2_channel_groups", widths_.c2_channel_groups},
                  {"f1_blocks", widths_.f1_blocks},
                  {"f2_blocks", widths_.f2_blocks},
-                 {"f3_blocks", widths_.f3_blocks}};
+                 {"f3_blocks", widths_.f3_blocks},
+                 {"sample_groups", widths_.sample_groups}};
   if (!executor_) return m;
   const stream::Graph& graph = executor_->graph();
   const stream::Partition& partition = executor_->partition();
@@ -171,7 +172,7 @@ nlohmann::json StreamStrategy::metrics() const {
   m["channels"] = channels;
   std::vector<std::int64_t> staleness;
   for (const auto& block : blocks_) {
-    const auto& histogram = block->staleness();
+    const std::vector<std::int64_t> histogram = block->staleness();
     if (staleness.size() < histogram.size()) staleness.resize(histogram.size(), 0);
     for (std::size_t s = 0; s < histogram.size(); ++s) staleness[s] += histogram[s];
   }

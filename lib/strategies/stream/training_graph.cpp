@@ -47,7 +47,10 @@ const std::uint32_t* TrainingRun::samples_of(std::int64_t sequence) const {
 // only, since its direct kernel computes all 16 kernels as one vector: each block does its
 // channels' share of forward, weight and input gradients, and a summing join adds the partial
 // outputs before ReLU and pooling. The dense layers split by output neurons.
-LayerWidths default_widths(ModelKind model, int cores) {
+namespace {
+
+// The paper's graph: each layer split into blocks for `cores` cores.
+LayerWidths paper_widths(ModelKind model, int cores) {
   LayerWidths w;
   if (cores <= 1) return w;
   if (model == ModelKind::fc3) {
@@ -61,6 +64,31 @@ LayerWidths default_widths(ModelKind model, int cores) {
   return w;
 }
 
+}  // namespace
+
+// LeNet-5 gains from fission: its convolutions do much work on few parameters, so the copies'
+// gradient sum and update cost little. FC-3's dense layers are the other way round (1 MB of
+// parameters for little work): the sum and update, on the last copy's core, cost more than the
+// copies gain, and its paper graph's neuron blocks share the update out instead.
+LayerWidths default_widths(ModelKind model, int cores, Consistency consistency,
+                           int micro_batch) {
+  const bool fission = consistency != Consistency::async && model == ModelKind::lenet5;
+  int copies = fission ? std::max(1, cores) : 1;
+  while (micro_batch % copies != 0) --copies;
+  LayerWidths w = paper_widths(model, std::max(1, cores / copies));
+  w.sample_groups = copies;
+  return w;
+}
+
+LayerWidths choose_widths(const std::string& spec, ModelKind model, int cores,
+                          Consistency consistency, int micro_batch) {
+  const LayerWidths chosen =
+      parse_widths(spec, model, default_widths(model, cores, consistency, micro_batch));
+  LayerWidths base = paper_widths(model, std::max(1, cores / chosen.sample_groups));
+  base.sample_groups = chosen.sample_groups;
+  return parse_widths(spec, model, base);
+}
+
 LayerWidths parse_widths(const std::string& spec, ModelKind model, LayerWidths widths) {
   struct Key {
     const char* name;
@@ -68,7 +96,8 @@ LayerWidths parse_widths(const std::string& spec, ModelKind model, LayerWidths w
     int limit;  // the layer's kernels, channels or output neurons
   };
   const bool lenet = model == ModelKind::lenet5;
-  const Key keys[] = {{"c1k", &LayerWidths::c1_kernel_groups, lenet ? 6 : 0},
+  const Key keys[] = {{"s", &LayerWidths::sample_groups, 64},
+                      {"c1k", &LayerWidths::c1_kernel_groups, lenet ? 6 : 0},
                       {"c1c", &LayerWidths::c1_channel_groups, lenet ? 1 : 0},
                       {"c2k", &LayerWidths::c2_kernel_groups, lenet ? 16 : 0},
                       {"c2c", &LayerWidths::c2_channel_groups, lenet ? 6 : 0},
@@ -87,8 +116,8 @@ LayerWidths parse_widths(const std::string& spec, ModelKind model, LayerWidths w
       if (name == k.name) key = &k;
     }
     CNNBENCH_CHECK(key != nullptr && eq != std::string::npos,
-                   "--widths: '" + item + "' is not NAME=COUNT with NAME one of c1k c1c c2k c2c f1 "
-                   "f2 f3");
+                   "--widths: '" + item + "' is not NAME=COUNT with NAME one of s c1k c1c c2k c2c "
+                   "f1 f2 f3");
     CNNBENCH_CHECK(key->limit > 0, std::string("--widths: ") + model_name(model) +
                                         " has no layer '" + name + "'");
     int value = 0;
@@ -107,11 +136,12 @@ LayerWidths parse_widths(const std::string& spec, ModelKind model, LayerWidths w
 // ---- parameter blocks -------------------------------------------------------------------------
 
 ParamBlock::ParamBlock(std::string name, std::vector<Run> runs, const TrainingRun& run)
-    : name_(std::move(name)), runs_(std::move(runs)), run_(run) {
+    : name_(std::move(name)), runs_(std::move(runs)), run_(run), copies_(run.sample_groups) {
   for (const Run& r : runs_) size_ += r.count;
   for (auto& w : weights_) w.assign(size_, 0.0f);
-  grads_.assign(size_, 0.0f);
+  grads_.assign(std::size_t(copies_) * 2, aligned_vector<float>(size_, 0.0f));
   momentum_.assign(size_, 0.0f);
+  staleness_.resize(static_cast<std::size_t>(copies_));
 }
 
 void ParamBlock::load(const Model& model) {
@@ -123,9 +153,10 @@ void ParamBlock::load(const Model& model) {
   }
   weights_[1] = weights_[0];
   buffer_version_[0] = buffer_version_[1] = 0;
-  std::fill(grads_.begin(), grads_.end(), 0.0f);
-  updates_ = 0;
-  staleness_.clear();
+  for (auto& grads : grads_) std::fill(grads.begin(), grads.end(), 0.0f);
+  updates_.store(0);
+  for (auto& pending : pending_) pending.store(copies_);
+  for (auto& histogram : staleness_) histogram.clear();
 }
 
 void ParamBlock::store(Model& model) const {
@@ -153,45 +184,82 @@ std::int64_t ParamBlock::version_for(std::int64_t sequence) const {
   return buffer_version_[buffer_for(sequence)];
 }
 
-void ParamBlock::finish_backward(std::int64_t sequence, std::int64_t version_used) {
-  const auto staleness =
-      static_cast<std::size_t>(std::max<std::int64_t>(0, updates_ - version_used));
-  if (staleness_.size() <= staleness) staleness_.resize(staleness + 1, 0);
-  ++staleness_[staleness];
+float* ParamBlock::grads(std::int64_t sequence, int copy) {
+  const auto parity = static_cast<std::size_t>((sequence / run_.microbatches) & 1);
+  return grads_[std::size_t(copy) * 2 + parity].data();
+}
+
+std::vector<std::int64_t> ParamBlock::staleness() const {
+  std::vector<std::int64_t> total;
+  for (const auto& histogram : staleness_) {
+    if (total.size() < histogram.size()) total.resize(histogram.size(), 0);
+    for (std::size_t s = 0; s < histogram.size(); ++s) total[s] += histogram[s];
+  }
+  return total;
+}
+
+void ParamBlock::finish_backward(std::int64_t sequence, std::int64_t version_used, int copy) {
+  const auto staleness = static_cast<std::size_t>(
+      std::max<std::int64_t>(0, updates_.load(std::memory_order_relaxed) - version_used));
+  std::vector<std::int64_t>& histogram = staleness_[std::size_t(copy)];
+  if (histogram.size() <= staleness) histogram.resize(staleness + 1, 0);
+  ++histogram[staleness];
   if (sequence % run_.microbatches != run_.microbatches - 1) return;
-  // The group's gradients are complete: one SGD step, as serial does once per batch.
+  // This copy's share of the group is in; the last copy to get here updates (acq_rel: it sees
+  // every other copy's gradients). Nobody touches this parity again before the sink has seen
+  // the group, so the counter can be re-armed here.
+  const std::int64_t group = sequence / run_.microbatches;
+  std::atomic<int>& pending = pending_[group & 1];
+  if (copies_ > 1 && pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  pending.store(copies_, std::memory_order_relaxed);
+  update(group);
+}
+
+// The group's gradients are complete: the copies' sums added in copy order, then one SGD step,
+// as serial does once per batch.
+void ParamBlock::update(std::int64_t group) {
+  const auto parity = static_cast<std::size_t>(group & 1);
+  float* sum = grads_[parity].data();
+  for (int c = 1; c < copies_; ++c) {
+    aligned_vector<float>& part = grads_[std::size_t(c) * 2 + parity];
+    for (std::size_t i = 0; i < size_; ++i) sum[i] += part[i];
+    std::fill(part.begin(), part.end(), 0.0f);
+  }
   int target = 0;
   if (run_.consistency == Consistency::group_async) {
-    const std::int64_t group = sequence / run_.microbatches;
     target = static_cast<int>((group + 1) & 1);
     weights_[target] = weights_[1 - target];
   }
-  sgd_step(weights_[target].data(), grads_.data(), momentum_.data(), size_, run_.sgd);
-  std::fill(grads_.begin(), grads_.end(), 0.0f);
-  buffer_version_[target] = ++updates_;
+  sgd_step(weights_[target].data(), sum, momentum_.data(), size_, run_.sgd);
+  std::fill(sum, sum + size_, 0.0f);
+  buffer_version_[target] = updates_.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 namespace {
 
 // What a forward actor keeps of each micro-batch for its backward partner (same core): a ring of
-// `depth` entries, one per micro-batch that can be in flight.
+// `depth` entries, one per micro-batch that can be in flight. An entry points into a token that
+// the forward actor popped or pushed and whose channel retains `depth` tokens (see retained()):
+// the flow control lets no more than `depth` micro-batches be in flight, so the slot is not
+// reused before the backward partner has read it. No copies.
 class Stash {
  public:
-  Stash(int depth, std::size_t floats)
-      : floats_(floats), sequences_(static_cast<std::size_t>(depth), -1),
+  explicit Stash(int depth)
+      : depth_(depth), sequences_(static_cast<std::size_t>(depth), -1),
         versions_(static_cast<std::size_t>(depth), 0),
-        data_(static_cast<std::size_t>(depth) * floats) {}
-  float* put(std::int64_t sequence, std::int64_t version) {
+        data_(static_cast<std::size_t>(depth), nullptr) {}
+  int depth() const { return depth_; }
+  void keep(std::int64_t sequence, std::int64_t version, const float* data) {
     const std::size_t slot = slot_of(sequence);
     sequences_[slot] = sequence;
     versions_[slot] = version;
-    return data_.data() + slot * floats_;
+    data_[slot] = data;
   }
   const float* get(std::int64_t sequence, const std::string& owner) const {
     const std::size_t slot = slot_of(sequence);
     CNNBENCH_CHECK(sequences_[slot] == sequence,
                    owner + ": no saved forward state for micro-batch " + std::to_string(sequence));
-    return data_.data() + slot * floats_;
+    return data_[slot];
   }
   std::int64_t version(std::int64_t sequence) const { return versions_[slot_of(sequence)]; }
 
@@ -199,10 +267,10 @@ class Stash {
   std::size_t slot_of(std::int64_t sequence) const {
     return static_cast<std::size_t>(sequence) % sequences_.size();
   }
-  std::size_t floats_;
+  int depth_;
   std::vector<std::int64_t> sequences_;
   std::vector<std::int64_t> versions_;
-  aligned_vector<float> data_;
+  std::vector<const float*> data_;
 };
 
 std::int64_t oldest_version(std::int64_t a, std::int64_t b) {
@@ -248,24 +316,27 @@ class SourceActor final : public stream::Actor {
 // group's micro-batches add up to the batch mean); the loss sum rides in the header.
 class LossActor final : public stream::Actor {
  public:
-  explicit LossActor(const TrainingRun& run)
-      : Actor("loss", {f32_port(std::size_t(run.micro_batch) * 10)},
-              {f32_port(std::size_t(run.micro_batch) * 10)}),
-        run_(run), labels_(static_cast<std::size_t>(run.micro_batch)) {}
+  LossActor(const std::string& prefix, TrainingRun& run, int copy)
+      : Actor(prefix + "loss", {f32_port(std::size_t(run.part) * 10)},
+              {f32_port(std::size_t(run.part) * 10)}),
+        run_(run), copy_(copy), labels_(static_cast<std::size_t>(run.part)) {}
   std::string kind() const override { return "loss"; }
   void fire(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
-    const std::uint32_t* samples = run_.samples_of(in.header().sequence);
-    for (int i = 0; i < run_.micro_batch; ++i) labels_[i] = run_.data->labels[samples[i]];
+    const std::int64_t sequence = in.header().sequence;
+    const std::uint32_t* samples = run_.samples_of(sequence) + std::size_t(copy_) * run_.part;
+    for (int i = 0; i < run_.part; ++i) labels_[i] = run_.data->labels[samples[i]];
     out.header() = in.header();
     out.header().scalar = softmax_xent_forward_backward(
-        out.as<float>().data(), in.as<float>().data(), labels_.data(), run_.micro_batch, 10,
+        out.as<float>().data(), in.as<float>().data(), labels_.data(), run_.part, 10,
         1.0f / static_cast<float>(run_.batch));
+    run_.loss_sum(sequence, copy_) = out.header().scalar;
   }
 
  private:
-  const TrainingRun& run_;
+  TrainingRun& run_;
+  int copy_;
   std::vector<std::uint8_t> labels_;
 };
 
@@ -283,7 +354,7 @@ class SinkActor final : public stream::Actor {
       const stream::TokenHeader& header = firing.input(0, static_cast<std::size_t>(m)).header();
       CNNBENCH_CHECK(header.sequence == first + m && first % run_.microbatches == 0,
                      "stream sink: micro-batches arrived out of order");
-      loss += header.scalar;
+      for (int c = 0; c < run_.sample_groups; ++c) loss += run_.loss_sum(header.sequence, c);
     }
     const std::int64_t step = first / run_.microbatches;
     run_.completed_steps.store(step + 1, std::memory_order_release);
@@ -310,9 +381,10 @@ class DenseForward final : public stream::Actor {
   DenseForward(std::string name, DenseBlockShape shape, std::shared_ptr<ParamBlock> block,
                const TrainingRun& run, std::shared_ptr<Stash> inputs,
                std::shared_ptr<Stash> outputs)
-      : Actor(std::move(name), {f32_port(std::size_t(run.micro_batch) * shape.in)},
-              {f32_port(std::size_t(run.micro_batch) * shape.count)}),
-        shape_(shape), block_(std::move(block)), n_(run.micro_batch),
+      : Actor(std::move(name),
+              {retained(f32_port(std::size_t(run.part) * shape.in), inputs->depth())},
+              {retained(f32_port(std::size_t(run.part) * shape.count), outputs->depth())}),
+        shape_(shape), block_(std::move(block)), n_(run.part),
         inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
   std::string kind() const override { return "dense forward"; }
   void fire(Firing& firing) override {
@@ -325,8 +397,8 @@ class DenseForward final : public stream::Actor {
     float* y = out.as<float>().data();
     dense_forward(y, in.as<float>().data(), weight, bias, n_, shape_.in, shape_.count);
     if (shape_.relu) relu_forward(y, y, out.as<float>().size());
-    std::copy_n(in.as<float>().data(), in.as<float>().size(), inputs_->put(sequence, version));
-    if (shape_.relu) std::copy_n(y, out.as<float>().size(), outputs_->put(sequence, version));
+    inputs_->keep(sequence, version, in.as<float>().data());
+    if (shape_.relu) outputs_->keep(sequence, version, y);
     out.header() = in.header();
     out.header().version = oldest_version(in.header().version, version);
   }
@@ -341,13 +413,13 @@ class DenseForward final : public stream::Actor {
 class DenseBackward final : public stream::Actor {
  public:
   DenseBackward(std::string name, DenseBlockShape shape, std::shared_ptr<ParamBlock> block,
-                const TrainingRun& run, std::shared_ptr<Stash> inputs,
+                const TrainingRun& run, int copy, std::shared_ptr<Stash> inputs,
                 std::shared_ptr<Stash> outputs)
-      : Actor(std::move(name), {f32_port(std::size_t(run.micro_batch) * shape.count)},
-              {f32_port(shape.input_grad ? std::size_t(run.micro_batch) * shape.in : 0)}),
-        shape_(shape), block_(std::move(block)), n_(run.micro_batch),
+      : Actor(std::move(name), {f32_port(std::size_t(run.part) * shape.count)},
+              {f32_port(shape.input_grad ? std::size_t(run.part) * shape.in : 0)}),
+        shape_(shape), block_(std::move(block)), n_(run.part), copy_(copy),
         inputs_(std::move(inputs)), outputs_(std::move(outputs)),
-        dpre_(std::size_t(run.micro_batch) * shape.count) {}
+        dpre_(std::size_t(run.part) * shape.count) {}
   std::string kind() const override { return "dense backward"; }
   void fire(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
@@ -359,18 +431,18 @@ class DenseBackward final : public stream::Actor {
       dout = dpre_.data();
     }
     const float* weight = block_->weights_for(sequence);
-    float* dweight = block_->grads();
+    float* dweight = block_->grads(sequence, copy_);
     float* dbias = dweight + std::size_t(shape_.count) * shape_.in;
     dense_backward(shape_.input_grad ? out.as<float>().data() : nullptr, dweight, dbias, dout,
                    inputs_->get(sequence, name()), weight, n_, shape_.in, shape_.count);
     out.header() = in.header();
-    block_->finish_backward(sequence, inputs_->version(sequence));
+    block_->finish_backward(sequence, inputs_->version(sequence), copy_);
   }
 
  private:
   DenseBlockShape shape_;
   std::shared_ptr<ParamBlock> block_;
-  int n_;
+  int n_, copy_;
   std::shared_ptr<Stash> inputs_, outputs_;
   aligned_vector<float> dpre_;
 };
@@ -411,7 +483,8 @@ class ConvForward final : public stream::Actor {
  public:
   ConvForward(std::string name, ConvBlockShape shape, std::shared_ptr<ParamBlock> block,
               std::shared_ptr<Stash> inputs)
-      : Actor(std::move(name), {f32_port(shape.in_elements())}, {f32_port(shape.out_elements())}),
+      : Actor(std::move(name), {retained(f32_port(shape.in_elements()), inputs->depth())},
+              {f32_port(shape.out_elements())}),
         shape_(shape), block_(std::move(block)), inputs_(std::move(inputs)),
         zero_bias_(static_cast<std::size_t>(shape.conv.out_channels), 0.0f),
         scratch_(shape.direct_to16() ? conv5x5_to16_scratch_floats(shape.conv.in_channels)
@@ -436,7 +509,7 @@ class ConvForward final : public stream::Actor {
       conv2d_forward(out.as<float>().data(), in.as<float>().data(), weight, bias, c,
                      scratch_.data());
     }
-    std::copy_n(in.as<float>().data(), in.as<float>().size(), inputs_->put(sequence, version));
+    inputs_->keep(sequence, version, in.as<float>().data());
     out.header() = in.header();
     out.header().version = oldest_version(in.header().version, version);
   }
@@ -451,10 +524,10 @@ class ConvForward final : public stream::Actor {
 class ConvBackward final : public stream::Actor {
  public:
   ConvBackward(std::string name, ConvBlockShape shape, std::shared_ptr<ParamBlock> block,
-               std::shared_ptr<Stash> inputs)
+               int copy, std::shared_ptr<Stash> inputs)
       : Actor(std::move(name), {f32_port(shape.out_elements())},
               {f32_port(shape.input_grad ? shape.in_elements() : 0)}),
-        shape_(shape), block_(std::move(block)), inputs_(std::move(inputs)),
+        shape_(shape), block_(std::move(block)), copy_(copy), inputs_(std::move(inputs)),
         unused_dbias_(static_cast<std::size_t>(shape.conv.out_channels), 0.0f),
         scratch_(shape.direct_to16() ? conv5x5_to16_scratch_floats(shape.conv.in_channels)
                                      : shape.direct_pad2() ? 0 : shape.conv.scratch_floats()) {}
@@ -463,7 +536,7 @@ class ConvBackward final : public stream::Actor {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
     const std::int64_t sequence = in.header().sequence;
-    float* dweight = block_->grads();
+    float* dweight = block_->grads(sequence, copy_);
     float* dbias = dweight + shape_.weight_count();
     if (!shape_.owns_bias) {
       std::fill(unused_dbias_.begin(), unused_dbias_.end(), 0.0f);
@@ -484,12 +557,13 @@ class ConvBackward final : public stream::Actor {
                       block_->weights_for(sequence), c, scratch_.data());
     }
     out.header() = in.header();
-    block_->finish_backward(sequence, inputs_->version(sequence));
+    block_->finish_backward(sequence, inputs_->version(sequence), copy_);
   }
 
  private:
   ConvBlockShape shape_;
   std::shared_ptr<ParamBlock> block_;
+  int copy_;
   std::shared_ptr<Stash> inputs_;
   aligned_vector<float> unused_dbias_, scratch_;
 };
@@ -500,7 +574,7 @@ class ConvBackward final : public stream::Actor {
 struct PoolShape {
   int planes = 0, height = 0, width = 0;  // planes = B x G
   bool channels_last16 = false;           // then planes = B x 16
-  bool relu_applied = false;
+  bool relu_applied = false;              // the convolution's kernel folded the ReLU in
   std::size_t elements() const { return std::size_t(planes) * height * width; }
   std::size_t pooled_elements() const { return std::size_t(planes) * (height / 2) * (width / 2); }
 };
@@ -509,23 +583,21 @@ struct PoolShape {
 class ReluPoolForward final : public stream::Actor {
  public:
   ReluPoolForward(std::string name, PoolShape shape, std::shared_ptr<Stash> activations)
-      : Actor(std::move(name), {f32_port(shape.elements())}, {f32_port(shape.pooled_elements())}),
+      : Actor(std::move(name), {retained(f32_port(shape.elements()), activations->depth())},
+              {f32_port(shape.pooled_elements())}),
         shape_(shape), activations_(std::move(activations)) {}
   std::string kind() const override { return "relu+pool forward"; }
+  // The ReLU goes in place into the input token, which backward then reads as the activation.
   void fire(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
-    float* activation = activations_->put(in.header().sequence, in.header().version);
+    float* activation = in.as<float>().data();
+    if (!shape_.relu_applied) relu_forward(activation, activation, in.as<float>().size());
+    activations_->keep(in.header().sequence, in.header().version, activation);
     if (shape_.channels_last16) {
-      if (shape_.relu_applied) {
-        std::copy_n(in.as<float>().data(), in.as<float>().size(), activation);
-      } else {
-        relu_forward(activation, in.as<float>().data(), in.as<float>().size());
-      }
       maxpool2x2_channels_last16_forward(out.as<float>().data(), activation, shape_.planes / 16,
                                          shape_.height, shape_.width);
     } else {
-      relu_forward(activation, in.as<float>().data(), in.as<float>().size());
       maxpool2x2_forward(out.as<float>().data(), activation, shape_.planes, shape_.height,
                          shape_.width);
     }
@@ -574,7 +646,10 @@ double guess_seconds(double flops) { return flops / 5e9; }  // until profiling m
 
 class Builder {
  public:
-  Builder(TrainingRun& run, TrainingGraph& out) : run_(run), out_(out) {}
+  // Builds copy `copy` of the net; copies after the first share the first one's blocks.
+  Builder(TrainingRun& run, TrainingGraph& out, int copy)
+      : run_(run), out_(out), copy_(copy),
+        prefix_(run.sample_groups > 1 ? "s" + std::to_string(copy) + "." : "") {}
 
   // A Linear layer (+ ReLU) as `blocks` blocks of output neurons: forward is a duplicate split
   // with a concatenating join; backward a round-robin split of dout with a summing join of dinp.
@@ -587,26 +662,26 @@ class Builder {
     for (int b = 0; b < blocks; ++b) {
       const auto [first, last] = share(out, blocks, b);
       const DenseBlockShape shape{in, last - first, relu, input_grad};
-      const std::string name = layer + ".b" + std::to_string(b);
-      auto block = add_block(name, {{weight.offset + std::size_t(first) * in,
-                                     std::size_t(shape.count) * in},
-                                    {bias.offset + std::size_t(first), std::size_t(shape.count)}});
-      auto inputs = std::make_shared<Stash>(run_.window, std::size_t(run_.micro_batch) * in);
-      auto outputs = std::make_shared<Stash>(
-          run_.window, relu ? std::size_t(run_.micro_batch) * shape.count : 0);
-      const double flops = 2.0 * run_.micro_batch * in * shape.count;
+      const std::string block_name = layer + ".b" + std::to_string(b);
+      const std::string name = prefix_ + block_name;
+      auto block = add_block(block_name,
+                             {{weight.offset + std::size_t(first) * in, std::size_t(shape.count) * in},
+                              {bias.offset + std::size_t(first), std::size_t(shape.count)}});
+      auto inputs = std::make_shared<Stash>(run_.window);
+      auto outputs = std::make_shared<Stash>(run_.window);
+      const double flops = 2.0 * run_.part * in * shape.count;
       forward.push_back(place(std::make_shared<DenseForward>(name + ".fwd", shape, block, run_,
                                                              inputs, outputs),
                               name, flops));
       backward.push_back(place(std::make_shared<DenseBackward>(name + ".bwd", shape, block, run_,
-                                                               inputs, outputs),
+                                                               copy_, inputs, outputs),
                                name, (input_grad ? 2 : 1) * flops));
       widths.push_back(static_cast<std::size_t>(shape.count));
     }
-    return {Node::splitjoin(layer + ".fwd", stream::Split::duplicate(), std::move(forward),
-                            Join::concatenate(widths)),
-            Node::splitjoin(layer + ".bwd", stream::Split::round_robin(widths), std::move(backward),
-                            Join::sum())};
+    return {Node::splitjoin(prefix_ + layer + ".fwd", stream::Split::duplicate(),
+                            std::move(forward), Join::concatenate(widths)),
+            Node::splitjoin(prefix_ + layer + ".bwd", stream::Split::round_robin(widths),
+                            std::move(backward), Join::sum())};
   }
 
   // A conv layer + ReLU + 2x2 max-pool as the paper's two-level splitjoin: kernel groups
@@ -625,14 +700,15 @@ class Builder {
     std::vector<std::size_t> pooled_widths;
     for (int g = 0; g < kernel_groups; ++g) {
       const auto [k0, k1] = share(full.out_channels, kernel_groups, g);
-      const std::string group = layer + ".k" + std::to_string(g);
+      const std::string group = prefix_ + layer + ".k" + std::to_string(g);
+      const std::string group_block = layer + ".k" + std::to_string(g);
       std::vector<Node> forward_blocks, backward_blocks;
       std::vector<std::size_t> channel_widths;
       for (int h = 0; h < channel_groups; ++h) {
         const auto [c0, c1] = share(C, channel_groups, h);
         ConvBlockShape shape;
         shape.conv = full;
-        shape.conv.batch = run_.micro_batch;
+        shape.conv.batch = run_.part;
         shape.conv.in_channels = c1 - c0;
         shape.conv.out_channels = k1 - k0;
         shape.owns_bias = h == 0;
@@ -645,25 +721,29 @@ class Builder {
         }
         if (shape.owns_bias) runs.push_back({bias.offset + std::size_t(k0), std::size_t(k1 - k0)});
         const std::string name = group + ".c" + std::to_string(h);
-        auto block = add_block(name, std::move(runs));
-        auto inputs = std::make_shared<Stash>(run_.window, shape.in_elements());
+        auto block = add_block(group_block + ".c" + std::to_string(h), std::move(runs));
+        auto inputs = std::make_shared<Stash>(run_.window);
         const double flops = 2.0 * shape.out_elements() * (c1 - c0) * R * R;
         forward_blocks.push_back(place(
             std::make_shared<ConvForward>(name + ".fwd", shape, block, inputs), name, flops));
         backward_blocks.push_back(place(
-            std::make_shared<ConvBackward>(name + ".bwd", shape, block, inputs), name,
+            std::make_shared<ConvBackward>(name + ".bwd", shape, block, copy_, inputs), name,
             (input_grad ? 2 : 1) * flops));
         channel_widths.push_back(std::size_t(c1 - c0) * plane_in);
       }
-      const int planes = run_.micro_batch * (k1 - k0);
+      const int planes = run_.part * (k1 - k0);
       ConvBlockShape whole;  // the group's block when it has every input channel
       whole.conv = full;
-      whole.conv.batch = run_.micro_batch;
+      whole.conv.batch = run_.part;
       whole.conv.out_channels = k1 - k0;
       whole.input_grad = input_grad;
-      const PoolShape pool_shape{planes, Ho, Wo, whole.direct_to16(), channel_groups == 1};
-      // Must agree with the blocks' choice of kernel above (same kernel count and padding).
-      auto activations = std::make_shared<Stash>(run_.window, std::size_t(planes) * Ho * Wo);
+      // Must agree with the blocks' choice of kernel (ConvForward): one block of every channel
+      // folds the ReLU into a direct kernel.
+      whole.owns_bias = true;
+      whole.all_channels = channel_groups == 1;
+      const bool folded = whole.all_channels && (whole.direct_pad2() || whole.direct_to16());
+      const PoolShape pool_shape{planes, Ho, Wo, whole.direct_to16(), folded};
+      auto activations = std::make_shared<Stash>(run_.window);
       const std::string pool = group + ".pool";
       forward_groups.push_back(Node::pipeline(
           group + ".fwd",
@@ -680,14 +760,15 @@ class Builder {
                            input_grad ? Join::concatenate(channel_widths) : Join::concatenate())}));
       pooled_widths.push_back(std::size_t(k1 - k0) * pooled);
     }
-    return {Node::splitjoin(layer + ".fwd", stream::Split::duplicate(), std::move(forward_groups),
-                            Join::concatenate(pooled_widths)),
-            Node::splitjoin(layer + ".bwd", stream::Split::round_robin(pooled_widths),
+    return {Node::splitjoin(prefix_ + layer + ".fwd", stream::Split::duplicate(),
+                            std::move(forward_groups), Join::concatenate(pooled_widths)),
+            Node::splitjoin(prefix_ + layer + ".bwd", stream::Split::round_robin(pooled_widths),
                             std::move(backward_groups), Join::sum())};
   }
 
   Node source() { return Node::filter(std::make_shared<SourceActor>(run_)); }
-  Node loss() { return Node::filter(std::make_shared<LossActor>(run_)); }
+  Node loss() { return Node::filter(std::make_shared<LossActor>(prefix_, run_, copy_)); }
+  const std::string& prefix() const { return prefix_; }
   Node sink() { return Node::filter(std::make_shared<SinkActor>(run_)); }
 
  private:
@@ -695,10 +776,16 @@ class Builder {
 
   std::shared_ptr<ParamBlock> add_block(const std::string& name,
                                         std::vector<ParamBlock::Run> runs) {
+    if (copy_ > 0) {  // the first copy's block, met in the same order
+      CNNBENCH_CHECK(next_block_ < out_.blocks.size() && out_.blocks[next_block_]->name() == name,
+                     "stream: copy " + std::to_string(copy_) + " of the net differs at " + name);
+      return out_.blocks[next_block_++];
+    }
     out_.blocks.push_back(std::make_shared<ParamBlock>(name, std::move(runs), run_));
     return out_.blocks.back();
   }
 
+  // `key` already carries the copy's prefix, so each copy is placed on its own.
   static Node place(std::shared_ptr<stream::Actor> actor, const std::string& key, double flops) {
     actor->set_placement(key);
     actor->set_work_estimate(guess_seconds(flops));
@@ -707,13 +794,19 @@ class Builder {
 
   TrainingRun& run_;
   TrainingGraph& out_;
+  int copy_;
+  std::string prefix_;
+  std::size_t next_block_ = 0;
 };
 
 }  // namespace
 
-TrainingGraph build_training_graph(TrainingRun& run, const LayerWidths& widths) {
-  TrainingGraph graph;
-  Builder builder(run, graph);
+namespace {
+
+// One copy of the net: forward layers, the loss, backward layers.
+std::vector<Node> build_copy(TrainingRun& run, const LayerWidths& widths, TrainingGraph& graph,
+                             int copy) {
+  Builder builder(run, graph, copy);
   std::vector<Node> forward, backward;
   auto add = [&](std::pair<Node, Node> layer) {
     forward.push_back(std::move(layer.first));
@@ -724,7 +817,7 @@ TrainingGraph build_training_graph(TrainingRun& run, const LayerWidths& widths) 
     add(builder.dense("f2", 300, 100, true, true, widths.f2_blocks));
     add(builder.dense("f3", 100, 10, false, true, widths.f3_blocks));
   } else {
-    const int n = run.micro_batch;
+    const int n = run.part;
     add(builder.conv("c1", Conv2dShape{n, 1, 28, 28, 6, 5, 2}, false, widths.c1_kernel_groups,
                      widths.c1_channel_groups));
     add(builder.conv("c2", Conv2dShape{n, 6, 14, 14, 16, 5, 0}, true, widths.c2_kernel_groups,
@@ -733,12 +826,48 @@ TrainingGraph build_training_graph(TrainingRun& run, const LayerWidths& widths) 
     add(builder.dense("f2", 120, 84, true, true, widths.f2_blocks));
     add(builder.dense("f3", 84, 10, false, true, widths.f3_blocks));
   }
-  std::vector<Node> stages;
-  stages.push_back(builder.source());
-  for (Node& node : forward) stages.push_back(std::move(node));
+  std::vector<Node> stages = std::move(forward);
   stages.push_back(builder.loss());
   for (Node& node : backward) stages.push_back(std::move(node));
-  stages.push_back(builder.sink());
+  return stages;
+}
+
+}  // namespace
+
+// With sample fission the copies form a splitjoin: a round-robin split deals each copy its slice
+// of the micro-batch's images; the copies end in the first layer's backward, which pushes nothing,
+// so the join only counts their micro-batches in.
+TrainingGraph build_training_graph(TrainingRun& run, const LayerWidths& widths) {
+  const int copies = widths.sample_groups;
+  CNNBENCH_CHECK(copies >= 1 && run.micro_batch % copies == 0,
+                 "--widths s=" + std::to_string(copies) + ": must divide the micro-batch of " +
+                     std::to_string(run.micro_batch) + " samples");
+  CNNBENCH_CHECK(copies == 1 || run.consistency != Consistency::async,
+                 "--widths s=" + std::to_string(copies) +
+                     ": --consistency async updates weights while other copies read them; use "
+                     "strict or group-async, or s=1");
+  run.sample_groups = copies;
+  run.part = run.micro_batch / copies;
+  run.loss_sums.assign(std::size_t(run.window) * std::size_t(copies), 0.0);
+  TrainingGraph graph;
+  Builder outer(run, graph, 0);
+  std::vector<Node> stages;
+  stages.push_back(outer.source());
+  if (copies == 1) {
+    for (Node& node : build_copy(run, widths, graph, 0)) stages.push_back(std::move(node));
+  } else {
+    std::vector<Node> branches;
+    for (int c = 0; c < copies; ++c) {
+      branches.push_back(Node::pipeline("s" + std::to_string(c),
+                                        build_copy(run, widths, graph, c)));
+    }
+    stages.push_back(Node::splitjoin(
+        "samples",
+        stream::Split::round_robin(
+            std::vector<std::size_t>(std::size_t(copies), std::size_t(run.part) * 784)),
+        std::move(branches), Join::concatenate()));
+  }
+  stages.push_back(outer.sink());
   graph.root = Node::pipeline(model_name(run.model), std::move(stages));
   return graph;
 }

@@ -28,6 +28,10 @@ struct TrainingRun {
   int micro_batch = 16;
   Consistency consistency = Consistency::strict;
   int window = 4;  // micro-batches that may be in flight at once
+  // Sample fission: the net is built this many times, each copy training on its own slice of
+  // every micro-batch (part samples), and the copies' gradients are summed before each update.
+  int sample_groups = 1;
+  int part = 16;  // micro_batch / sample_groups
   SgdConfig sgd;
 
   StepRange range;
@@ -37,6 +41,13 @@ struct TrainingRun {
 
   // The sample indices of micro-batch `sequence` of the current range.
   const std::uint32_t* samples_of(std::int64_t sequence) const;
+  // Each copy's loss sum of each micro-batch in flight, written by the loss actors and read by
+  // the sink (the channels between them order the two).
+  std::vector<double> loss_sums;  // window x sample_groups
+  double& loss_sum(std::int64_t sequence, int copy) {
+    return loss_sums[std::size_t(sequence % window) * std::size_t(sample_groups) +
+                     std::size_t(copy)];
+  }
 };
 
 // How many blocks each layer's splitjoins expand into.
@@ -44,10 +55,19 @@ struct LayerWidths {
   int c1_kernel_groups = 1, c1_channel_groups = 1;
   int c2_kernel_groups = 1, c2_channel_groups = 1;
   int f1_blocks = 1, f2_blocks = 1, f3_blocks = 1;
+  int sample_groups = 1;  // copies of the whole net, each on a slice of every micro-batch
 };
-LayerWidths default_widths(ModelKind model, int cores);
-// `spec` ("c1k=2,c2c=2,f1=2"; keys c1k c1c c2k c2c f1 f2 f3) applied over `widths`; Error naming
-// --widths and the bad item. Each width must be >= 1 and at most the layer's own size.
+// The paper's graph (sample_groups 1) for FC-3 and for `consistency` async; LeNet-5 in strict and
+// group-async gets one copy of the net per core (sample fission; the most copies up to `cores`
+// that divide the micro-batch), each copy's layers split for the cores it has left.
+LayerWidths default_widths(ModelKind model, int cores, Consistency consistency,
+                           int micro_batch);
+// `spec` over the defaults, where the layers' widths default to the cores each copy has: s=1
+// on 2 cores gives the paper's graph with its blocks spread over both.
+LayerWidths choose_widths(const std::string& spec, ModelKind model, int cores,
+                          Consistency consistency, int micro_batch);
+// `spec` ("c1k=2,c2c=2,f1=2"; keys s c1k c1c c2k c2c f1 f2 f3) applied over `widths`; Error
+// naming --widths and the bad item. Each width must be >= 1 and at most the layer's own size.
 LayerWidths parse_widths(const std::string& spec, ModelKind model, LayerWidths widths);
 
 // A block of parameters owned by one forward/backward actor pair (so by one core): packed copies
@@ -68,14 +88,17 @@ class ParamBlock {
   // The weights micro-batch `sequence` uses (forward and backward alike) and their version.
   float* weights_for(std::int64_t sequence);
   std::int64_t version_for(std::int64_t sequence) const;
-  float* grads() { return grads_.data(); }
-  // After the backward of `sequence` added its gradients: counts its staleness and, at the end of
-  // a group, applies SGD.
-  void finish_backward(std::int64_t sequence, std::int64_t version_used);
-  const std::vector<std::int64_t>& staleness() const { return staleness_; }
+  // Where copy `copy` of the net adds the gradients of micro-batch `sequence`.
+  float* grads(std::int64_t sequence, int copy);
+  // After the backward of `sequence` by copy `copy` added its gradients: counts its staleness
+  // and, when the last copy finishes a group, sums the copies' gradients in copy order and
+  // applies SGD (on that copy's thread).
+  void finish_backward(std::int64_t sequence, std::int64_t version_used, int copy);
+  std::vector<std::int64_t> staleness() const;  // histogram: staleness -> micro-batches
 
  private:
   int buffer_for(std::int64_t sequence) const;
+  void update(std::int64_t group);
 
   std::string name_;
   std::vector<Run> runs_;
@@ -83,9 +106,14 @@ class ParamBlock {
   const TrainingRun& run_;
   aligned_vector<float> weights_[2];  // group-async keeps two versions; the others use [0]
   std::int64_t buffer_version_[2] = {0, 0};
-  aligned_vector<float> grads_, momentum_;
-  std::int64_t updates_ = 0;
-  std::vector<std::int64_t> staleness_;  // histogram: staleness -> micro-batches
+  // Gradients per copy and per group parity (with several copies, one copy may start group g + 1
+  // while the last one still sums group g).
+  int copies_ = 1;
+  std::vector<aligned_vector<float>> grads_;  // [copy * 2 + parity]
+  aligned_vector<float> momentum_;
+  std::atomic<std::int64_t> updates_{0};
+  std::atomic<int> pending_[2] = {1, 1};  // copies yet to finish the group, per parity
+  std::vector<std::vector<std::int64_t>> staleness_;  // per copy
 };
 
 struct TrainingGraph {
