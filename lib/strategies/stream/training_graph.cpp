@@ -142,6 +142,7 @@ ParamBlock::ParamBlock(std::string name, std::vector<Run> runs, const TrainingRu
   grads_.assign(std::size_t(copies_) * 2, aligned_vector<float>(size_, 0.0f));
   momentum_.assign(size_, 0.0f);
   staleness_.resize(static_cast<std::size_t>(copies_));
+  lazy_ = copies_ > 1 && run.consistency == Consistency::strict;
 }
 
 void ParamBlock::load(const Model& model) {
@@ -156,10 +157,12 @@ void ParamBlock::load(const Model& model) {
   for (auto& grads : grads_) std::fill(grads.begin(), grads.end(), 0.0f);
   updates_.store(0);
   for (auto& pending : pending_) pending.store(copies_);
+  due_.store(0);
   for (auto& histogram : staleness_) histogram.clear();
 }
 
-void ParamBlock::store(Model& model) const {
+void ParamBlock::store(Model& model) {
+  settle();
   const int newest = buffer_version_[1] > buffer_version_[0] ? 1 : 0;
   std::size_t at = 0;
   for (const Run& r : runs_) {
@@ -177,11 +180,26 @@ int ParamBlock::buffer_for(std::int64_t sequence) const {
 }
 
 float* ParamBlock::weights_for(std::int64_t sequence) {
+  settle();
   return weights_[buffer_for(sequence)].data();
 }
 
-std::int64_t ParamBlock::version_for(std::int64_t sequence) const {
+std::int64_t ParamBlock::version_for(std::int64_t sequence) {
+  settle();
   return buffer_version_[buffer_for(sequence)];
+}
+
+void ParamBlock::settle() {
+  if (!lazy_) return;
+  int state = due_.load(std::memory_order_acquire);
+  if (state == 0) return;
+  if (state == 1 && due_.compare_exchange_strong(state, 2, std::memory_order_acq_rel)) {
+    update(due_group_);
+    due_.store(0, std::memory_order_release);
+    return;
+  }
+  while (due_.load(std::memory_order_acquire) != 0) {
+  }
 }
 
 float* ParamBlock::grads(std::int64_t sequence, int copy) {
@@ -212,26 +230,36 @@ void ParamBlock::finish_backward(std::int64_t sequence, std::int64_t version_use
   std::atomic<int>& pending = pending_[group & 1];
   if (copies_ > 1 && pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   pending.store(copies_, std::memory_order_relaxed);
+  if (lazy_) {
+    due_group_ = group;
+    due_.store(1, std::memory_order_release);
+    return;
+  }
   update(group);
 }
 
 // The group's gradients are complete: the copies' sums added in copy order, then one SGD step,
-// as serial does once per batch.
+// as serial does once per batch. In chunks that stay in L1, so the sum, the step and the zeroing
+// for the next group read each gradient once.
 void ParamBlock::update(std::int64_t group) {
   const auto parity = static_cast<std::size_t>(group & 1);
-  float* sum = grads_[parity].data();
-  for (int c = 1; c < copies_; ++c) {
-    aligned_vector<float>& part = grads_[std::size_t(c) * 2 + parity];
-    for (std::size_t i = 0; i < size_; ++i) sum[i] += part[i];
-    std::fill(part.begin(), part.end(), 0.0f);
-  }
   int target = 0;
   if (run_.consistency == Consistency::group_async) {
     target = static_cast<int>((group + 1) & 1);
     weights_[target] = weights_[1 - target];
   }
-  sgd_step(weights_[target].data(), sum, momentum_.data(), size_, run_.sgd);
-  std::fill(sum, sum + size_, 0.0f);
+  constexpr std::size_t chunk = 2048;
+  for (std::size_t at = 0; at < size_; at += chunk) {
+    const std::size_t n = std::min(chunk, size_ - at);
+    float* sum = grads_[parity].data() + at;
+    for (int c = 1; c < copies_; ++c) {
+      float* part = grads_[std::size_t(c) * 2 + parity].data() + at;
+      for (std::size_t i = 0; i < n; ++i) sum[i] += part[i];
+      std::fill_n(part, n, 0.0f);
+    }
+    sgd_step(weights_[target].data() + at, sum, momentum_.data() + at, n, run_.sgd);
+    std::fill_n(sum, n, 0.0f);
+  }
   buffer_version_[target] = updates_.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
@@ -282,12 +310,14 @@ std::int64_t oldest_version(std::int64_t a, std::int64_t b) {
 // ---- source, loss, sink -----------------------------------------------------------------------
 
 // Emits micro-batch after micro-batch of the current range; its firing condition is the
-// consistency mode's flow control on finished steps.
+// consistency mode's flow control on finished steps. With copies of the net it emits only the
+// micro-batch's number and each copy's gather actor fetches its own slice of the images.
 class SourceActor final : public stream::Actor {
  public:
   explicit SourceActor(TrainingRun& run)
-      : Actor("source", {}, {f32_port(std::size_t(run.micro_batch) * 784)}), run_(run),
-        labels_(static_cast<std::size_t>(run.micro_batch)) {}
+      : Actor("source", {},
+              {f32_port(run.sample_groups > 1 ? 0 : std::size_t(run.micro_batch) * 784)}),
+        run_(run), labels_(static_cast<std::size_t>(run.micro_batch)) {}
   std::string kind() const override { return "source"; }
   bool can_fire() const override {
     const std::int64_t s = run_.next_sequence, m = run_.microbatches;
@@ -302,13 +332,37 @@ class SourceActor final : public stream::Actor {
   void fire(Firing& firing) override {
     const stream::TokenRef out = firing.output(0);
     out.header() = {run_.next_sequence, -1, 0.0};
-    gather_batch(out.as<float>().data(), labels_.data(), *run_.data,
-                 run_.samples_of(run_.next_sequence), run_.micro_batch);
+    if (run_.sample_groups == 1) {
+      gather_batch(out.as<float>().data(), labels_.data(), *run_.data,
+                   run_.samples_of(run_.next_sequence), run_.micro_batch);
+    }
     ++run_.next_sequence;
   }
 
  private:
   TrainingRun& run_;
+  std::vector<std::uint8_t> labels_;
+};
+
+// A copy's slice of micro-batch images: samples [copy x part, (copy + 1) x part).
+class GatherActor final : public stream::Actor {
+ public:
+  GatherActor(const std::string& prefix, const TrainingRun& run, int copy)
+      : Actor(prefix + "gather", {f32_port(0)}, {f32_port(std::size_t(run.part) * 784)}),
+        run_(run), copy_(copy), labels_(static_cast<std::size_t>(run.part)) {}
+  std::string kind() const override { return "gather"; }
+  void fire(Firing& firing) override {
+    const stream::TokenRef in = firing.input(0);
+    const stream::TokenRef out = firing.output(0);
+    out.header() = in.header();
+    gather_batch(out.as<float>().data(), labels_.data(), *run_.data,
+                 run_.samples_of(in.header().sequence) + std::size_t(copy_) * run_.part,
+                 run_.part);
+  }
+
+ private:
+  const TrainingRun& run_;
+  int copy_;
   std::vector<std::uint8_t> labels_;
 };
 
@@ -768,6 +822,7 @@ class Builder {
 
   Node source() { return Node::filter(std::make_shared<SourceActor>(run_)); }
   Node loss() { return Node::filter(std::make_shared<LossActor>(prefix_, run_, copy_)); }
+  Node gather() { return Node::filter(std::make_shared<GatherActor>(prefix_, run_, copy_)); }
   const std::string& prefix() const { return prefix_; }
   Node sink() { return Node::filter(std::make_shared<SinkActor>(run_)); }
 
@@ -826,7 +881,9 @@ std::vector<Node> build_copy(TrainingRun& run, const LayerWidths& widths, Traini
     add(builder.dense("f2", 120, 84, true, true, widths.f2_blocks));
     add(builder.dense("f3", 84, 10, false, true, widths.f3_blocks));
   }
-  std::vector<Node> stages = std::move(forward);
+  std::vector<Node> stages;
+  if (run.sample_groups > 1) stages.push_back(builder.gather());
+  for (Node& node : forward) stages.push_back(std::move(node));
   stages.push_back(builder.loss());
   for (Node& node : backward) stages.push_back(std::move(node));
   return stages;
@@ -834,9 +891,10 @@ std::vector<Node> build_copy(TrainingRun& run, const LayerWidths& widths, Traini
 
 }  // namespace
 
-// With sample fission the copies form a splitjoin: a round-robin split deals each copy its slice
-// of the micro-batch's images; the copies end in the first layer's backward, which pushes nothing,
-// so the join only counts their micro-batches in.
+// With sample fission the copies form a splitjoin: the source's micro-batch numbers go to every
+// copy (duplicate split), whose gather actor fetches its slice of the images; the copies end in
+// the first layer's backward, which pushes nothing, so the join only counts their micro-batches
+// in.
 TrainingGraph build_training_graph(TrainingRun& run, const LayerWidths& widths) {
   const int copies = widths.sample_groups;
   CNNBENCH_CHECK(copies >= 1 && run.micro_batch % copies == 0,
@@ -861,11 +919,8 @@ TrainingGraph build_training_graph(TrainingRun& run, const LayerWidths& widths) 
       branches.push_back(Node::pipeline("s" + std::to_string(c),
                                         build_copy(run, widths, graph, c)));
     }
-    stages.push_back(Node::splitjoin(
-        "samples",
-        stream::Split::round_robin(
-            std::vector<std::size_t>(std::size_t(copies), std::size_t(run.part) * 784)),
-        std::move(branches), Join::concatenate()));
+    stages.push_back(Node::splitjoin("samples", stream::Split::duplicate(), std::move(branches),
+                                     Join::concatenate()));
   }
   stages.push_back(outer.sink());
   graph.root = Node::pipeline(model_name(run.model), std::move(stages));

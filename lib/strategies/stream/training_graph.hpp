@@ -83,22 +83,28 @@ class ParamBlock {
   const std::string& name() const { return name_; }
   std::size_t size() const { return size_; }
   void load(const Model& model);   // params and momentum from the model; versions restart
-  void store(Model& model) const;  // the newest params and momentum into the model
+  void store(Model& model);  // the newest params and momentum into the model
 
   // The weights micro-batch `sequence` uses (forward and backward alike) and their version.
   float* weights_for(std::int64_t sequence);
-  std::int64_t version_for(std::int64_t sequence) const;
+  std::int64_t version_for(std::int64_t sequence);
   // Where copy `copy` of the net adds the gradients of micro-batch `sequence`.
   float* grads(std::int64_t sequence, int copy);
   // After the backward of `sequence` by copy `copy` added its gradients: counts its staleness
   // and, when the last copy finishes a group, sums the copies' gradients in copy order and
-  // applies SGD (on that copy's thread).
+  // applies SGD: at once on that copy's thread, or, in strict with several copies, in the first
+  // copy to need the weights again (see settle()).
   void finish_backward(std::int64_t sequence, std::int64_t version_used, int copy);
   std::vector<std::int64_t> staleness() const;  // histogram: staleness -> micro-batches
 
  private:
   int buffer_for(std::int64_t sequence) const;
   void update(std::int64_t group);
+  // strict with several copies: the group's update waits until a copy next reads the weights.
+  // The last copy to finish a group is the slowest one, and strict drains before the next group,
+  // so the copy that runs ahead does the sum and the step while the slow one catches up; a copy
+  // that finds it under way waits for it (never for long: the claimant is running it).
+  void settle();
 
   std::string name_;
   std::vector<Run> runs_;
@@ -113,6 +119,9 @@ class ParamBlock {
   aligned_vector<float> momentum_;
   std::atomic<std::int64_t> updates_{0};
   std::atomic<int> pending_[2] = {1, 1};  // copies yet to finish the group, per parity
+  bool lazy_ = false;                      // strict with several copies
+  std::atomic<int> due_{0};                // lazy: 0 none, 1 an update is due, 2 one is running
+  std::int64_t due_group_ = 0;
   std::vector<std::vector<std::int64_t>> staleness_;  // per copy
 };
 
