@@ -182,6 +182,18 @@ TEST(StreamStrategy, DefaultWidthsChooseFissionForLeNet5) {
   EXPECT_EQ(async["sample_groups"], 1);
   EXPECT_EQ(async["c1_kernel_groups"], 2);
   EXPECT_EQ(widths_of(ModelKind::fc3, 2, "strict", 4)["sample_groups"], 1);
+  // strict's default group: one micro-batch for copies (nothing to pipeline), two otherwise.
+  const auto default_microbatches = [](ModelKind kind, const char* widths) {
+    TrainConfig config = config_for(kind, 2, "strict", 1);
+    config.options.erase("microbatches");
+    if (*widths) config.options["widths"] = widths;
+    auto strategy = make_strategy("stream");
+    strategy->prepare(initial(kind), data(), config);
+    return strategy->metrics()["microbatches"].get<int>();
+  };
+  EXPECT_EQ(default_microbatches(ModelKind::lenet5, ""), 1);
+  EXPECT_EQ(default_microbatches(ModelKind::lenet5, "s=1"), 2);
+  EXPECT_EQ(default_microbatches(ModelKind::fc3, ""), 2);
 }
 
 TEST(StreamStrategy, AsyncTrainsAndReportsStaleness) {

@@ -821,8 +821,8 @@ class Builder {
   }
 
   Node source() { return Node::filter(std::make_shared<SourceActor>(run_)); }
-  Node loss() { return Node::filter(std::make_shared<LossActor>(prefix_, run_, copy_)); }
-  Node gather() { return Node::filter(std::make_shared<GatherActor>(prefix_, run_, copy_)); }
+  Node loss() { return placed(std::make_shared<LossActor>(prefix_, run_, copy_)); }
+  Node gather() { return placed(std::make_shared<GatherActor>(prefix_, run_, copy_)); }
   const std::string& prefix() const { return prefix_; }
   Node sink() { return Node::filter(std::make_shared<SinkActor>(run_)); }
 
@@ -840,10 +840,16 @@ class Builder {
     return out_.blocks.back();
   }
 
-  // `key` already carries the copy's prefix, so each copy is placed on its own.
-  static Node place(std::shared_ptr<stream::Actor> actor, const std::string& key, double flops) {
-    actor->set_placement(key);
+  // `key` already carries the copy's prefix. With at least one copy per core a copy is placed
+  // whole: its actors pass every token to the next one in the same cache.
+  Node place(std::shared_ptr<stream::Actor> actor, const std::string& key, double flops) const {
+    actor->set_placement(whole_copy() ? prefix_ : key);
     actor->set_work_estimate(guess_seconds(flops));
+    return Node::filter(std::move(actor));
+  }
+  bool whole_copy() const { return run_.sample_groups > 1 && run_.sample_groups >= run_.cores; }
+  Node placed(std::shared_ptr<stream::Actor> actor) const {
+    if (whole_copy()) actor->set_placement(prefix_);
     return Node::filter(std::move(actor));
   }
 

@@ -32,6 +32,7 @@ struct TrainingRun {
   // every micro-batch (part samples), and the copies' gradients are summed before each update.
   int sample_groups = 1;
   int part = 16;  // micro_batch / sample_groups
+  int cores = 1;
   SgdConfig sgd;
 
   StepRange range;
