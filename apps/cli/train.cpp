@@ -165,8 +165,9 @@ void add_train_command(CLI::App& root, Runner& runner) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--graph", args->graph, "stream: write the dataflow graph (Graphviz .dot)");
   cmd->add_option("--widths", args->widths,
-                  "stream: splitjoin widths, e.g. c1k=2,c2c=2,f1=2 (c1k/c1c/c2k/c2c: conv kernel/"
-                  "channel groups; f1/f2/f3: dense blocks); unnamed layers keep the default");
+                  "stream: splitjoin widths, e.g. s=1,c1k=2,c2c=2,f1=2 (s: copies of the net, "
+                  "each on a slice of every micro-batch; c1k/c1c/c2k/c2c: conv kernel/channel "
+                  "groups; f1/f2/f3: dense blocks); unnamed ones keep the default");
   cmd->add_option("--overlap", args->overlap, "cluster: overlap allreduce with backward")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--balance", args->balance,
