@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../lib/strategies/stream/training_graph.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/data.hpp"
 #include "cnnbench/models.hpp"
@@ -242,6 +243,9 @@ TEST(StreamStrategy, BadOptionsNameTheFlag) {
   TrainConfig odd = config_for(ModelKind::lenet5, 2, "strict", 4);
   odd.options["widths"] = "s=3";
   EXPECT_NE(message(odd).find("--widths s=3: must divide the micro-batch of 4"), std::string::npos);
+  TrainConfig balance = config_for(ModelKind::lenet5, 2, "strict", 4);
+  balance.options["balance"] = "even";
+  EXPECT_NE(message(balance).find("--balance: unknown mode 'even'"), std::string::npos);
   TrainConfig async = config_for(ModelKind::lenet5, 2, "async", 4);
   async.options["widths"] = "s=2";
   EXPECT_NE(message(async).find("--consistency async"), std::string::npos);
@@ -262,6 +266,59 @@ TEST(StreamStrategy, StrictWithOtherWidthsEqualsSerial) {
     EXPECT_EQ(metrics["widths"]["c2_kernel_groups"], widths[2] == '1' ? 3 : 1);
     EXPECT_EQ(metrics["widths"]["sample_groups"], widths[2] - '0');
   }
+}
+
+// --balance dynamic re-sizes the copies' shares of each micro-batch; any shares sum the same
+// gradients, so strict still equals serial.
+TEST(StreamStrategy, DynamicBalanceEqualsSerial) {
+  for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
+    const Trained want = serial_reference(kind, false);
+    TrainConfig config = config_for(kind, 2, "strict", 2);
+    config.options["widths"] = "s=2";
+    config.options["balance"] = "dynamic";
+    nlohmann::json metrics;
+    const Trained got = run_stream(config, &metrics);
+    const std::string what = std::string(model_name(kind)) + " balanced dynamically";
+    expect_close(got.model, want.model, 1e-4, what);
+    expect_losses_close(got.losses, want.losses, what);
+    EXPECT_EQ(metrics["balance"], "dynamic");
+    const auto shares = metrics["copy_shares"].get<std::vector<int>>();
+    ASSERT_EQ(shares.size(), 2u);
+    EXPECT_EQ(shares[0] + shares[1], batch / 2) << what;
+    EXPECT_GE(std::min(shares[0], shares[1]), 1) << what;
+  }
+}
+
+// The source's rule: at a group's first micro-batch, samples move from the copy that took longer
+// towards equal times; within 5% the shares stay; every micro-batch records its counts and
+// offsets.
+TEST(StreamStrategy, DynamicSharesFollowTheCopiesBusyTimes) {
+  TrainingRun run;
+  run.microbatches = 2;
+  run.window = 2;
+  run.micro_batch = 64;
+  run.sample_groups = 2;
+  run.part = 63;
+  run.balance_dynamic = true;
+  run.shares = {32, 32};
+  run.counts.assign(4, 0);
+  run.offsets.assign(4, 0);
+  run.busy_ns = std::make_unique<std::atomic<std::int64_t>[]>(2);
+  run.busy_seen.assign(2, 0);
+  run.add_busy(0, 2e-3);  // copy 0 took twice as long for the same share
+  run.add_busy(1, 1e-3);
+  run.assign_shares(1);  // not a group's start: no change
+  EXPECT_EQ(run.count(1, 0), 32);
+  run.assign_shares(2);
+  EXPECT_NEAR(run.count(2, 0), 21, 1);
+  EXPECT_EQ(run.count(2, 0) + run.count(2, 1), 64);
+  EXPECT_EQ(run.offset(2, 0), 0);
+  EXPECT_EQ(run.offset(2, 1), run.count(2, 0));
+  const int settled = run.count(2, 0);
+  run.add_busy(0, 1.02e-3);  // now within the tolerance
+  run.add_busy(1, 1e-3);
+  run.assign_shares(4);
+  EXPECT_EQ(run.count(4, 0), settled);
 }
 
 // The same N copies compute the same sums in the same order on every run.

@@ -144,8 +144,8 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--microbatches", args->microbatches, "stream: micro-batches per group")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--balance", args->balance,
-                  "cluster: static (even shares) or dynamic (shares by measured throughput, over ranks "
-                  "and over a rank's threads)")
+                  "cluster and stream: static (even shares) or dynamic (shares by measured compute "
+                  "time over ranks, a rank's threads and the stream's copies of the net)")
       ->check(CLI::IsMember({"static", "dynamic"}))
       ->capture_default_str();
   auto* data = cmd->add_option("--data", args->data_dir, "MNIST folder (default: synthetic data)");

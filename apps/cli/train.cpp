@@ -171,8 +171,8 @@ void add_train_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--overlap", args->overlap, "cluster: overlap allreduce with backward")
       ->check(CLI::IsMember({"on", "off"}));
   cmd->add_option("--balance", args->balance,
-                  "cluster: static (even shares) or dynamic (shares by measured throughput, over "
-                  "ranks and over a rank's threads)")
+                  "cluster: static (even shares) or dynamic (shares by measured compute time, over "
+                  "ranks and over a rank's threads); stream: the same over its copies of the net")
       ->check(CLI::IsMember({"static", "dynamic"}));
   cmd->add_option("--slowdown", args->slowdown, "cluster: RANK:FACTOR, slow one rank (testing)");
   cmd->add_option("--gpu-data", args->gpu_data, "gpu: resident or stream")

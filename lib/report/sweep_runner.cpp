@@ -428,7 +428,8 @@ class SweepRunner {
       if (!options_.consistency.empty()) config.options["consistency"] = options_.consistency;
       if (options_.microbatches > 0) config.options["microbatches"] = std::to_string(options_.microbatches);
     }
-    if (point.strategy == "cluster" && !options_.balance.empty()) config.options["balance"] = options_.balance;
+    if ((point.strategy == "cluster" || point.strategy == "stream") && !options_.balance.empty())
+      config.options["balance"] = options_.balance;
     return config;
   }
 

@@ -46,7 +46,7 @@ class StreamStrategy final : public Strategy {
   void prepare(const Model& model, const Dataset& train, const TrainConfig& config) override {
     for (const auto& [key, value] : config.options) {
       CNNBENCH_CHECK(key == "consistency" || key == "microbatches" || key == "graph" ||
-                         key == "widths",
+                         key == "widths" || key == "balance",
                      "strategy 'stream' has no option --" + key);
     }
     CNNBENCH_CHECK(config.threads >= 1, "--cores must be at least 1");
@@ -64,6 +64,10 @@ class StreamStrategy final : public Strategy {
     run_.window = run_.consistency == Consistency::strict ? run_.microbatches
                                                           : 2 * run_.microbatches;
     run_.sgd = config.sgd;
+    const std::string balance = option_or(config, "balance", "static");
+    CNNBENCH_CHECK(balance == "static" || balance == "dynamic",
+                   "--balance: unknown mode '" + balance + "' (expected static or dynamic)");
+    run_.balance_dynamic = balance == "dynamic";
     widths_ = choose_widths(option_or(config, "widths", ""), config.model, cores_,
                             run_.consistency, run_.micro_batch);
 
@@ -142,6 +146,8 @@ nlohmann::json StreamStrategy::metrics() const {
   m["micro_batch_size"] = run_.micro_batch;
   m["window_microbatches"] = run_.window;
   m["cores"] = cores_;
+  m["balance"] = run_.balance_dynamic ? "dynamic" : "static";
+  m["copy_shares"] = run_.shares;  // samples per copy of each micro-batch, as the last group ran
   m["widths"] = {{"c1_kernel_groups", widths_.c1_kernel_groups},
                  {"c1_channel_groups", widths_.c1_channel_groups},
                  {"c2_kernel_groups", widths_.c2_kernel_groups},

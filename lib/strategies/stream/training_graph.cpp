@@ -8,6 +8,8 @@
 #include <cstring>
 #include <limits>
 
+#include "cnnbench/cluster.hpp"
+#include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
 
 namespace cnnbench {
@@ -40,6 +42,34 @@ const std::uint32_t* TrainingRun::samples_of(std::int64_t sequence) const {
                                                       std::to_string(sequence) +
                                                       " lies outside the current step range");
   return range.order + (range.first + step) * batch + m * micro_batch;
+}
+
+void TrainingRun::add_busy(int copy, double seconds) {
+  busy_ns[std::size_t(copy)].fetch_add(static_cast<std::int64_t>(seconds * 1e9),
+                                       std::memory_order_relaxed);
+}
+
+// At a group's first micro-batch, dynamic balancing reads what each copy spent since the last
+// group and moves samples from the slowest copy to the fastest toward equal times (the cluster's
+// rule: equalize_times, 5% tolerance); every micro-batch then records the shares it runs with.
+void TrainingRun::assign_shares(std::int64_t sequence) {
+  if (balance_dynamic && sample_groups > 1 && sequence % microbatches == 0) {
+    std::vector<double> seconds(shares.size());
+    bool measured = true;
+    for (std::size_t c = 0; c < shares.size(); ++c) {
+      const std::int64_t busy = busy_ns[c].load(std::memory_order_relaxed);
+      seconds[c] = double(busy - busy_seen[c]) * 1e-9;
+      busy_seen[c] = busy;
+      measured = measured && seconds[c] > 0;
+    }
+    if (measured) shares = equalize_times(shares, seconds, 1, part, 0.05);
+  }
+  int offset = 0;
+  for (int c = 0; c < sample_groups; ++c) {
+    counts[slot(sequence, c)] = shares[std::size_t(c)];
+    offsets[slot(sequence, c)] = offset;
+    offset += shares[std::size_t(c)];
+  }
 }
 
 // Cost matters more than symmetry: every split keeps the direct 5x5 kernels (the serial fast
@@ -307,6 +337,31 @@ std::int64_t oldest_version(std::int64_t a, std::int64_t b) {
   return std::min(a, b);
 }
 
+// ---- the actors of one copy of the net ---------------------------------------------------------
+
+// An actor of copy `copy` of the net: count() is how many of the micro-batch's samples its copy
+// got (its ports hold run.part, the most a copy can get), and under dynamic balancing each firing's
+// time adds to the copy's busy time, which the source reads to re-size the copies' shares.
+class CopyActor : public stream::Actor {
+ public:
+  CopyActor(std::string name, std::vector<stream::Port> inputs, std::vector<stream::Port> outputs,
+            TrainingRun& run, int copy)
+      : Actor(std::move(name), std::move(inputs), std::move(outputs)), run_(run), copy_(copy) {}
+  void fire(Firing& firing) final {
+    if (!run_.balance_dynamic) return work(firing);
+    const double start = now_seconds();
+    work(firing);
+    run_.add_busy(copy_, now_seconds() - start);
+  }
+
+ protected:
+  virtual void work(Firing& firing) = 0;
+  int count(std::int64_t sequence) const { return run_.count(sequence, copy_); }
+
+  TrainingRun& run_;
+  const int copy_;
+};
+
 // ---- source, loss, sink -----------------------------------------------------------------------
 
 // Emits micro-batch after micro-batch of the current range; its firing condition is the
@@ -332,6 +387,7 @@ class SourceActor final : public stream::Actor {
   void fire(Firing& firing) override {
     const stream::TokenRef out = firing.output(0);
     out.header() = {run_.next_sequence, -1, 0.0};
+    run_.assign_shares(run_.next_sequence);
     if (run_.sample_groups == 1) {
       gather_batch(out.as<float>().data(), labels_.data(), *run_.data,
                    run_.samples_of(run_.next_sequence), run_.micro_batch);
@@ -344,53 +400,51 @@ class SourceActor final : public stream::Actor {
   std::vector<std::uint8_t> labels_;
 };
 
-// A copy's slice of micro-batch images: samples [copy x part, (copy + 1) x part).
-class GatherActor final : public stream::Actor {
+// A copy's slice of micro-batch images: count() samples from its offset.
+class GatherActor final : public CopyActor {
  public:
-  GatherActor(const std::string& prefix, const TrainingRun& run, int copy)
-      : Actor(prefix + "gather", {f32_port(0)}, {f32_port(std::size_t(run.part) * 784)}),
-        run_(run), copy_(copy), labels_(static_cast<std::size_t>(run.part)) {}
+  GatherActor(const std::string& prefix, TrainingRun& run, int copy)
+      : CopyActor(prefix + "gather", {f32_port(0)}, {f32_port(std::size_t(run.part) * 784)}, run,
+                  copy),
+        labels_(static_cast<std::size_t>(run.part)) {}
   std::string kind() const override { return "gather"; }
-  void fire(Firing& firing) override {
+  void work(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
+    const std::int64_t sequence = in.header().sequence;
     out.header() = in.header();
     gather_batch(out.as<float>().data(), labels_.data(), *run_.data,
-                 run_.samples_of(in.header().sequence) + std::size_t(copy_) * run_.part,
-                 run_.part);
+                 run_.samples_of(sequence) + run_.offset(sequence, copy_), count(sequence));
   }
 
  private:
-  const TrainingRun& run_;
-  int copy_;
   std::vector<std::uint8_t> labels_;
 };
 
 // Softmax cross-entropy of one micro-batch: logits in, dlogits out (scaled by 1/batch so that the
 // group's micro-batches add up to the batch mean); the loss sum rides in the header.
-class LossActor final : public stream::Actor {
+class LossActor final : public CopyActor {
  public:
   LossActor(const std::string& prefix, TrainingRun& run, int copy)
-      : Actor(prefix + "loss", {f32_port(std::size_t(run.part) * 10)},
-              {f32_port(std::size_t(run.part) * 10)}),
-        run_(run), copy_(copy), labels_(static_cast<std::size_t>(run.part)) {}
+      : CopyActor(prefix + "loss", {f32_port(std::size_t(run.part) * 10)},
+                  {f32_port(std::size_t(run.part) * 10)}, run, copy),
+        labels_(static_cast<std::size_t>(run.part)) {}
   std::string kind() const override { return "loss"; }
-  void fire(Firing& firing) override {
+  void work(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
     const std::int64_t sequence = in.header().sequence;
-    const std::uint32_t* samples = run_.samples_of(sequence) + std::size_t(copy_) * run_.part;
-    for (int i = 0; i < run_.part; ++i) labels_[i] = run_.data->labels[samples[i]];
+    const int n = count(sequence);
+    const std::uint32_t* samples = run_.samples_of(sequence) + run_.offset(sequence, copy_);
+    for (int i = 0; i < n; ++i) labels_[i] = run_.data->labels[samples[i]];
     out.header() = in.header();
     out.header().scalar = softmax_xent_forward_backward(
-        out.as<float>().data(), in.as<float>().data(), labels_.data(), run_.part, 10,
+        out.as<float>().data(), in.as<float>().data(), labels_.data(), n, 10,
         1.0f / static_cast<float>(run_.batch));
     run_.loss_sum(sequence, copy_) = out.header().scalar;
   }
 
  private:
-  TrainingRun& run_;
-  int copy_;
   std::vector<std::uint8_t> labels_;
 };
 
@@ -430,27 +484,29 @@ struct DenseBlockShape {
   bool input_grad = true;  // false for the first layer
 };
 
-class DenseForward final : public stream::Actor {
+class DenseForward final : public CopyActor {
  public:
   DenseForward(std::string name, DenseBlockShape shape, std::shared_ptr<ParamBlock> block,
-               const TrainingRun& run, std::shared_ptr<Stash> inputs,
+               TrainingRun& run, int copy, std::shared_ptr<Stash> inputs,
                std::shared_ptr<Stash> outputs)
-      : Actor(std::move(name),
-              {retained(f32_port(std::size_t(run.part) * shape.in), inputs->depth())},
-              {retained(f32_port(std::size_t(run.part) * shape.count), outputs->depth())}),
-        shape_(shape), block_(std::move(block)), n_(run.part),
-        inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
+      : CopyActor(std::move(name),
+                  {retained(f32_port(std::size_t(run.part) * shape.in), inputs->depth())},
+                  {retained(f32_port(std::size_t(run.part) * shape.count), outputs->depth())},
+                  run, copy),
+        shape_(shape), block_(std::move(block)), inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)) {}
   std::string kind() const override { return "dense forward"; }
-  void fire(Firing& firing) override {
+  void work(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
     const std::int64_t sequence = in.header().sequence;
+    const int n = count(sequence);
     const std::int64_t version = block_->version_for(sequence);
     const float* weight = block_->weights_for(sequence);
     const float* bias = weight + std::size_t(shape_.count) * shape_.in;
     float* y = out.as<float>().data();
-    dense_forward(y, in.as<float>().data(), weight, bias, n_, shape_.in, shape_.count);
-    if (shape_.relu) relu_forward(y, y, out.as<float>().size());
+    dense_forward(y, in.as<float>().data(), weight, bias, n, shape_.in, shape_.count);
+    if (shape_.relu) relu_forward(y, y, std::size_t(n) * shape_.count);
     inputs_->keep(sequence, version, in.as<float>().data());
     if (shape_.relu) outputs_->keep(sequence, version, y);
     out.header() = in.header();
@@ -460,35 +516,36 @@ class DenseForward final : public stream::Actor {
  private:
   DenseBlockShape shape_;
   std::shared_ptr<ParamBlock> block_;
-  int n_;
   std::shared_ptr<Stash> inputs_, outputs_;
 };
 
-class DenseBackward final : public stream::Actor {
+class DenseBackward final : public CopyActor {
  public:
   DenseBackward(std::string name, DenseBlockShape shape, std::shared_ptr<ParamBlock> block,
-                const TrainingRun& run, int copy, std::shared_ptr<Stash> inputs,
+                TrainingRun& run, int copy, std::shared_ptr<Stash> inputs,
                 std::shared_ptr<Stash> outputs)
-      : Actor(std::move(name), {f32_port(std::size_t(run.part) * shape.count)},
-              {f32_port(shape.input_grad ? std::size_t(run.part) * shape.in : 0)}),
-        shape_(shape), block_(std::move(block)), n_(run.part), copy_(copy),
-        inputs_(std::move(inputs)), outputs_(std::move(outputs)),
-        dpre_(std::size_t(run.part) * shape.count) {}
+      : CopyActor(std::move(name), {f32_port(std::size_t(run.part) * shape.count)},
+                  {f32_port(shape.input_grad ? std::size_t(run.part) * shape.in : 0)}, run,
+                  copy),
+        shape_(shape), block_(std::move(block)), inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)), dpre_(std::size_t(run.part) * shape.count) {}
   std::string kind() const override { return "dense backward"; }
-  void fire(Firing& firing) override {
+  void work(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
     const std::int64_t sequence = in.header().sequence;
+    const int n = count(sequence);
     const float* dout = in.as<float>().data();
     if (shape_.relu) {
-      relu_backward(dpre_.data(), dout, outputs_->get(sequence, name()), dpre_.size());
+      relu_backward(dpre_.data(), dout, outputs_->get(sequence, name()),
+                    std::size_t(n) * shape_.count);
       dout = dpre_.data();
     }
     const float* weight = block_->weights_for(sequence);
     float* dweight = block_->grads(sequence, copy_);
     float* dbias = dweight + std::size_t(shape_.count) * shape_.in;
     dense_backward(shape_.input_grad ? out.as<float>().data() : nullptr, dweight, dbias, dout,
-                   inputs_->get(sequence, name()), weight, n_, shape_.in, shape_.count);
+                   inputs_->get(sequence, name()), weight, n, shape_.in, shape_.count);
     out.header() = in.header();
     block_->finish_backward(sequence, inputs_->version(sequence), copy_);
   }
@@ -496,7 +553,6 @@ class DenseBackward final : public stream::Actor {
  private:
   DenseBlockShape shape_;
   std::shared_ptr<ParamBlock> block_;
-  int n_, copy_;
   std::shared_ptr<Stash> inputs_, outputs_;
   aligned_vector<float> dpre_;
 };
@@ -506,7 +562,7 @@ class DenseBackward final : public stream::Actor {
 // Kernels [k0, k0 + shape.out_channels) over input channels [c0, c0 + shape.in_channels);
 // the block owns the kernels' bias when it is the first channel group.
 struct ConvBlockShape {
-  Conv2dShape conv;  // batch = micro-batch, channels = this block's share
+  Conv2dShape conv;  // batch = the most samples a copy gets, channels = this block's share
   bool owns_bias = true;
   bool input_grad = true;
   bool all_channels = true;  // the block sees every input channel of the layer
@@ -533,25 +589,26 @@ struct ConvBlockShape {
   }
 };
 
-class ConvForward final : public stream::Actor {
+class ConvForward final : public CopyActor {
  public:
   ConvForward(std::string name, ConvBlockShape shape, std::shared_ptr<ParamBlock> block,
-              std::shared_ptr<Stash> inputs)
-      : Actor(std::move(name), {retained(f32_port(shape.in_elements()), inputs->depth())},
-              {f32_port(shape.out_elements())}),
+              TrainingRun& run, int copy, std::shared_ptr<Stash> inputs)
+      : CopyActor(std::move(name), {retained(f32_port(shape.in_elements()), inputs->depth())},
+                  {f32_port(shape.out_elements())}, run, copy),
         shape_(shape), block_(std::move(block)), inputs_(std::move(inputs)),
         zero_bias_(static_cast<std::size_t>(shape.conv.out_channels), 0.0f),
         scratch_(shape.direct_to16() ? conv5x5_to16_scratch_floats(shape.conv.in_channels)
                                      : shape.direct_pad2() ? 0 : shape.conv.scratch_floats()) {}
   std::string kind() const override { return "conv forward"; }
-  void fire(Firing& firing) override {
+  void work(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
     const std::int64_t sequence = in.header().sequence;
     const std::int64_t version = block_->version_for(sequence);
     const float* weight = block_->weights_for(sequence);
     const float* bias = shape_.owns_bias ? weight + shape_.weight_count() : zero_bias_.data();
-    const Conv2dShape& c = shape_.conv;
+    Conv2dShape c = shape_.conv;
+    c.batch = count(sequence);
     if (shape_.direct_pad2()) {
       conv5x5_pad2_relu_forward(out.as<float>().data(), in.as<float>().data(), weight, bias,
                                 c.batch, c.out_channels, c.height, c.width);
@@ -575,18 +632,18 @@ class ConvForward final : public stream::Actor {
   aligned_vector<float> zero_bias_, scratch_;
 };
 
-class ConvBackward final : public stream::Actor {
+class ConvBackward final : public CopyActor {
  public:
   ConvBackward(std::string name, ConvBlockShape shape, std::shared_ptr<ParamBlock> block,
-               int copy, std::shared_ptr<Stash> inputs)
-      : Actor(std::move(name), {f32_port(shape.out_elements())},
-              {f32_port(shape.input_grad ? shape.in_elements() : 0)}),
-        shape_(shape), block_(std::move(block)), copy_(copy), inputs_(std::move(inputs)),
+               TrainingRun& run, int copy, std::shared_ptr<Stash> inputs)
+      : CopyActor(std::move(name), {f32_port(shape.out_elements())},
+                  {f32_port(shape.input_grad ? shape.in_elements() : 0)}, run, copy),
+        shape_(shape), block_(std::move(block)), inputs_(std::move(inputs)),
         unused_dbias_(static_cast<std::size_t>(shape.conv.out_channels), 0.0f),
         scratch_(shape.direct_to16() ? conv5x5_to16_scratch_floats(shape.conv.in_channels)
                                      : shape.direct_pad2() ? 0 : shape.conv.scratch_floats()) {}
   std::string kind() const override { return "conv backward"; }
-  void fire(Firing& firing) override {
+  void work(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
     const std::int64_t sequence = in.header().sequence;
@@ -598,7 +655,8 @@ class ConvBackward final : public stream::Actor {
     }
     float* dinp = shape_.input_grad ? out.as<float>().data() : nullptr;
     const float* inp = inputs_->get(sequence, name());
-    const Conv2dShape& c = shape_.conv;
+    Conv2dShape c = shape_.conv;
+    c.batch = count(sequence);
     if (shape_.direct_pad2()) {
       conv5x5_pad2_backward_weights(dweight, dbias, in.as<float>().data(), inp, c.batch,
                                     c.out_channels, c.height, c.width);
@@ -617,7 +675,6 @@ class ConvBackward final : public stream::Actor {
  private:
   ConvBlockShape shape_;
   std::shared_ptr<ParamBlock> block_;
-  int copy_;
   std::shared_ptr<Stash> inputs_;
   aligned_vector<float> unused_dbias_, scratch_;
 };
@@ -626,7 +683,8 @@ class ConvBackward final : public stream::Actor {
 // before the ReLU, or the direct 16-kernel convolution's (B, H, W, 16), with the ReLU applied
 // when one block computed it whole.
 struct PoolShape {
-  int planes = 0, height = 0, width = 0;  // planes = B x G
+  int planes = 0, height = 0, width = 0;  // planes = B x G, for the most samples a copy gets
+  int per_sample = 0;                     // G (or 16)
   bool channels_last16 = false;           // then planes = B x 16
   bool relu_applied = false;              // the convolution's kernel folded the ReLU in
   std::size_t elements() const { return std::size_t(planes) * height * width; }
@@ -634,26 +692,31 @@ struct PoolShape {
 };
 
 // ReLU then 2x2 max-pool: (B, G, H, W) -> (B, G, H/2, W/2). The ReLU output is kept for backward.
-class ReluPoolForward final : public stream::Actor {
+class ReluPoolForward final : public CopyActor {
  public:
-  ReluPoolForward(std::string name, PoolShape shape, std::shared_ptr<Stash> activations)
-      : Actor(std::move(name), {retained(f32_port(shape.elements()), activations->depth())},
-              {f32_port(shape.pooled_elements())}),
+  ReluPoolForward(std::string name, PoolShape shape, TrainingRun& run, int copy,
+                  std::shared_ptr<Stash> activations)
+      : CopyActor(std::move(name), {retained(f32_port(shape.elements()), activations->depth())},
+                  {f32_port(shape.pooled_elements())}, run, copy),
         shape_(shape), activations_(std::move(activations)) {}
   std::string kind() const override { return "relu+pool forward"; }
   // The ReLU goes in place into the input token, which backward then reads as the activation.
-  void fire(Firing& firing) override {
+  void work(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
+    const int n = count(in.header().sequence);
     float* activation = in.as<float>().data();
-    if (!shape_.relu_applied) relu_forward(activation, activation, in.as<float>().size());
+    if (!shape_.relu_applied) {
+      relu_forward(activation, activation,
+                   std::size_t(n) * shape_.per_sample * shape_.height * shape_.width);
+    }
     activations_->keep(in.header().sequence, in.header().version, activation);
     if (shape_.channels_last16) {
-      maxpool2x2_channels_last16_forward(out.as<float>().data(), activation, shape_.planes / 16,
-                                         shape_.height, shape_.width);
+      maxpool2x2_channels_last16_forward(out.as<float>().data(), activation, n, shape_.height,
+                                         shape_.width);
     } else {
-      maxpool2x2_forward(out.as<float>().data(), activation, shape_.planes, shape_.height,
-                         shape_.width);
+      maxpool2x2_forward(out.as<float>().data(), activation, n * shape_.per_sample,
+                         shape_.height, shape_.width);
     }
     out.header() = in.header();
   }
@@ -663,23 +726,25 @@ class ReluPoolForward final : public stream::Actor {
   std::shared_ptr<Stash> activations_;
 };
 
-class ReluPoolBackward final : public stream::Actor {
+class ReluPoolBackward final : public CopyActor {
  public:
-  ReluPoolBackward(std::string name, PoolShape shape, std::shared_ptr<Stash> activations)
-      : Actor(std::move(name), {f32_port(shape.pooled_elements())}, {f32_port(shape.elements())}),
+  ReluPoolBackward(std::string name, PoolShape shape, TrainingRun& run, int copy,
+                   std::shared_ptr<Stash> activations)
+      : CopyActor(std::move(name), {f32_port(shape.pooled_elements())},
+                  {f32_port(shape.elements())}, run, copy),
         shape_(shape), activations_(std::move(activations)) {}
   std::string kind() const override { return "relu+pool backward"; }
-  void fire(Firing& firing) override {
+  void work(Firing& firing) override {
     const stream::TokenRef in = firing.input(0);
     const stream::TokenRef out = firing.output(0);
+    const int n = count(in.header().sequence);
     const float* activation = activations_->get(in.header().sequence, name());
     if (shape_.channels_last16) {
       maxpool2x2_relu_channels_last16_backward(out.as<float>().data(), in.as<float>().data(),
-                                               activation, shape_.planes / 16, shape_.height,
-                                               shape_.width);
+                                               activation, n, shape_.height, shape_.width);
     } else {
       maxpool2x2_relu_backward(out.as<float>().data(), in.as<float>().data(), activation,
-                               shape_.planes, shape_.height, shape_.width);
+                               n * shape_.per_sample, shape_.height, shape_.width);
     }
     out.header() = in.header();
   }
@@ -725,7 +790,7 @@ class Builder {
       auto outputs = std::make_shared<Stash>(run_.window);
       const double flops = 2.0 * run_.part * in * shape.count;
       forward.push_back(place(std::make_shared<DenseForward>(name + ".fwd", shape, block, run_,
-                                                             inputs, outputs),
+                                                             copy_, inputs, outputs),
                               name, flops));
       backward.push_back(place(std::make_shared<DenseBackward>(name + ".bwd", shape, block, run_,
                                                                copy_, inputs, outputs),
@@ -779,9 +844,10 @@ class Builder {
         auto inputs = std::make_shared<Stash>(run_.window);
         const double flops = 2.0 * shape.out_elements() * (c1 - c0) * R * R;
         forward_blocks.push_back(place(
-            std::make_shared<ConvForward>(name + ".fwd", shape, block, inputs), name, flops));
+            std::make_shared<ConvForward>(name + ".fwd", shape, block, run_, copy_, inputs), name,
+            flops));
         backward_blocks.push_back(place(
-            std::make_shared<ConvBackward>(name + ".bwd", shape, block, copy_, inputs), name,
+            std::make_shared<ConvBackward>(name + ".bwd", shape, block, run_, copy_, inputs), name,
             (input_grad ? 2 : 1) * flops));
         channel_widths.push_back(std::size_t(c1 - c0) * plane_in);
       }
@@ -796,18 +862,21 @@ class Builder {
       whole.owns_bias = true;
       whole.all_channels = channel_groups == 1;
       const bool folded = whole.all_channels && (whole.direct_pad2() || whole.direct_to16());
-      const PoolShape pool_shape{planes, Ho, Wo, whole.direct_to16(), folded};
+      const bool last16 = whole.direct_to16();
+      const PoolShape pool_shape{planes, Ho, Wo, last16 ? 16 : k1 - k0, last16, folded};
       auto activations = std::make_shared<Stash>(run_.window);
       const std::string pool = group + ".pool";
       forward_groups.push_back(Node::pipeline(
           group + ".fwd",
           {Node::splitjoin(group + ".channels.fwd", stream::Split::round_robin(channel_widths),
                            std::move(forward_blocks), Join::sum()),
-           place(std::make_shared<ReluPoolForward>(pool + ".fwd", pool_shape, activations),
+           place(std::make_shared<ReluPoolForward>(pool + ".fwd", pool_shape, run_, copy_,
+                                                   activations),
                  pool, 3.0 * planes * Ho * Wo)}));
       backward_groups.push_back(Node::pipeline(
           group + ".bwd",
-          {place(std::make_shared<ReluPoolBackward>(pool + ".bwd", pool_shape, activations),
+          {place(std::make_shared<ReluPoolBackward>(pool + ".bwd", pool_shape, run_, copy_,
+                                                    activations),
                  pool, 3.0 * planes * Ho * Wo),
            Node::splitjoin(group + ".channels.bwd", stream::Split::duplicate(),
                            std::move(backward_blocks),
@@ -911,8 +980,14 @@ TrainingGraph build_training_graph(TrainingRun& run, const LayerWidths& widths) 
                      ": --consistency async updates weights while other copies read them; use "
                      "strict or group-async, or s=1");
   run.sample_groups = copies;
-  run.part = run.micro_batch / copies;
+  // Dynamic balancing may give a copy all but one sample per other copy.
+  run.part = run.balance_dynamic ? run.micro_batch - (copies - 1) : run.micro_batch / copies;
   run.loss_sums.assign(std::size_t(run.window) * std::size_t(copies), 0.0);
+  run.shares.assign(std::size_t(copies), run.micro_batch / copies);
+  run.counts.assign(std::size_t(run.window) * std::size_t(copies), run.micro_batch / copies);
+  run.offsets.assign(run.counts.size(), 0);
+  run.busy_ns = std::make_unique<std::atomic<std::int64_t>[]>(std::size_t(copies));
+  run.busy_seen.assign(std::size_t(copies), 0);
   TrainingGraph graph;
   Builder outer(run, graph, 0);
   std::vector<Node> stages;

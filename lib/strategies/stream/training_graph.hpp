@@ -31,8 +31,14 @@ struct TrainingRun {
   // Sample fission: the net is built this many times, each copy training on its own slice of
   // every micro-batch (part samples), and the copies' gradients are summed before each update.
   int sample_groups = 1;
-  int part = 16;  // micro_batch / sample_groups
+  int part = 16;  // the most samples a copy gets: micro_batch / sample_groups, more when balancing
   int cores = 1;
+  // Dynamic balancing of the copies (--balance dynamic): shares follow the copies' busy times.
+  bool balance_dynamic = false;
+  std::vector<int> shares;                 // the source's samples per copy for the next group
+  std::vector<int> counts, offsets;        // window x sample_groups: each micro-batch in flight
+  std::unique_ptr<std::atomic<std::int64_t>[]> busy_ns;  // per copy, added by its actors
+  std::vector<std::int64_t> busy_seen;     // the source's last reading of busy_ns
   SgdConfig sgd;
 
   StepRange range;
@@ -45,9 +51,15 @@ struct TrainingRun {
   // Each copy's loss sum of each micro-batch in flight, written by the loss actors and read by
   // the sink (the channels between them order the two).
   std::vector<double> loss_sums;  // window x sample_groups
-  double& loss_sum(std::int64_t sequence, int copy) {
-    return loss_sums[std::size_t(sequence % window) * std::size_t(sample_groups) +
-                     std::size_t(copy)];
+  double& loss_sum(std::int64_t sequence, int copy) { return loss_sums[slot(sequence, copy)]; }
+  // Samples of micro-batch `sequence` that copy `copy` trains on, and where they start. The source
+  // writes them before it emits the micro-batch, so the channels order them before every reader.
+  int count(std::int64_t sequence, int copy) const { return counts[slot(sequence, copy)]; }
+  int offset(std::int64_t sequence, int copy) const { return offsets[slot(sequence, copy)]; }
+  void assign_shares(std::int64_t sequence);  // the source, before emitting `sequence`
+  void add_busy(int copy, double seconds);
+  std::size_t slot(std::int64_t sequence, int copy) const {
+    return std::size_t(sequence % window) * std::size_t(sample_groups) + std::size_t(copy);
   }
 };
 
