@@ -246,6 +246,11 @@ TEST(StreamStrategy, BadOptionsNameTheFlag) {
   TrainConfig balance = config_for(ModelKind::lenet5, 2, "strict", 4);
   balance.options["balance"] = "even";
   EXPECT_NE(message(balance).find("--balance: unknown mode 'even'"), std::string::npos);
+  TrainConfig slow = config_for(ModelKind::lenet5, 2, "strict", 4);
+  slow.options["slowdown"] = "2:2";
+  EXPECT_NE(message(slow).find("there is no copy 2 in a net of 2 copies"), std::string::npos);
+  slow.options["slowdown"] = "0:0.5";
+  EXPECT_NE(message(slow).find("--slowdown 0:0.5"), std::string::npos);
   TrainConfig async = config_for(ModelKind::lenet5, 2, "async", 4);
   async.options["widths"] = "s=2";
   EXPECT_NE(message(async).find("--consistency async"), std::string::npos);
@@ -269,13 +274,14 @@ TEST(StreamStrategy, StrictWithOtherWidthsEqualsSerial) {
 }
 
 // --balance dynamic re-sizes the copies' shares of each micro-batch; any shares sum the same
-// gradients, so strict still equals serial.
+// gradients, so strict still equals serial. Copy 0 is slowed 3x so that the shares must move.
 TEST(StreamStrategy, DynamicBalanceEqualsSerial) {
   for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
     const Trained want = serial_reference(kind, false);
     TrainConfig config = config_for(kind, 2, "strict", 2);
     config.options["widths"] = "s=2";
     config.options["balance"] = "dynamic";
+    config.options["slowdown"] = "0:3";
     nlohmann::json metrics;
     const Trained got = run_stream(config, &metrics);
     const std::string what = std::string(model_name(kind)) + " balanced dynamically";
@@ -285,7 +291,9 @@ TEST(StreamStrategy, DynamicBalanceEqualsSerial) {
     const auto shares = metrics["copy_shares"].get<std::vector<int>>();
     ASSERT_EQ(shares.size(), 2u);
     EXPECT_EQ(shares[0] + shares[1], batch / 2) << what;
-    EXPECT_GE(std::min(shares[0], shares[1]), 1) << what;
+    EXPECT_GE(shares[0], 1) << what;
+    EXPECT_LT(shares[0], shares[1]) << what << ": the slowed copy keeps its half";
+    EXPECT_EQ(metrics["slowdown"]["factor"], 3.0);
   }
 }
 

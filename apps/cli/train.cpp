@@ -174,7 +174,9 @@ void add_train_command(CLI::App& root, Runner& runner) {
                   "cluster: static (even shares) or dynamic (shares by measured compute time, over "
                   "ranks and over a rank's threads); stream: the same over its copies of the net")
       ->check(CLI::IsMember({"static", "dynamic"}));
-  cmd->add_option("--slowdown", args->slowdown, "cluster: RANK:FACTOR, slow one rank (testing)");
+  cmd->add_option("--slowdown", args->slowdown,
+                  "cluster: RANK:FACTOR, slow one rank; stream: COPY:FACTOR, slow one copy of the "
+                  "net (testing balancing)");
   cmd->add_option("--gpu-data", args->gpu_data, "gpu: resident or stream")
       ->check(CLI::IsMember({"resident", "stream"}));
   cmd->add_option("--gpu-graph", args->gpu_graph, "gpu: capture the step as a CUDA graph")

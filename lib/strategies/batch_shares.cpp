@@ -133,8 +133,11 @@ namespace {
   fail("--" + flag + " " + value + ": expected " + expected);
 }
 
-void parse_slowdown(const std::string& value, ClusterOptions& options) {
-  const std::string expected = "RANK:FACTOR, e.g. 1:2 (rank 1 computes 2x slower)";
+}  // namespace
+
+Slowdown parse_slowdown(const std::string& value) {
+  const std::string expected = "N:FACTOR, e.g. 1:2 (rank or stream copy 1 computes 2x slower)";
+  Slowdown options;
   const auto colon = value.find(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == value.size()) {
     bad_option("slowdown", value, expected);
@@ -142,21 +145,19 @@ void parse_slowdown(const std::string& value, ClusterOptions& options) {
   try {
     std::size_t used = 0;
     const std::string rank_text = value.substr(0, colon);
-    options.slow_rank = std::stoi(rank_text, &used);
-    if (used != rank_text.size() || options.slow_rank < 0) bad_option("slowdown", value, expected);
+    options.part = std::stoi(rank_text, &used);
+    if (used != rank_text.size() || options.part < 0) bad_option("slowdown", value, expected);
     const std::string factor_text = value.substr(colon + 1);
-    options.slow_factor = std::stod(factor_text, &used);
+    options.factor = std::stod(factor_text, &used);
     if (used != factor_text.size()) bad_option("slowdown", value, expected);
   } catch (const std::logic_error&) {  // stoi/stod: not a number or out of range
     bad_option("slowdown", value, expected);
   }
-  if (!std::isfinite(options.slow_factor) || options.slow_factor < 1.0 ||
-      options.slow_factor > 1000.0) {
-    bad_option("slowdown", value, "a FACTOR between 1 and 1000 in RANK:FACTOR");
+  if (!std::isfinite(options.factor) || options.factor < 1.0 || options.factor > 1000.0) {
+    bad_option("slowdown", value, "a FACTOR between 1 and 1000 in N:FACTOR");
   }
+  return options;
 }
-
-}  // namespace
 
 ClusterOptions parse_cluster_options(const TrainConfig& config) {
   ClusterOptions options;
@@ -168,7 +169,9 @@ ClusterOptions parse_cluster_options(const TrainConfig& config) {
       if (value != "static" && value != "dynamic") bad_option(key, value, "static or dynamic");
       options.dynamic_balance = value == "dynamic";
     } else if (key == "slowdown") {
-      parse_slowdown(value, options);
+      const Slowdown slowdown = parse_slowdown(value);
+      options.slow_rank = slowdown.part;
+      options.slow_factor = slowdown.factor;
     } else {
       fail("--" + key + " does not apply to --strategy cluster (its options: --overlap on|off, "
            "--balance static|dynamic, --slowdown RANK:FACTOR)");

@@ -105,6 +105,14 @@ std::vector<int> balance_shares(int total, const std::vector<double>& throughput
 std::vector<int> equalize_times(std::vector<int> shares, const std::vector<double>& seconds,
                                 int minimum, int maximum, double tolerance);
 
+// --slowdown N:FACTOR, for testing balancing: part N (a rank of the cluster strategy, a copy of
+// the stream strategy's net) computes FACTOR (1..1000) times slower. Error naming --slowdown.
+struct Slowdown {
+  int part = -1;  // -1: none
+  double factor = 1.0;
+};
+Slowdown parse_slowdown(const std::string& value);
+
 // config.options of --strategy cluster, validated: unknown keys or bad values -> Error naming
 // the CLI flag (--overlap, --balance, --slowdown).
 struct ClusterOptions {

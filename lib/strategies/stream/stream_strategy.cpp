@@ -9,6 +9,7 @@
 
 #include "../factories.hpp"
 #include "../strategy_options.hpp"
+#include "cnnbench/cluster.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/stream.hpp"
 #include "training_graph.hpp"
@@ -46,7 +47,7 @@ class StreamStrategy final : public Strategy {
   void prepare(const Model& model, const Dataset& train, const TrainConfig& config) override {
     for (const auto& [key, value] : config.options) {
       CNNBENCH_CHECK(key == "consistency" || key == "microbatches" || key == "graph" ||
-                         key == "widths" || key == "balance",
+                         key == "widths" || key == "balance" || key == "slowdown",
                      "strategy 'stream' has no option --" + key);
     }
     CNNBENCH_CHECK(config.threads >= 1, "--cores must be at least 1");
@@ -68,6 +69,11 @@ class StreamStrategy final : public Strategy {
     CNNBENCH_CHECK(balance == "static" || balance == "dynamic",
                    "--balance: unknown mode '" + balance + "' (expected static or dynamic)");
     run_.balance_dynamic = balance == "dynamic";
+    if (const auto it = config.options.find("slowdown"); it != config.options.end()) {
+      const Slowdown slowdown = parse_slowdown(it->second);
+      run_.slow_copy = slowdown.part;
+      run_.slow_factor = slowdown.factor;
+    }
     widths_ = choose_widths(option_or(config, "widths", ""), config.model, cores_,
                             run_.consistency, run_.micro_batch);
 
@@ -148,6 +154,9 @@ nlohmann::json StreamStrategy::metrics() const {
   m["cores"] = cores_;
   m["balance"] = run_.balance_dynamic ? "dynamic" : "static";
   m["copy_shares"] = run_.shares;  // samples per copy of each micro-batch, as the last group ran
+  if (run_.slow_copy >= 0) {
+    m["slowdown"] = {{"copy", run_.slow_copy}, {"factor", run_.slow_factor}};
+  }
   m["widths"] = {{"c1_kernel_groups", widths_.c1_kernel_groups},
                  {"c1_channel_groups", widths_.c1_channel_groups},
                  {"c2_kernel_groups", widths_.c2_kernel_groups},

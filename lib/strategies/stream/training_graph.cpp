@@ -348,9 +348,15 @@ class CopyActor : public stream::Actor {
             TrainingRun& run, int copy)
       : Actor(std::move(name), std::move(inputs), std::move(outputs)), run_(run), copy_(copy) {}
   void fire(Firing& firing) final {
-    if (!run_.balance_dynamic) return work(firing);
+    const bool slow = copy_ == run_.slow_copy;
+    if (!run_.balance_dynamic && !slow) return work(firing);
     const double start = now_seconds();
     work(firing);
+    if (slow) {  // as a core this much slower would: keep it busy
+      const double until = now_seconds() + (run_.slow_factor - 1.0) * (now_seconds() - start);
+      while (now_seconds() < until) {
+      }
+    }
     run_.add_busy(copy_, now_seconds() - start);
   }
 
@@ -979,6 +985,10 @@ TrainingGraph build_training_graph(TrainingRun& run, const LayerWidths& widths) 
                  "--widths s=" + std::to_string(copies) +
                      ": --consistency async updates weights while other copies read them; use "
                      "strict or group-async, or s=1");
+  CNNBENCH_CHECK(run.slow_copy < copies,
+                 "--slowdown " + std::to_string(run.slow_copy) + ":...: there is no copy " +
+                     std::to_string(run.slow_copy) + " in a net of " + std::to_string(copies) +
+                     " copies (--widths s=N)");
   run.sample_groups = copies;
   // Dynamic balancing may give a copy all but one sample per other copy.
   run.part = run.balance_dynamic ? run.micro_batch - (copies - 1) : run.micro_batch / copies;

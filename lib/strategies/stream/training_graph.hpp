@@ -39,6 +39,8 @@ struct TrainingRun {
   std::vector<int> counts, offsets;        // window x sample_groups: each micro-batch in flight
   std::unique_ptr<std::atomic<std::int64_t>[]> busy_ns;  // per copy, added by its actors
   std::vector<std::int64_t> busy_seen;     // the source's last reading of busy_ns
+  int slow_copy = -1;        // --slowdown N:FACTOR (testing): copy N's actors take FACTOR x longer
+  double slow_factor = 1.0;
   SgdConfig sgd;
 
   StepRange range;
