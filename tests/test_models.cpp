@@ -204,5 +204,40 @@ TEST(Sgd, MatchesPyTorchFormula) {
   EXPECT_EQ(v, expected_v);
 }
 
+TEST(Sgd, SummedStepsEqualSumThenStep) {
+  // Three buffers over more than two of the function's chunks and a ragged end: the step must
+  // see ((a + b) + c) exactly, and every buffer must be zero afterwards.
+  constexpr std::size_t n = 5000;
+  Rng rng(7);
+  std::vector<std::vector<float>> parts(3, std::vector<float>(n));
+  std::vector<float> p(n), v(n);
+  for (auto& part : parts) {
+    for (float& x : part) x = rng.uniform(-1.0f, 1.0f);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    p[i] = rng.uniform(-1.0f, 1.0f);
+    v[i] = rng.uniform(-1.0f, 1.0f);
+  }
+  const SgdConfig c{0.05f, 0.9f, 1e-3f};
+  std::vector<float> sum(n), expected_p = p, expected_v = v;
+  for (std::size_t i = 0; i < n; ++i) sum[i] = (parts[0][i] + parts[1][i]) + parts[2][i];
+  sgd_step(expected_p.data(), sum.data(), expected_v.data(), n, c);
+
+  // The replicas' form leaves the parts as they were.
+  const auto kept = parts;
+  std::vector<float> replica_p = p, replica_v = v;
+  const std::vector<const float*> inputs = {parts[0].data(), parts[1].data(), parts[2].data()};
+  sum_sgd_step(replica_p.data(), inputs.data(), 3, replica_v.data(), n, c);
+  EXPECT_EQ(replica_p, expected_p);
+  EXPECT_EQ(replica_v, expected_v);
+  EXPECT_EQ(parts, kept);
+
+  std::vector<float*> pointers = {parts[0].data(), parts[1].data(), parts[2].data()};
+  sum_sgd_step_and_clear(p.data(), pointers.data(), 3, v.data(), n, c);
+  EXPECT_EQ(p, expected_p);
+  EXPECT_EQ(v, expected_v);
+  for (const auto& part : parts) EXPECT_EQ(part, std::vector<float>(n, 0.0f));
+}
+
 }  // namespace
 }  // namespace cnnbench

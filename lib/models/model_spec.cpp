@@ -1,5 +1,6 @@
 // Parameter layouts of FC-3 and LeNet-5 (PyTorch's names, shapes and state_dict order), the flat
 // buffers, PyTorch-style initialisation and the SGD update.
+#include <algorithm>
 #include <cmath>
 
 #include "cnnbench/models.hpp"
@@ -118,6 +119,39 @@ void sgd_step(float* params, const float* grads, float* momentum, std::size_t n,
     const float v = mu * momentum[i] + g;
     momentum[i] = v;
     params[i] -= lr * v;
+  }
+}
+
+void sum_sgd_step(float* params, const float* const* parts, int count, float* momentum,
+                  std::size_t n, const SgdConfig& config) {
+  CNNBENCH_CHECK(count >= 1, "sum_sgd_step needs at least one gradient buffer");
+  constexpr std::size_t chunk = 2048;
+  alignas(64) float sum[chunk];
+  for (std::size_t at = 0; at < n; at += chunk) {
+    const std::size_t len = std::min(chunk, n - at);
+    std::copy_n(parts[0] + at, len, sum);
+    for (int c = 1; c < count; ++c) {
+      const float* part = parts[c] + at;
+      for (std::size_t i = 0; i < len; ++i) sum[i] += part[i];
+    }
+    sgd_step(params + at, sum, momentum + at, len, config);
+  }
+}
+
+void sum_sgd_step_and_clear(float* params, float* const* parts, int count, float* momentum,
+                            std::size_t n, const SgdConfig& config) {
+  CNNBENCH_CHECK(count >= 1, "sum_sgd_step_and_clear needs at least one gradient buffer");
+  constexpr std::size_t chunk = 2048;
+  for (std::size_t at = 0; at < n; at += chunk) {
+    const std::size_t len = std::min(chunk, n - at);
+    float* sum = parts[0] + at;
+    for (int c = 1; c < count; ++c) {
+      float* part = parts[c] + at;
+      for (std::size_t i = 0; i < len; ++i) sum[i] += part[i];
+      std::fill_n(part, len, 0.0f);
+    }
+    sgd_step(params + at, sum, momentum + at, len, config);
+    std::fill_n(sum, len, 0.0f);
   }
 }
 

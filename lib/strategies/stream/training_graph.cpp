@@ -170,6 +170,12 @@ ParamBlock::ParamBlock(std::string name, std::vector<Run> runs, const TrainingRu
   for (const Run& r : runs_) size_ += r.count;
   for (auto& w : weights_) w.assign(size_, 0.0f);
   grads_.assign(std::size_t(copies_) * 2, aligned_vector<float>(size_, 0.0f));
+  for (std::size_t parity = 0; parity < 2; ++parity) {
+    parts_[parity].clear();
+    for (std::size_t c = 0; c < std::size_t(copies_); ++c) {
+      parts_[parity].push_back(grads_[c * 2 + parity].data());
+    }
+  }
   momentum_.assign(size_, 0.0f);
   staleness_.resize(static_cast<std::size_t>(copies_));
   lazy_ = copies_ > 1 && run.consistency == Consistency::strict;
@@ -269,8 +275,7 @@ void ParamBlock::finish_backward(std::int64_t sequence, std::int64_t version_use
 }
 
 // The group's gradients are complete: the copies' sums added in copy order, then one SGD step,
-// as serial does once per batch. In chunks that stay in L1, so the sum, the step and the zeroing
-// for the next group read each gradient once.
+// as serial does once per batch, and the buffers zeroed for the group after next.
 void ParamBlock::update(std::int64_t group) {
   const auto parity = static_cast<std::size_t>(group & 1);
   int target = 0;
@@ -278,18 +283,8 @@ void ParamBlock::update(std::int64_t group) {
     target = static_cast<int>((group + 1) & 1);
     weights_[target] = weights_[1 - target];
   }
-  constexpr std::size_t chunk = 2048;
-  for (std::size_t at = 0; at < size_; at += chunk) {
-    const std::size_t n = std::min(chunk, size_ - at);
-    float* sum = grads_[parity].data() + at;
-    for (int c = 1; c < copies_; ++c) {
-      float* part = grads_[std::size_t(c) * 2 + parity].data() + at;
-      for (std::size_t i = 0; i < n; ++i) sum[i] += part[i];
-      std::fill_n(part, n, 0.0f);
-    }
-    sgd_step(weights_[target].data() + at, sum, momentum_.data() + at, n, run_.sgd);
-    std::fill_n(sum, n, 0.0f);
-  }
+  sum_sgd_step_and_clear(weights_[target].data(), parts_[parity].data(), copies_, momentum_.data(),
+                         size_, run_.sgd);
   buffer_version_[target] = updates_.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 

@@ -131,6 +131,7 @@ class ParamBlock {
   // while the last one still sums group g).
   int copies_ = 1;
   std::vector<aligned_vector<float>> grads_;  // [copy * 2 + parity]
+  std::vector<float*> parts_[2];              // per parity: each copy's gradients, in copy order
   aligned_vector<float> momentum_;
   std::atomic<std::int64_t> updates_{0};
   std::atomic<int> pending_[2] = {1, 1};  // copies yet to finish the group, per parity
