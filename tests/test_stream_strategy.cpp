@@ -232,28 +232,35 @@ TEST(StreamStrategy, BadOptionsNameTheFlag) {
             std::string::npos);
   EXPECT_NE(message(config_for(ModelKind::fc3, 2, "eventual", 4)).find("--consistency"),
             std::string::npos);
-  for (const char* widths : {"c9=2", "c1k", "c1k=0", "c1k=7", "f1=x", "f1=2,,f2=2"}) {
-    TrainConfig config = config_for(ModelKind::lenet5, 2, "strict", 4);
-    config.options["widths"] = widths;
-    EXPECT_NE(message(config).find("--widths"), std::string::npos) << widths;
+  // One option set on an otherwise valid 2-core strict (or async) run, and the text its error
+  // must contain.
+  struct BadOption {
+    ModelKind model;
+    const char* consistency;
+    const char* key;
+    const char* value;
+    const char* expected;
+  };
+  const BadOption cases[] = {
+      {ModelKind::lenet5, "strict", "widths", "c9=2", "--widths"},
+      {ModelKind::lenet5, "strict", "widths", "c1k", "--widths"},
+      {ModelKind::lenet5, "strict", "widths", "c1k=0", "--widths"},
+      {ModelKind::lenet5, "strict", "widths", "c1k=7", "--widths"},
+      {ModelKind::lenet5, "strict", "widths", "f1=x", "--widths"},
+      {ModelKind::lenet5, "strict", "widths", "f1=2,,f2=2", "--widths"},
+      {ModelKind::fc3, "strict", "widths", "c1k=2", "has no layer 'c1k'"},
+      {ModelKind::lenet5, "strict", "widths", "s=3", "--widths s=3: must divide the micro-batch of 4"},
+      {ModelKind::lenet5, "strict", "balance", "even", "--balance: unknown mode 'even'"},
+      {ModelKind::lenet5, "strict", "slowdown", "2:2", "there is no copy 2 in a net of 2 copies"},
+      {ModelKind::lenet5, "strict", "slowdown", "0:0.5", "--slowdown 0:0.5"},
+      {ModelKind::lenet5, "async", "widths", "s=2", "--consistency async"},
+  };
+  for (const BadOption& bad : cases) {
+    TrainConfig config = config_for(bad.model, 2, bad.consistency, 4);
+    config.options[bad.key] = bad.value;
+    EXPECT_NE(message(config).find(bad.expected), std::string::npos)
+        << "--" << bad.key << " " << bad.value;
   }
-  TrainConfig fc3 = config_for(ModelKind::fc3, 2, "strict", 4);
-  fc3.options["widths"] = "c1k=2";
-  EXPECT_NE(message(fc3).find("has no layer 'c1k'"), std::string::npos);
-  TrainConfig odd = config_for(ModelKind::lenet5, 2, "strict", 4);
-  odd.options["widths"] = "s=3";
-  EXPECT_NE(message(odd).find("--widths s=3: must divide the micro-batch of 4"), std::string::npos);
-  TrainConfig balance = config_for(ModelKind::lenet5, 2, "strict", 4);
-  balance.options["balance"] = "even";
-  EXPECT_NE(message(balance).find("--balance: unknown mode 'even'"), std::string::npos);
-  TrainConfig slow = config_for(ModelKind::lenet5, 2, "strict", 4);
-  slow.options["slowdown"] = "2:2";
-  EXPECT_NE(message(slow).find("there is no copy 2 in a net of 2 copies"), std::string::npos);
-  slow.options["slowdown"] = "0:0.5";
-  EXPECT_NE(message(slow).find("--slowdown 0:0.5"), std::string::npos);
-  TrainConfig async = config_for(ModelKind::lenet5, 2, "async", 4);
-  async.options["widths"] = "s=2";
-  EXPECT_NE(message(async).find("--consistency async"), std::string::npos);
 }
 
 // Any splitjoin widths compute the same thing: uneven blocks, im2col conv blocks (c2 split by
