@@ -417,11 +417,13 @@ class ClusterStrategy final : public Strategy {
   }
 
   // One rank: each replica sums the threads' gradients in thread order and steps on its own.
+  // On its own thread, not on whichever is awake: a replica stepped on another core would have
+  // to come back to its thread's cache before the next forward.
   void reduce_and_update_replicas() {
     std::vector<const float*> parts;
     for (const ThreadState& state : threads_) parts.push_back(state.grads.data());
     const std::size_t n = model_->params.size();
-    pool_->run_tasks_anywhere(threads_per_rank_, [&](int replica) {
+    pool_->run_on_each([&](int replica) {
       sum_sgd_step(params_of(replica), parts.data(), threads_per_rank_, momentum_of(replica), n,
                    config_.sgd);
     });
@@ -431,7 +433,7 @@ class ClusterStrategy final : public Strategy {
   void apply_update() {
     const float* grads = node_gradient();
     const std::size_t n = model_->params.size();
-    pool_->run_tasks_anywhere(threads_per_rank_, [&](int replica) {
+    pool_->run_on_each([&](int replica) {
       sgd_step(params_of(replica), grads, momentum_of(replica), n, config_.sgd);
     });
   }
