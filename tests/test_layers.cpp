@@ -220,7 +220,7 @@ TEST(MaxPool, MatchesNaiveIncludingTiesAndOddSizes) {
   Rng rng(4);
   for (int planes : {1, 3})
     for (int H : {2, 3, 6, 7, 28})
-      for (int W : {2, 5, 8, 28}) {
+      for (int W : {2, 5, 8, 28, 33, 70}) {
         SCOPED_TRACE(std::to_string(planes) + "x" + std::to_string(H) + "x" + std::to_string(W));
         // Few distinct values, so that many windows hold ties.
         Floats inp(std::size_t(planes) * H * W);
