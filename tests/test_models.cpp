@@ -231,6 +231,12 @@ TEST(Sgd, SummedStepsEqualSumThenStep) {
   EXPECT_EQ(replica_p, expected_p);
   EXPECT_EQ(replica_v, expected_v);
   EXPECT_EQ(parts, kept);
+  // One part: the plain step.
+  std::vector<float> single_p = p, single_v = v, plain_p = p, plain_v = v;
+  sum_sgd_step(single_p.data(), inputs.data(), 1, single_v.data(), n, c);
+  sgd_step(plain_p.data(), parts[0].data(), plain_v.data(), n, c);
+  EXPECT_EQ(single_p, plain_p);
+  EXPECT_EQ(single_v, plain_v);
 
   std::vector<float*> pointers = {parts[0].data(), parts[1].data(), parts[2].data()};
   sum_sgd_step_and_clear(p.data(), pointers.data(), 3, v.data(), n, c);

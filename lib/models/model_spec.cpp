@@ -129,8 +129,14 @@ void sum_sgd_step(float* params, const float* const* parts, int count, float* mo
   alignas(64) float sum[chunk];
   for (std::size_t at = 0; at < n; at += chunk) {
     const std::size_t len = std::min(chunk, n - at);
-    std::copy_n(parts[0] + at, len, sum);
-    for (int c = 1; c < count; ++c) {
+    if (count == 1) {
+      sgd_step(params + at, parts[0] + at, momentum + at, len, config);
+      continue;
+    }
+    const float* first = parts[0] + at;
+    const float* second = parts[1] + at;
+    for (std::size_t i = 0; i < len; ++i) sum[i] = first[i] + second[i];
+    for (int c = 2; c < count; ++c) {
       const float* part = parts[c] + at;
       for (std::size_t i = 0; i < len; ++i) sum[i] += part[i];
     }
