@@ -98,13 +98,14 @@ struct SgdConfig {
 void sgd_step(float* params, const float* grads, float* momentum, std::size_t n,
               const SgdConfig& config);
 // One SGD step on the sum of `count` gradient buffers, each holding elements [0, n): the sum is
-// ((parts[0] + parts[1]) + parts[2]) + ..., left in parts[0] only while it is used, and every part
-// is zero afterwards, ready for the next batch to accumulate into. Same bits as summing the parts
-// in that order and calling sgd_step, but in chunks that stay in L1, so each gradient is read once.
-// The same step, leaving the parts as they are (the sum goes through an L1-sized scratch), for
-// several replicas of a model that each step on the same gradients.
+// ((parts[0] + parts[1]) + parts[2]) + .... Same bits as summing the parts in that order and
+// calling sgd_step, but in chunks that stay in L1, so each gradient is read once. The parts are
+// left as they are (the sum goes through an L1-sized scratch): several replicas of a model can
+// each step on the same gradients.
 void sum_sgd_step(float* params, const float* const* parts, int count, float* momentum,
                   std::size_t n, const SgdConfig& config);
+// The same step, with the sum left in parts[0] only while it is used and every part zero
+// afterwards, ready for the next batch to accumulate into.
 void sum_sgd_step_and_clear(float* params, float* const* parts, int count, float* momentum,
                             std::size_t n, const SgdConfig& config);
 

@@ -227,7 +227,8 @@ class ClusterStrategy final : public Strategy {
         state.momentum = model_->momentum;
       }
     });
-    node_grads_.assign(threads_per_rank_ > 1 ? params : 0, 0.0f);
+    // One rank with several threads sums into its replicas instead (reduce_and_update_replicas).
+    node_grads_.assign(threads_per_rank_ > 1 && ranks_ > 1 ? params : 0, 0.0f);
     layer_threads_done_ = std::make_unique<std::atomic<int>[]>(layers_.size());
     layer_reduced_ = std::make_unique<std::atomic<bool>[]>(layers_.size());
     gather_counters_and_pins();
@@ -272,6 +273,8 @@ class ClusterStrategy final : public Strategy {
   }
 
   float* node_gradient() {
+    CNNBENCH_CHECK(threads_per_rank_ == 1 || ranks_ > 1,
+                   "cluster: one rank's threads have no node gradient; their replicas sum");
     return threads_per_rank_ > 1 ? node_grads_.data() : threads_[0].grads.data();
   }
 
@@ -710,7 +713,7 @@ class ClusterStrategy final : public Strategy {
 
   std::unique_ptr<WorkerPool> pool_;
   std::vector<ThreadState> threads_;
-  aligned_vector<float> node_grads_;  // the node's summed gradient when threads_per_rank > 1
+  aligned_vector<float> node_grads_;  // the node's summed gradient: several ranks and threads
   std::vector<int> rank_shares_;      // of each global batch, by rank
   std::vector<int> thread_shares_;           // of this rank's share, by thread (dynamic balance)
   int max_thread_share_ = 0;                 // what a thread's buffers hold
