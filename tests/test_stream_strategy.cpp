@@ -299,7 +299,11 @@ TEST(StreamStrategy, DynamicBalanceEqualsSerial) {
     ASSERT_EQ(shares.size(), 2u);
     EXPECT_EQ(shares[0] + shares[1], batch / 2) << what;
     EXPECT_GE(shares[0], 1) << what;
-    EXPECT_LT(shares[0], shares[1]) << what << ": the slowed copy keeps its half";
+    // Over the whole run, not the last group's shares: on a loaded machine the measured times of
+    // one group can swing the shares back for a while.
+    const auto samples = metrics["copy_samples"].get<std::vector<std::int64_t>>();
+    ASSERT_EQ(samples.size(), 2u);
+    EXPECT_LT(samples[0], samples[1]) << what << ": the slowed copy kept its half";
     EXPECT_EQ(metrics["slowdown"]["factor"], 3.0);
   }
 }

@@ -154,6 +154,7 @@ nlohmann::json StreamStrategy::metrics() const {
   m["cores"] = cores_;
   m["balance"] = run_.balance_dynamic ? "dynamic" : "static";
   m["copy_shares"] = run_.shares;  // samples per copy of each micro-batch, as the last group ran
+  m["copy_samples"] = run_.copy_samples;  // samples per copy over the whole run
   if (run_.slow_copy >= 0) {
     m["slowdown"] = {{"copy", run_.slow_copy}, {"factor", run_.slow_factor}};
   }

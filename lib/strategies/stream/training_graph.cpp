@@ -67,6 +67,7 @@ void TrainingRun::assign_shares(std::int64_t sequence) {
   int offset = 0;
   for (int c = 0; c < sample_groups; ++c) {
     counts[slot(sequence, c)] = shares[std::size_t(c)];
+    if (std::size_t(c) < copy_samples.size()) copy_samples[std::size_t(c)] += shares[std::size_t(c)];
     offsets[slot(sequence, c)] = offset;
     offset += shares[std::size_t(c)];
   }
@@ -989,6 +990,7 @@ TrainingGraph build_training_graph(TrainingRun& run, const LayerWidths& widths) 
   run.part = run.balance_dynamic ? run.micro_batch - (copies - 1) : run.micro_batch / copies;
   run.loss_sums.assign(std::size_t(run.window) * std::size_t(copies), 0.0);
   run.shares.assign(std::size_t(copies), run.micro_batch / copies);
+  run.copy_samples.assign(std::size_t(copies), 0);
   run.counts.assign(std::size_t(run.window) * std::size_t(copies), run.micro_batch / copies);
   run.offsets.assign(run.counts.size(), 0);
   run.busy_ns = std::make_unique<std::atomic<std::int64_t>[]>(std::size_t(copies));

@@ -36,6 +36,7 @@ struct TrainingRun {
   // Dynamic balancing of the copies (--balance dynamic): shares follow the copies' busy times.
   bool balance_dynamic = false;
   std::vector<int> shares;                 // the source's samples per copy for the next group
+  std::vector<std::int64_t> copy_samples;  // samples each copy was given over the run
   std::vector<int> counts, offsets;        // window x sample_groups: each micro-batch in flight
   std::unique_ptr<std::atomic<std::int64_t>[]> busy_ns;  // per copy, added by its actors
   std::vector<std::int64_t> busy_seen;     // the source's last reading of busy_ns
