@@ -95,11 +95,20 @@ template <class A, class B>
 
 // --- optimised == naive ----------------------------------------------------------------------
 
-TEST(Dense, MatchesNaive) {
+using DenseForward = void (*)(float*, const float*, const float*, const float*, int, int, int);
+using DenseBackward = void (*)(float*, float*, float*, const float*, const float*, const float*,
+                               int, int, int);
+
+// One dense implementation against the naive twin on shapes that take every path of the own
+// kernel: forward through W^T (weights smaller than activations, e.g. 10 outputs) and through
+// inp^T, 1..8-row remainders of a block and 1..4 vectors of columns with a partial last one.
+void expect_dense_matches_naive(DenseForward forward, DenseBackward backward) {
   Rng rng(1);
   struct Case { int B, in, out; };
   for (const Case c : {Case{1, 1, 1}, Case{1, 7, 3}, Case{3, 13, 5}, Case{5, 300, 100},
-                       Case{7, 84, 10}, Case{16, 784, 300}, Case{64, 400, 120}}) {
+                       Case{7, 84, 10}, Case{16, 784, 300}, Case{64, 400, 120},
+                       Case{64, 84, 10}, Case{33, 120, 84}, Case{31, 400, 120}, Case{9, 17, 49},
+                       Case{40, 100, 10}, Case{13, 50, 3}}) {
     SCOPED_TRACE("B" + std::to_string(c.B) + " " + std::to_string(c.in) + "->" +
                  std::to_string(c.out));
     const Floats inp = random_floats(std::size_t(c.B) * c.in, rng);
@@ -107,17 +116,22 @@ TEST(Dense, MatchesNaive) {
     const Floats bias = random_floats(c.out, rng);
     const Floats dout = random_floats(std::size_t(c.B) * c.out, rng);
     Floats out(std::size_t(c.B) * c.out, NAN), expected_out(out.size());
-    dense_forward(out.data(), inp.data(), weight.data(), bias.data(), c.B, c.in, c.out);
+    forward(out.data(), inp.data(), weight.data(), bias.data(), c.B, c.in, c.out);
     naive::dense_forward(expected_out.data(), inp.data(), weight.data(), bias.data(), c.B, c.in,
                          c.out);
     EXPECT_TRUE(matches_naive(out, expected_out)) << "forward";
+    Floats unbiased(out.size(), NAN), expected_unbiased(out.size());
+    forward(unbiased.data(), inp.data(), weight.data(), nullptr, c.B, c.in, c.out);
+    naive::dense_forward(expected_unbiased.data(), inp.data(), weight.data(), nullptr, c.B, c.in,
+                         c.out);
+    EXPECT_TRUE(matches_naive(unbiased, expected_unbiased)) << "forward without bias";
 
     // Backward starts from non-zero parameter gradients (it accumulates) and a garbage dinp.
     Floats dweight = random_floats(weight.size(), rng), dbias = random_floats(bias.size(), rng);
     Floats expected_dweight = dweight, expected_dbias = dbias;
     Floats dinp(inp.size(), NAN), expected_dinp(inp.size());
-    dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
-                   weight.data(), c.B, c.in, c.out);
+    backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(),
+             c.B, c.in, c.out);
     naive::dense_backward(expected_dinp.data(), expected_dweight.data(), expected_dbias.data(),
                           dout.data(), inp.data(), weight.data(), c.B, c.in, c.out);
     EXPECT_TRUE(matches_naive(dinp, expected_dinp)) << "dinp";
@@ -127,13 +141,42 @@ TEST(Dense, MatchesNaive) {
     // Without dinp (first layer) the parameter gradients are the same.
     Floats dweight_only(weight.size(), 0.0f), dbias_only(bias.size(), 0.0f);
     Floats expected_dweight_only(weight.size(), 0.0f), expected_dbias_only(bias.size(), 0.0f);
-    dense_backward(nullptr, dweight_only.data(), dbias_only.data(), dout.data(), inp.data(),
-                   weight.data(), c.B, c.in, c.out);
+    backward(nullptr, dweight_only.data(), dbias_only.data(), dout.data(), inp.data(),
+             weight.data(), c.B, c.in, c.out);
     naive::dense_backward(nullptr, expected_dweight_only.data(), expected_dbias_only.data(),
                           dout.data(), inp.data(), weight.data(), c.B, c.in, c.out);
     EXPECT_TRUE(matches_naive(dweight_only, expected_dweight_only)) << "no-dinp dweight";
     EXPECT_TRUE(matches_naive(dbias_only, expected_dbias_only)) << "no-dinp dbias";
   }
+}
+
+TEST(Dense, MatchesNaive) {
+  ASSERT_EQ(dense_backend(), DenseBackend::own);
+  expect_dense_matches_naive(dense_forward, dense_backward);
+}
+
+TEST(Dense, SgemmTwinMatchesNaive) {
+  expect_dense_matches_naive(sgemm::dense_forward, sgemm::dense_backward);
+}
+
+// The sgemm backend (the blas baseline's) runs the sgemm twin, the own backend the own kernel.
+TEST(Dense, BackendChoosesTheKernel) {
+  Rng rng(2);
+  const int B = 64, in = 400, out = 120;
+  const Floats inp = random_floats(std::size_t(B) * in, rng);
+  const Floats weight = random_floats(std::size_t(out) * in, rng);
+  const Floats bias = random_floats(out, rng);
+  Floats own(std::size_t(B) * out), twin(own.size()), on_own(own.size()), on_sgemm(own.size());
+  dense_forward(own.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+  sgemm::dense_forward(twin.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+  ASSERT_NE(own, twin) << "the own kernel sums in another order than sgemm; if they agree to the "
+                          "last bit this test cannot tell which one ran";
+  set_dense_backend(DenseBackend::sgemm);
+  dense_forward(on_sgemm.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+  set_dense_backend(DenseBackend::own);
+  dense_forward(on_own.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+  EXPECT_EQ(on_sgemm, twin);
+  EXPECT_EQ(on_own, own);
 }
 
 // Runs the optimised and naive conv on one shape, forward and backward, and compares. The

@@ -2,6 +2,7 @@
 // trajectory of the first steps (golden file cross-checked against PyTorch when it was made).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/layers.hpp"
 #include "cnnbench/train.hpp"
 
 namespace cnnbench {
@@ -131,6 +133,24 @@ TEST(RunTraining, SyntheticDataIsLearnable) {
   ASSERT_TRUE(r.test.has_value());
   EXPECT_GT(r.test->accuracy, 0.5) << "a net must learn the synthetic classes";
   EXPECT_LT(r.step_losses.back(), r.step_losses.front());
+}
+// The blas baseline runs the dense layers on sgemm (other float sums than the own kernels, so
+// other bits, same training) and hands the own kernels back when it ends.
+TEST(RunTraining, BlasBaselineRunsDenseOnSgemmAndRestoresTheOwnKernels) {
+  const Dataset data = make_synthetic(256, 3);
+  TrainConfig config = small_config(ModelKind::fc3, 4);
+  const RunResult serial = run_training(config, data, RunOptions{});
+  config.strategy = "blas";
+  config.threads = 1;
+  const RunResult blas = run_training(config, data, RunOptions{});
+  EXPECT_EQ(dense_backend(), DenseBackend::own);
+  EXPECT_NE(blas.model.params, serial.model.params) << "the blas baseline did not run on sgemm";
+  float largest = 0, largest_diff = 0;
+  for (std::size_t i = 0; i < serial.model.params.size(); ++i) {
+    largest = std::max(largest, std::abs(serial.model.params[i]));
+    largest_diff = std::max(largest_diff, std::abs(blas.model.params[i] - serial.model.params[i]));
+  }
+  EXPECT_LE(largest_diff, 1e-4f * largest);
 }
 
 // The first 10 losses of a fixed-seed run on synthetic data, pinned in tests/data. The file was

@@ -16,7 +16,7 @@ namespace cnnbench::micro {
 
 namespace {
 
-constexpr int kBatches[] = {1, 16, 64, 256};
+constexpr int kBatches[] = {1, 16, 32, 64, 256};
 
 aligned_vector<float> random_buffer(std::size_t n, std::uint64_t seed) {
   Rng rng(seed);
@@ -43,16 +43,21 @@ struct DenseLayer {
   bool needs_dinp;  // false for a model's first layer
 };
 
-void register_dense(const DenseLayer layer) {
+using DenseForward = void (*)(float*, const float*, const float*, const float*, int, int, int);
+using DenseBackward = void (*)(float*, float*, float*, const float*, const float*, const float*,
+                               int, int, int);
+
+void register_dense_kernel(const DenseLayer layer, const std::string& prefix, DenseForward forward,
+                           DenseBackward backward) {
   benchmark::RegisterBenchmark(
-      ("dense_forward/" + std::string(layer.name)).c_str(), [layer](benchmark::State& state) {
+      (prefix + "dense_forward/" + layer.name).c_str(), [layer, forward](benchmark::State& state) {
         const int B = int(state.range(0));
         const auto inp = random_buffer(std::size_t(B) * layer.in, 1);
         const auto weight = random_buffer(std::size_t(layer.out) * layer.in, 2);
         const auto bias = random_buffer(layer.out, 3);
         aligned_vector<float> out(std::size_t(B) * layer.out);
         for (auto _ : state) {
-          dense_forward(out.data(), inp.data(), weight.data(), bias.data(), B, layer.in, layer.out);
+          forward(out.data(), inp.data(), weight.data(), bias.data(), B, layer.in, layer.out);
           benchmark::DoNotOptimize(out.data());
           benchmark::ClobberMemory();
         }
@@ -60,7 +65,7 @@ void register_dense(const DenseLayer layer) {
       })->Apply(with_batches);
 
   benchmark::RegisterBenchmark(
-      ("dense_backward/" + std::string(layer.name)).c_str(), [layer](benchmark::State& state) {
+      (prefix + "dense_backward/" + layer.name).c_str(), [layer, backward](benchmark::State& state) {
         const int B = int(state.range(0));
         const auto inp = random_buffer(std::size_t(B) * layer.in, 1);
         const auto weight = random_buffer(std::size_t(layer.out) * layer.in, 2);
@@ -69,14 +74,28 @@ void register_dense(const DenseLayer layer) {
         aligned_vector<float> dweight(weight.size()), dbias(layer.out);
         float* dinp_or_null = layer.needs_dinp ? dinp.data() : nullptr;
         for (auto _ : state) {
-          dense_backward(dinp_or_null, dweight.data(), dbias.data(), dout.data(), inp.data(),
-                         weight.data(), B, layer.in, layer.out);
+          backward(dinp_or_null, dweight.data(), dbias.data(), dout.data(), inp.data(),
+                   weight.data(), B, layer.in, layer.out);
           benchmark::DoNotOptimize(dweight.data());
           benchmark::ClobberMemory();
         }
         const double product = 2.0 * B * layer.in * layer.out;
         set_flops(state, (layer.needs_dinp ? 2 : 1) * product + double(B) * layer.out);
       })->Apply(with_batches);
+}
+
+// The layer on its own kernels ("dense_...") and on one-thread OpenBLAS sgemm ("sgemm_dense_...",
+// what the blas baseline runs), side by side.
+void register_dense(const DenseLayer layer) {
+  struct Kernel {
+    std::string prefix;
+    DenseForward forward;
+    DenseBackward backward;
+  };
+  for (const Kernel& kernel : {Kernel{"", dense_forward, dense_backward},
+                               Kernel{"sgemm_", sgemm::dense_forward, sgemm::dense_backward}}) {
+    register_dense_kernel(layer, kernel.prefix, kernel.forward, kernel.backward);
+  }
 }
 
 // --- conv2d ------------------------------------------------------------------------------------

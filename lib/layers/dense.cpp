@@ -1,22 +1,171 @@
-// Dense (Linear) layer on OpenBLAS: out = inp * W^T + b and its backward, all as row-major sgemm.
+// Dense (Linear) layer: out = inp * W^T + b and its backward, row-major, on one register-blocked
+// product kernel of our own rather than OpenBLAS's sgemm. Every sgemm call takes its packing
+// buffer from a process-wide pool under one mutex, so the threads of one process that run dense
+// layers at the same moment (the cluster's workers, the stream's actors) wait on that lock and
+// pack into buffers another core wrote last. The sgemm versions stay for the "blas" baseline,
+// which is there to measure OpenBLAS's own threading.
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <utility>
 
+#include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
+#include "vector16.hpp"
 
 namespace cnnbench {
+
+namespace {
+
+using simd::f16;
+constexpr int lanes = 16;
+constexpr int max_vectors = 4;  // columns of C in registers: 4 x 16
+
+// C (rows, cols) from A (rows, depth) and B (depth, cols): row r of C at c + r * c_row, A[r][k] at
+// a + r * a_row + k * a_k (read one float at a time), row k of B at b + k * b_k (read as vectors).
+struct Product {
+  const float* a;
+  std::ptrdiff_t a_row, a_k;
+  const float* b;
+  std::ptrdiff_t b_k;
+  float* c;
+  std::ptrdiff_t c_row;
+  int rows, cols, depth;
+};
+
+// What C's block starts from before the sum over depth is added: zero (C is overwritten), C
+// itself (accumulated), init[r] for row r, or init[j] for column j (a bias either way).
+enum class Start { zero, accumulate, row_value, column_value };
+
+// Rows [r0, r0 + R) x columns [j0, j0 + 16 (V - 1) + last) of C, held in registers over the whole
+// depth: per k, V vectors of B's row and R floats of A's column make R x V fused multiply-adds.
+template <int R, int V>
+void product_block(const Product& p, int r0, int j0, int last, Start start, const float* init) {
+  const auto width = [last](int v) { return v == V - 1 ? last : lanes; };
+  f16 sum[R][V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    const float* c = p.c + (r0 + r) * p.c_row + j0;
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+      sum[r][v] = start == Start::accumulate     ? simd::load_first(c + v * lanes, width(v))
+                  : start == Start::row_value    ? simd::splat(init[r0 + r])
+                  : start == Start::column_value ? simd::load_first(init + j0 + v * lanes, width(v))
+                                                 : f16{};
+    }
+  }
+  const float* a = p.a + r0 * p.a_row;
+  const float* b = p.b + j0;
+  for (int k = 0; k < p.depth; ++k, a += p.a_k, b += p.b_k) {
+    f16 row[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) row[v] = simd::load_first(b + v * lanes, width(v));
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const f16 x = simd::splat(a[r * p.a_row]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) sum[r][v] += x * row[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    float* c = p.c + (r0 + r) * p.c_row + j0;
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) simd::store_first(c + v * lanes, sum[r][v], width(v));
+  }
+}
+
+// Rows per block for V vectors: R x V accumulators and V row vectors within 32 registers.
+template <int V>
+constexpr int rows_per_block = V <= 2 ? 8 : V == 3 ? 6 : 4;
+
+using BlockFunction = void (*)(const Product&, int, int, int, Start, const float*);
+
+template <int V, int... R>
+constexpr std::array<BlockFunction, sizeof...(R)> blocks_of(std::integer_sequence<int, R...>) {
+  return {&product_block<R + 1, V>...};
+}
+
+// Every row of C over the columns [j0, j0 + 16 (V - 1) + last).
+template <int V>
+void product_columns(const Product& p, int j0, int last, Start start, const float* init) {
+  constexpr int rows = rows_per_block<V>;
+  static constexpr auto blocks = blocks_of<V>(std::make_integer_sequence<int, rows>{});
+  int r0 = 0;
+  for (; r0 + rows <= p.rows; r0 += rows) blocks[rows - 1](p, r0, j0, last, start, init);
+  if (r0 < p.rows) blocks[static_cast<std::size_t>(p.rows - r0 - 1)](p, r0, j0, last, start, init);
+}
+
+// Column panels of 64 outermost: B's panel (depth x 64 floats) stays in cache across the rows.
+void multiply(const Product& p, Start start, const float* init = nullptr) {
+  for (int j0 = 0; j0 < p.cols; j0 += max_vectors * lanes) {
+    const int width = std::min(max_vectors * lanes, p.cols - j0);
+    const int vectors = (width + lanes - 1) / lanes;
+    const int last = width - (vectors - 1) * lanes;
+    switch (vectors) {
+      case 1: product_columns<1>(p, j0, last, start, init); break;
+      case 2: product_columns<2>(p, j0, last, start, init); break;
+      case 3: product_columns<3>(p, j0, last, start, init); break;
+      default: product_columns<4>(p, j0, last, start, init); break;
+    }
+  }
+}
+
+// dst (cols, rows) = src (rows, cols)^T, in tiles that stay in cache.
+void transpose(float* dst, const float* src, int rows, int cols) {
+  constexpr int tile = 16;
+  for (int r0 = 0; r0 < rows; r0 += tile) {
+    for (int c0 = 0; c0 < cols; c0 += tile) {
+      const int r1 = std::min(rows, r0 + tile), c1 = std::min(cols, c0 + tile);
+      for (int r = r0; r < r1; ++r) {
+        for (int c = c0; c < c1; ++c) {
+          dst[std::size_t(c) * rows + r] = src[std::size_t(r) * cols + c];
+        }
+      }
+    }
+  }
+}
+
+// Per-thread scratch for the forward pass's transposes; grows to the largest layer and stays.
+float* scratch(std::size_t floats) {
+  thread_local aligned_vector<float> buffer;
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
+}
+
+std::atomic<DenseBackend> backend{DenseBackend::own};
+
+// dbias (out) += sum over B of dout (B,out).
+void add_bias_gradient(float* dbias, const float* dout, int B, int out_features) {
+  for (int b = 0; b < B; ++b) {
+    const float* dout_row = dout + std::size_t(b) * out_features;
+    for (int o = 0; o < out_features; ++o) dbias[o] += dout_row[o];
+  }
+}
+
+}  // namespace
+
+namespace sgemm {
 
 // inp (B,in), weight (out,in), bias (out) -> out (B,out)
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
                    int in, int out_features) {
   if (B <= 0 || out_features <= 0) return;
   // Seed every row with the bias so that sgemm adds the product onto it (beta = 1).
-  if (bias) {
-    for (int b = 0; b < B; ++b) std::copy_n(bias, out_features, out + std::size_t(b) * out_features);
+  for (int b = 0; b < B; ++b) {
+    float* row = out + std::size_t(b) * out_features;
+    if (bias) {
+      std::copy_n(bias, out_features, row);
+    } else {
+      std::fill_n(row, out_features, 0.0f);
+    }
   }
+  if (in <= 0) return;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out_features, in, 1.0f, inp, in, weight,
-              in, bias ? 1.0f : 0.0f, out, out_features);
+              in, 1.0f, out, out_features);
 }
 
 // dout (B,out): dinp (B,in) = dout * W (overwritten, skipped when nullptr);
@@ -30,10 +179,56 @@ void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout
   }
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_features, in, B, 1.0f, dout,
               out_features, inp, in, 1.0f, dweight, in);
-  for (int b = 0; b < B; ++b) {
-    const float* dout_row = dout + std::size_t(b) * out_features;
-    for (int o = 0; o < out_features; ++o) dbias[o] += dout_row[o];
+  add_bias_gradient(dbias, dout, B, out_features);
+}
+
+}  // namespace sgemm
+
+void set_dense_backend(DenseBackend chosen) { backend.store(chosen, std::memory_order_relaxed); }
+DenseBackend dense_backend() { return backend.load(std::memory_order_relaxed); }
+
+// inp (B,in), weight (out,in), bias (out) -> out (B,out)
+void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
+                   int in, int out_features) {
+  if (dense_backend() == DenseBackend::sgemm || in <= 0) {
+    sgemm::dense_forward(out, inp, weight, bias, B, in, out_features);
+    return;
   }
+  if (B <= 0 || out_features <= 0) return;
+  // The kernel wants B's rows contiguous: either W^T (in, out) with out's rows as C, or inp^T
+  // (in, B) with out^T as C and a transpose back. Whichever moves fewer floats.
+  const std::size_t weight_floats = std::size_t(out_features) * in;
+  const std::size_t activation_floats = std::size_t(B) * (in + out_features);
+  if (weight_floats <= activation_floats) {
+    float* weight_t = scratch(weight_floats);
+    transpose(weight_t, weight, out_features, in);
+    multiply({inp, in, 1, weight_t, out_features, out, out_features, B, out_features, in},
+             bias ? Start::column_value : Start::zero, bias);
+  } else {
+    float* inp_t = scratch(activation_floats);
+    float* out_t = inp_t + std::size_t(B) * in;
+    transpose(inp_t, inp, B, in);
+    multiply({weight, in, 1, inp_t, B, out_t, B, out_features, B, in},
+             bias ? Start::row_value : Start::zero, bias);
+    transpose(out, out_t, out_features, B);
+  }
+}
+
+// dout (B,out): dinp (B,in) = dout * W (overwritten, skipped when nullptr);
+// dweight (out,in) += dout^T * inp; dbias (out) += sum over B of dout.
+void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                    const float* weight, int B, int in, int out_features) {
+  if (dense_backend() == DenseBackend::sgemm) {
+    sgemm::dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features);
+    return;
+  }
+  if (B <= 0 || out_features <= 0 || in <= 0) return;
+  // dinp[b][i] = sum_o dout[b][o] W[o][i]; dweight[o][i] += sum_b dout[b][o] inp[b][i].
+  if (dinp) {
+    multiply({dout, out_features, 1, weight, in, dinp, in, B, in, out_features}, Start::zero);
+  }
+  multiply({dout, 1, out_features, inp, in, dweight, in, out_features, in, B}, Start::accumulate);
+  add_bias_gradient(dbias, dout, B, out_features);
 }
 
 }  // namespace cnnbench

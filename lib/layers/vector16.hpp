@@ -4,6 +4,10 @@
 
 #include <cstring>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace cnnbench::simd {
 
 using f16 = float __attribute__((vector_size(64)));
@@ -16,6 +20,26 @@ inline f16 load(const float* p) {
   return v;
 }
 inline void store(float* p, f16 v) { std::memcpy(p, &v, sizeof v); }
+// The first n (1..16) floats at p, the other lanes zero; and the first n lanes stored to p. Neither
+// touches memory past p + n, so rows need no padding.
+inline f16 load_first(const float* p, int n) {
+#if defined(__AVX512F__)
+  return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+#else
+  if (n == 16) return load(p);
+  f16 v = {};
+  for (int i = 0; i < n; ++i) v[i] = p[i];
+  return v;
+#endif
+}
+inline void store_first(float* p, f16 v, int n) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+#else
+  if (n == 16) return store(p, v);
+  for (int i = 0; i < n; ++i) p[i] = v[i];
+#endif
+}
 inline f16 splat(float x) { return f16{} + x; }
 inline f16 relu(f16 v) { return v > 0.0f ? v : f16{}; }
 

@@ -11,10 +11,23 @@
 namespace cnnbench {
 
 // --- dense (Linear): inp (B,in), weight (out,in), bias (out) -> out (B,out) -------------------
+// On the backend set below: own register-blocked kernels, or the sgemm versions further down.
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
                    int in, int out_features);
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int B, int in, int out_features);
+namespace sgemm {
+// The same layer as OpenBLAS sgemm calls.
+void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
+                   int in, int out_features);
+void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                    const float* weight, int B, int in, int out_features);
+}  // namespace sgemm
+// What the dense layers run on, process-wide: the own kernels (default), or OpenBLAS sgemm, which
+// the blas baseline sets for its run so that it measures OpenBLAS's own threading.
+enum class DenseBackend { own, sgemm };
+void set_dense_backend(DenseBackend backend);
+DenseBackend dense_backend();
 
 // --- conv2d, stride 1, zero padding: inp (B,C,H,W), weight (K,C,R,R), bias (K) -> (B,K,Ho,Wo) --
 struct Conv2dShape {

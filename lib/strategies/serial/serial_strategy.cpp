@@ -1,6 +1,7 @@
 // The serial strategy: the clean, minimal reference. One thread gathers a batch, runs
 // forward + backward of the whole model and applies SGD. The "blas" baseline is the same code
-// with OpenBLAS allowed N threads, i.e. what a library's intra-op threading alone gives.
+// with the dense layers on OpenBLAS sgemm, allowed N threads, i.e. what a library's intra-op
+// threading alone gives.
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -8,6 +9,7 @@
 #include "../factories.hpp"
 #include "../strategy_options.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/layers.hpp"
 #include "cnnbench/topology.hpp"
 
 namespace cnnbench {
@@ -28,6 +30,9 @@ int pin_core_of(const TrainConfig& config, int cores) {
 class SerialStrategy final : public Strategy {
  public:
   explicit SerialStrategy(bool blas_baseline) : blas_baseline_(blas_baseline) {}
+  ~SerialStrategy() override {
+    if (blas_baseline_) set_dense_backend(DenseBackend::own);
+  }
 
   std::string name() const override { return blas_baseline_ ? "blas" : "serial"; }
 
@@ -40,6 +45,7 @@ class SerialStrategy final : public Strategy {
     y_.assign(static_cast<std::size_t>(config.batch), 0);
     threads_ = blas_baseline_ ? std::max(1, config.threads) : 1;
     set_blas_threads(threads_);
+    set_dense_backend(blas_baseline_ ? DenseBackend::sgemm : DenseBackend::own);
     if (config.pin && !blas_baseline_) {
       caller_affinity_.emplace();  // the caller's thread gets its mask back with the strategy
       // By default the last core: core 0 takes most of the OS's interrupts and housekeeping
