@@ -108,8 +108,17 @@ def label_cores_axes(ax, model, ylabel, pmax):
     ax.legend(fontsize=7)
 
 
+def speedup_range(point, base):
+    """Smallest and largest speedup of a point's repetitions: its paired ratios where it has them."""
+    pair = point.get("paired_baseline")
+    if pair and pair.get("ratios"):
+        return min(pair["ratios"]), max(pair["ratios"])
+    return base["time"]["median"] / point["time"]["max"], base["time"]["median"] / point["time"]["min"]
+
+
 def plot_speedup(report, models, out):
-    fig, axes = new_figure(report, "Speedup over the serial reference: S = T_serial / T_p", models)
+    fig, axes = new_figure(report, "Speedup over the serial reference: S = T_serial / T_p "
+                           "(median of paired repetitions, bars: their range)", models)
     fits = {(f["model"], f["series"]): f["serial_fraction"] for f in report.get("amdahl", [])}
     pmax = max_cores(report)
     for ax, model in zip(axes, models):
@@ -118,8 +127,9 @@ def plot_speedup(report, models, out):
         for series, ps, colour, marker in parallel_series(report, model, "speedup"):
             xs = [p["p"] for p in ps]
             ys = [p["speedup"] for p in ps]
-            lo = [p["speedup"] - base["time"]["median"] / p["time"]["max"] for p in ps]
-            hi = [base["time"]["median"] / p["time"]["min"] - p["speedup"] for p in ps]
+            ranges = [speedup_range(p, base) for p in ps]
+            lo = [p["speedup"] - low for p, (low, _) in zip(ps, ranges)]
+            hi = [high - p["speedup"] for p, (_, high) in zip(ps, ranges)]
             ax.errorbar(xs, ys, yerr=[lo, hi], color=colour, marker=marker, capsize=3,
                         label=series_label(series))
             f = fits.get((model, series))

@@ -8,6 +8,7 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/models.hpp"
+#include "cnnbench/report.hpp"
 #include "cnnbench/sweep.hpp"
 
 namespace cnnbench {
@@ -116,8 +117,16 @@ void add_scaling_analysis(json& report) {
     for (auto& p : points) {
       if (p.at("model") != model || !measured(p)) continue;
       const int cores = p.at("p").get<int>();
-      const double s = speedup(base, p.at("time").at("median").get<double>());
+      // Against the serial repetitions paired with the point's own where it has them; against
+      // the baseline point otherwise (kept as speedup_unpaired either way).
+      const double unpaired = speedup(base, p.at("time").at("median").get<double>());
+      double s = unpaired;
+      if (p.contains("paired_baseline")) {
+        const auto ratios = p.at("paired_baseline").at("ratios").get<std::vector<double>>();
+        if (!ratios.empty()) s = summarize(ratios).median;
+      }
       p["speedup"] = s;
+      p["speedup_unpaired"] = unpaired;
       p["efficiency"] = efficiency(s, cores);
       p["karp_flatt"] = cores > 1 ? json(karp_flatt(s, cores)) : json(nullptr);
     }

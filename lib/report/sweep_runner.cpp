@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -351,8 +352,18 @@ class SweepRunner {
       Repetition last;
     };
     std::vector<Series> series(cores.size());
+    // Every point but the baseline takes turns with serial repetitions of its own, so that its
+    // speedup compares runs made seconds apart, not runs minutes apart on a machine whose speed
+    // drifts (a shared virtual machine's does, by several percent).
+    const std::optional<PairedBaseline> pair = paired_baseline_of(point);
+    std::vector<double> baseline_times, baseline_warmup_times;
     try {
       for (int r = 0; r < options_.warmup + options_.repeat; ++r) {
+        if (pair) {
+          const Repetition baseline = run_in_process(pair->point, pair->core);
+          stop_check();
+          (r < options_.warmup ? baseline_warmup_times : baseline_times).push_back(baseline.seconds);
+        }
         for (std::size_t k = 0; k < cores.size(); ++k) {
           Series& s = series[k];
           s.last = in_process ? run_in_process(point, cores[k]) : run_launched(point);
@@ -395,8 +406,36 @@ class SweepRunner {
     record["final_loss"] = last.final_loss;
     record["strategy_metrics"] = last.strategy_metrics;
     record["pin_map"] = last.pin_map;
+    if (pair) {
+      std::vector<double> ratios;
+      for (std::size_t i = 0; i < times.size(); ++i) ratios.push_back(baseline_times[i] / times[i]);
+      record["paired_baseline"] = {
+          {"core", pair->core >= 0 ? json(pair->core) : json(nullptr)},
+          {"times_s", baseline_times},
+          {"warmup_times_s", baseline_warmup_times},
+          {"ratios", ratios},
+          {"meaning", "a serial repetition ran just before each of the point's repetitions; "
+                      "speedup is the median of the pairs' time ratios"}};
+    }
     if (options_.target_accuracy) record["time_to_accuracy"] = time_to_accuracy(point);
     return record;
+  }
+
+  struct PairedBaseline {
+    PointSpec point;
+    int core = -1;  // the baseline's chosen core; -1: unpinned
+  };
+
+  // The measured serial point of the same model, on the core its repetitions were taken on.
+  std::optional<PairedBaseline> paired_baseline_of(const PointSpec& point) const {
+    if (point.strategy == "serial") return std::nullopt;
+    const PointSpec serial{point.model, "serial", 1, 1};
+    for (const json& p : report_.at("points")) {
+      if (p.at("id") != serial.id() || p.at("status") != "ok") continue;
+      const int core = p.contains("baseline_cores") ? p.at("baseline_cores").at("chosen").get<int>() : -1;
+      return PairedBaseline{serial, core};
+    }
+    return std::nullopt;
   }
 
   // The cores the point's repetitions run on; -1: wherever the strategy pins itself. The serial

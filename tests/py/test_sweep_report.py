@@ -62,12 +62,24 @@ def main():
               "every measured point keeps 2 raw repetitions and 1 warm-up")
         serial = next(p for p in ok if p["strategy"] == "serial")
         for p in ok:
-            expected = serial["time"]["median"] / p["time"]["median"]
-            if abs(p["speedup"] - expected) > 1e-9 * expected or abs(p["efficiency"] - expected / p["p"]) > 1e-9:
-                check(False, f"{p['id']}: speedup/efficiency are T_serial/T_p and S/p")
+            unpaired = serial["time"]["median"] / p["time"]["median"]
+            expected = unpaired
+            if p is not serial:
+                pair = p.get("paired_baseline")
+                if pair is None or len(pair["times_s"]) != 2 or len(pair["warmup_times_s"]) != 1:
+                    check(False, f"{p['id']}: 2 paired serial repetitions and 1 warm-up")
+                    break
+                ratios = [b / t for b, t in zip(pair["times_s"], p["times_s"])]
+                if any(abs(r - q) > 1e-9 * r for r, q in zip(ratios, pair["ratios"])):
+                    check(False, f"{p['id']}: paired ratios are T_serial,i / T_p,i")
+                    break
+                expected = statistics.median(ratios)
+            if (abs(p["speedup"] - expected) > 1e-9 * expected or abs(p["efficiency"] - expected / p["p"]) > 1e-9
+                    or abs(p["speedup_unpaired"] - unpaired) > 1e-9 * unpaired):
+                check(False, f"{p['id']}: speedup/efficiency are the median paired T_serial/T_p and S/p")
                 break
         else:
-            check(True, "speedup = T_serial / T_p and efficiency = S / p on every point")
+            check(True, "speedup = median of paired T_serial / T_p, efficiency = S / p on every point")
         cores = report["context"]["cores"]
         if cores >= 2:
             base = serial["baseline_cores"]
