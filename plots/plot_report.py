@@ -138,7 +138,7 @@ def plot_speedup(report, models, out):
                 ax.plot(grid, [1 / (f + (1 - f) / g) for g in grid], color=colour, linestyle="--",
                         linewidth=1, label=f"Amdahl fit, {series}: f = {f:.2f}")
         ax.axhline(1, color="k", linewidth=0.6)
-        label_cores_axes(ax, model, "speedup S (error bars: min..max of repetitions)", pmax)
+        label_cores_axes(ax, model, "speedup S (bars: range over the repetitions)", pmax)
     save(fig, out, "speedup")
 
 
