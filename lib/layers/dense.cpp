@@ -45,6 +45,8 @@ enum class Start { zero, accumulate, row_value, column_value };
 template <int R, int V>
 void product_block(const Product& p, int r0, int j0, int last, Start start, const float* init) {
   const auto width = [last](int v) { return v == V - 1 ? last : lanes; };
+  // Every loop over r and v unrolled: only then does GCC keep sum in registers (otherwise it
+  // stores all R x V accumulators to the stack on every k).
   f16 sum[R][V];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
