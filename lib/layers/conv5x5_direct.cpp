@@ -51,7 +51,10 @@ void single_channel_rows(float* out, const PaddedPlane& tile, const float* weigh
       for (int kx = 0; kx < 5; ++kx) {
         f16 left = simd::load(row + kx), right = simd::load(row + x_high + kx);
         // Narrow blocks: one load per row vector (see input_gradient_rows).
-        if constexpr (KC < 6) asm("" : "+v"(left), "+v"(right));
+        if constexpr (KC < 6) {
+          simd::keep_in_register(left);
+          simd::keep_in_register(right);
+        }
         for (int j = 0; j < KC; ++j) {
           const float w = weight[(k0 + j) * taps + ky * 5 + kx];
           low[j] += w * left;
@@ -217,7 +220,7 @@ void input_gradient_rows(float* dinp, const DoutTile& tile, const float* weight,
           f16 d = simd::load(&tile.at[k][iy + r - ky + tile_pad][tile_pad - kx]);
           // Narrow blocks: one load per row vector. Without this GCC folds the load into each
           // of the CB multiply-adds and the kernel turns load-bound (1.5x slower at CB = 3).
-          if constexpr (CB < 6) asm("" : "+v"(d));
+          if constexpr (CB < 6) simd::keep_in_register(d);
           for (int j = 0; j < CB; ++j) acc[r][j] += w[j] * d;
         }
       }

@@ -40,6 +40,13 @@ inline void store_first(float* p, f16 v, int n) {
   for (int i = 0; i < n; ++i) p[i] = v[i];
 #endif
 }
+// Makes the compiler treat v as computed here, so that it loads v once into a register instead
+// of folding the load into every use. Only where one register holds 16 floats (AVX-512).
+inline void keep_in_register([[maybe_unused]] f16& v) {
+#if defined(__AVX512F__)
+  asm("" : "+v"(v));
+#endif
+}
 inline f16 splat(float x) { return f16{} + x; }
 inline f16 relu(f16 v) { return v > 0.0f ? v : f16{}; }
 
