@@ -95,9 +95,8 @@ template <class A, class B>
 
 // --- optimised == naive ----------------------------------------------------------------------
 
-using DenseForward = void (*)(float*, const float*, const float*, const float*, int, int, int);
-using DenseBackward = void (*)(float*, float*, float*, const float*, const float*, const float*,
-                               int, int, int);
+using DenseForward = decltype(&dense_forward);
+using DenseBackward = decltype(&dense_backward);
 
 // One dense implementation against the naive twin on shapes that take every path of the own
 // kernel: forward through W^T (weights smaller than activations, e.g. 10 outputs) and through

@@ -43,9 +43,8 @@ struct DenseLayer {
   bool needs_dinp;  // false for a model's first layer
 };
 
-using DenseForward = void (*)(float*, const float*, const float*, const float*, int, int, int);
-using DenseBackward = void (*)(float*, float*, float*, const float*, const float*, const float*,
-                               int, int, int);
+using DenseForward = decltype(&dense_forward);
+using DenseBackward = decltype(&dense_backward);
 
 void register_dense_kernel(const DenseLayer layer, const std::string& prefix, DenseForward forward,
                            DenseBackward backward) {

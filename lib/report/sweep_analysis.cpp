@@ -25,13 +25,6 @@ double step_seconds(const json& point) {
   return point.at("time").at("median").get<double>() / point.at("steps").get<double>();
 }
 
-const json* find_point(const json& points, const std::string& id) {
-  for (const auto& p : points) {
-    if (p.at("id") == id && measured(p)) return &p;
-  }
-  return nullptr;
-}
-
 json amdahl_fits(const json& points, const std::string& model) {
   std::map<std::string, std::pair<std::vector<int>, std::vector<double>>> series;
   for (const auto& p : points) {
@@ -69,7 +62,7 @@ json scaling_prediction(const json& report, const json& points, ModelKind kind,
   const int batch = report.at("config").at("batch").get<int>();
   const double gradient_bytes = 4.0 * static_cast<double>(model_spec(kind).param_count);
   const double serial_step = step_seconds(serial);
-  const json* one_node = find_point(points, model + "/cluster/n1c1");
+  const json* one_node = find_measured_point(points, model + "/cluster/n1c1");
   const double node_step = one_node != nullptr ? step_seconds(*one_node) : serial_step;
 
   auto predict = [&](int nodes) {
@@ -105,13 +98,20 @@ json scaling_prediction(const json& report, const json& points, ModelKind kind,
 
 }  // namespace
 
+const json* find_measured_point(const json& points, const std::string& id) {
+  for (const auto& p : points) {
+    if (p.at("id") == id && measured(p)) return &p;
+  }
+  return nullptr;
+}
+
 void add_scaling_analysis(json& report) {
   json& points = report.at("points");
   json fits = json::array();
   json predictions = json::array();
   for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
     const std::string model = model_name(kind);
-    const json* serial = find_point(points, model + "/serial/n1c1");
+    const json* serial = find_measured_point(points, model + "/serial/n1c1");
     if (serial == nullptr) continue;
     const double base = serial->at("time").at("median").get<double>();
     for (auto& p : points) {

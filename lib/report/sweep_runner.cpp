@@ -430,12 +430,10 @@ class SweepRunner {
   std::optional<PairedBaseline> paired_baseline_of(const PointSpec& point) const {
     if (point.strategy == "serial") return std::nullopt;
     const PointSpec serial{point.model, "serial", 1, 1};
-    for (const json& p : report_.at("points")) {
-      if (p.at("id") != serial.id() || p.at("status") != "ok") continue;
-      const int core = p.contains("baseline_cores") ? p.at("baseline_cores").at("chosen").get<int>() : -1;
-      return PairedBaseline{serial, core};
-    }
-    return std::nullopt;
+    const json* measured = find_measured_point(report_.at("points"), serial.id());
+    if (measured == nullptr) return std::nullopt;
+    const json& cores = measured->value("baseline_cores", json::object());
+    return PairedBaseline{serial, cores.contains("chosen") ? cores.at("chosen").get<int>() : -1};
   }
 
   // The cores the point's repetitions run on; -1: wherever the strategy pins itself. The serial

@@ -118,6 +118,9 @@ Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& can
                            double threshold, double alpha);
 nlohmann::json comparison_json(const Comparison& comparison);
 
+// The point of a report's "points" with this id ("lenet5/serial/n1c1") if it was measured, else
+// nullptr.
+const nlohmann::json* find_measured_point(const nlohmann::json& points, const std::string& id);
 // Fills in the derived numbers of a sweep report from its measured points: per point speedup,
 // efficiency and Karp-Flatt (against the serial point of the same model), "amdahl" (one fit per
 // model and series) and "scaling_prediction" (needs "allreduce" with a fit from > 1 rank).
