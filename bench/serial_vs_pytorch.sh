@@ -4,7 +4,11 @@
 # of each and the median of the per-pair ratios (cnnbench / PyTorch).
 #
 # usage: bench/serial_vs_pytorch.sh [--cli PATH] [--pairs N] [--batches "16 64 256"]
-#                                   [--models "lenet5 fc3"] [--images N]
+#                                   [--models "lenet5 fc3"] [--images N] [--isa TARGET]
+#                                   [--torch-coretype NAME|unset|inherit]
+# --isa runs cnnbench's kernels on that SIMD target (default: the CPU's best). PyTorch's OpenBLAS
+# then gets the like-for-like kernel: OPENBLAS_CORETYPE=Haswell for avx2, unset (OpenBLAS picks
+# the CPU's best) otherwise; --torch-coretype overrides that (inherit: leave the environment be).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -13,6 +17,8 @@ pairs=5
 batches="16 64 256"
 models="lenet5 fc3"
 images=32768  # per run and model (FC-3 gets twice as many: it is about twice as fast)
+isa=best
+torch_coretype=""
 python=/usr/bin/python3
 
 while [[ $# -gt 0 ]]; do
@@ -22,7 +28,9 @@ while [[ $# -gt 0 ]]; do
     --batches) batches="$2"; shift 2 ;;
     --models) models="$2"; shift 2 ;;
     --images) images="$2"; shift 2 ;;
-    -h|--help) sed -n '2,7p' "$0"; exit 0 ;;
+    --isa) isa="$2"; shift 2 ;;
+    --torch-coretype) torch_coretype="$2"; shift 2 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "serial_vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -35,6 +43,17 @@ if [[ -z "$cli" || ! -x "$cli" ]]; then
   exit 2
 fi
 [[ -x "$python" ]] || python="$(command -v python3)"
+if [[ -z "$torch_coretype" ]]; then
+  if [[ "$isa" == avx2 ]]; then torch_coretype=Haswell; else torch_coretype=unset; fi
+fi
+# The environment PyTorch runs in: OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE, set with it on some
+# machines) as chosen above; cnnbench's own environment is left as it is.
+torch_env=(env)
+case "$torch_coretype" in
+  inherit) ;;
+  unset) torch_env+=(-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE) ;;
+  *) torch_env+=(OPENBLAS_CORETYPE="$torch_coretype") ;;
+esac
 
 have_torch=1
 if ! "$python" -c "import torch" 2>/dev/null; then
@@ -52,7 +71,9 @@ median() {
 }
 
 echo "cnnbench: $cli"
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+cpu_field() { grep -m1 "^$1" /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'; }
+echo "machine: $(nproc) cores, $(cpu_field 'model name'), family $(cpu_field 'cpu family') model $(cpu_field 'model') stepping $(cpu_field 'stepping')"
+echo "cnnbench --isa $isa; PyTorch OPENBLAS_CORETYPE: $torch_coretype (environment: ${OPENBLAS_CORETYPE:-unset})"
 printf '%-7s %5s %14s %14s %8s\n' model batch cnnbench_img/s pytorch_img/s ratio
 for model in $models; do
   for batch in $batches; do
@@ -62,10 +83,10 @@ for model in $models; do
     ours=() theirs=() ratios=()
     for ((pair = 0; pair < pairs; ++pair)); do
       ours_now=$("$cli" train --model "$model" --batch "$batch" --synthetic 8192 --steps "$steps" \
-                   --quiet --report - | images_per_s)
+                   --isa "$isa" --quiet --report - | images_per_s)
       ours+=("$ours_now")
       if [[ $have_torch == 1 ]]; then
-        theirs_now=$("$python" "$here/torch_train.py" --model "$model" --batch "$batch" \
+        theirs_now=$("${torch_env[@]}" "$python" "$here/torch_train.py" --model "$model" --batch "$batch" \
                        --steps "$steps" --threads 1 | images_per_s)
         theirs+=("$theirs_now")
         ratios+=("$("$python" -c "print($ours_now / $theirs_now)")")

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -19,5 +20,9 @@ void add_sweep_command(CLI::App& root, Runner& runner);
 void add_compare_command(CLI::App& root, Runner& runner);
 void add_plot_command(CLI::App& root, Runner& runner);
 void add_allreduce_bench_command(CLI::App& root, Runner& runner);
+
+// --isa TARGET (env CNNBENCH_ISA) on cmd, validated against this CPU; the caller applies it with
+// cnnbench::use_isa before the run.
+CLI::Option* add_isa_option(CLI::App* cmd, std::string& isa);
 
 }  // namespace cnnbench::cli

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/isa.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/sweep.hpp"
 #include "commands.hpp"
@@ -27,6 +28,7 @@ struct SweepArgs {
   std::string consistency;
   int microbatches = 0;
   std::string balance = "dynamic";
+  std::string isa = "best";
   std::string data_dir;
   std::size_t synthetic = 8192;
   double target_accuracy = -1;
@@ -81,6 +83,8 @@ int run_sweep_command(const SweepArgs& a) {
   o.consistency = a.consistency;
   o.microbatches = a.microbatches;
   o.balance = a.balance;
+  use_isa(a.isa);
+  o.isa = a.isa;
   if (!a.data_dir.empty()) o.data_dir = std::filesystem::absolute(a.data_dir);
   o.synthetic_samples = a.synthetic;
   if (a.target_accuracy > 0) o.target_accuracy = a.target_accuracy;
@@ -113,6 +117,7 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
       ->delimiter(',')
       ->check(CLI::IsMember({"fc3", "lenet5"}))
       ->capture_default_str();
+  add_isa_option(cmd, args->isa);
   cmd->add_option("--strategies", args->strategies,
                   "strategies, comma separated (default: every strategy; missing ones are listed as skipped)")
       ->delimiter(',');

@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/isa.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/train.hpp"
 #include "commands.hpp"
@@ -33,6 +34,7 @@ struct TrainArgs {
   // strategy options
   std::string consistency, overlap, balance, slowdown, gpu_data, gpu_graph, graph, widths;
   int microbatches = 0, device = -1, pin_core = -1;
+  std::string isa = "best";
 };
 
 std::atomic<bool> stop_signal{false};
@@ -73,6 +75,7 @@ int run_train(const TrainArgs& a) {
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
   const TrainConfig config = make_config(a);
+  use_isa(a.isa);
   Dataset train, test;
   if (a.synthetic > 0) {
     train = make_synthetic(a.synthetic, a.seed);
@@ -124,6 +127,7 @@ void add_train_command(CLI::App& root, Runner& runner) {
       ->capture_default_str();
   cmd->add_option("--strategy", args->strategy, "serial, blas, stream, cluster or gpu")
       ->capture_default_str();
+  add_isa_option(cmd, args->isa);
   auto* data = cmd->add_option("--data", args->data_dir, "folder with the MNIST IDX files")
                    ->capture_default_str();
   cmd->add_option("--synthetic", args->synthetic,

@@ -3,11 +3,42 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "benchmarks.hpp"
+#include "cnnbench/isa.hpp"
+
+namespace {
+
+// --isa=TARGET (or CNNBENCH_ISA; the flag wins), taken out of argv before Google Benchmark sees
+// it. Returns false after printing why when this CPU cannot run the target.
+bool apply_isa_flag(int& argc, char** argv) {
+  std::string isa = std::getenv("CNNBENCH_ISA") ? std::getenv("CNNBENCH_ISA") : "best";
+  int kept = 1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--isa=", 6) == 0) {
+      isa = argv[i] + 6;
+    } else {
+      argv[kept++] = argv[i];
+    }
+  }
+  argc = kept;
+  const std::string problem = cnnbench::isa_problem(isa);
+  if (!problem.empty()) {
+    std::fprintf(stderr, "cnnbench-micro: --isa: %s\n", problem.c_str());
+    return false;
+  }
+  cnnbench::use_isa(isa);
+  return true;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  if (!apply_isa_flag(argc, argv)) return 2;
   openblas_set_num_threads(1);
   cnnbench::micro::register_layer_benchmarks();
   cnnbench::micro::register_model_benchmarks();
@@ -15,6 +46,7 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("openblas_config", openblas_get_config());
   benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
+  benchmark::AddCustomContext("simd_target", cnnbench::isa_info().active);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

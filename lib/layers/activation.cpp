@@ -1,18 +1,50 @@
 // Element-wise activations. Backward takes the forward *output*, so every function may run in
-// place (out == inp, dinp == dout) and no input copy has to be kept.
+// place (out == inp, dinp == dout) and no input copy has to be kept. ReLU, which every model runs,
+// is compiled once per SIMD target (plain loops the compiler vectorises for it); tanh and sigmoid
+// call the C library's tanh/exp and stay one portable build.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "layers/activation.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#ifndef CNNBENCH_LAYERS_ACTIVATION_ONCE
+#define CNNBENCH_LAYERS_ACTIVATION_ONCE
 #include <cmath>
+#include <cstddef>
 
 #include "cnnbench/layers.hpp"
+#endif
 
-namespace cnnbench {
+HWY_BEFORE_NAMESPACE();
+namespace cnnbench::HWY_NAMESPACE {
 
-void relu_forward(float* out, const float* inp, std::size_t n) {
+// In place is allowed, so no __restrict__: the loop reads and writes one element per index.
+void relu_forward_loop(float* out, const float* inp, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
 }
 
 // d relu = 1 where the output is positive.
-void relu_backward(float* dinp, const float* dout, const float* out, std::size_t n) {
+void relu_backward_loop(float* dinp, const float* dout, const float* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+}
+
+}  // namespace cnnbench::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace cnnbench {
+
+namespace {
+HWY_EXPORT(relu_forward_loop);
+HWY_EXPORT(relu_backward_loop);
+}  // namespace
+
+void relu_forward(float* out, const float* inp, std::size_t n) {
+  HWY_DYNAMIC_DISPATCH(relu_forward_loop)(out, inp, n);
+}
+
+void relu_backward(float* dinp, const float* dout, const float* out, std::size_t n) {
+  HWY_DYNAMIC_DISPATCH(relu_backward_loop)(dinp, dout, out, n);
 }
 
 void tanh_forward(float* out, const float* inp, std::size_t n) {
@@ -35,3 +67,4 @@ void sigmoid_backward(float* dinp, const float* dout, const float* out, std::siz
 }
 
 }  // namespace cnnbench
+#endif  // HWY_ONCE

@@ -4,6 +4,15 @@
 // layers at the same moment (the cluster's workers, the stream's actors) wait on that lock and
 // pack into buffers another core wrote last. The sgemm versions stay for the "blas" baseline,
 // which is there to measure OpenBLAS's own threading.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "layers/dense.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "layers/simd-inl.h"
+
+#ifndef CNNBENCH_LAYERS_DENSE_ONCE
+#define CNNBENCH_LAYERS_DENSE_ONCE
 #include <cblas.h>
 
 #include <algorithm>
@@ -14,75 +23,66 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
-#include "vector16.hpp"
+#include "layers/product.hpp"
+#endif
 
-namespace cnnbench {
-
+// The register-blocked product, compiled once per SIMD target.
+HWY_BEFORE_NAMESPACE();
+namespace cnnbench::HWY_NAMESPACE {
 namespace {
 
-using simd::f16;
-constexpr int lanes = 16;
-constexpr int max_vectors = 4;  // columns of C in registers: 4 x 16
+using dense_kernel::Product;
+using dense_kernel::Start;
 
-// C (rows, cols) from A (rows, depth) and B (depth, cols): row r of C at c + r * c_row, A[r][k] at
-// a + r * a_row + k * a_k (read one float at a time), row k of B at b + k * b_k (read as vectors).
-struct Product {
-  const float* a;
-  std::ptrdiff_t a_row, a_k;
-  const float* b;
-  std::ptrdiff_t b_k;
-  float* c;
-  std::ptrdiff_t c_row;
-  int rows, cols, depth;
-};
+// Widest column panel, in vectors: V vectors of B's row and R x V accumulators must fit the
+// registers with a broadcast of A to spare (4 on 32-register targets, 2 on 16-register ones).
+constexpr int max_vectors = vector_registers >= 32 ? 4 : 2;
 
-// What C's block starts from before the sum over depth is added: zero (C is overwritten), C
-// itself (accumulated), init[r] for row r, or init[j] for column j (a bias either way).
-enum class Start { zero, accumulate, row_value, column_value };
+// Rows per block for V vectors: 32 registers take 4x4, 6x3 or 8x2; 16 take 6x2 or 8x1.
+template <int V>
+constexpr int rows_per_block = vector_registers >= 32 ? (V <= 2 ? 8 : V == 3 ? 6 : 4)
+                                                      : (V == 1 ? 8 : 6);
 
-// Rows [r0, r0 + R) x columns [j0, j0 + 16 (V - 1) + last) of C, held in registers over the whole
-// depth: per k, V vectors of B's row and R floats of A's column make R x V fused multiply-adds.
+// Rows [r0, r0 + R) x columns [j0, j0 + lanes (V - 1) + last) of C, held in registers over the
+// whole depth: per k, V vectors of B's row and R floats of A's column make R x V multiply-adds.
 template <int R, int V>
 void product_block(const Product& p, int r0, int j0, int last, Start start, const float* init) {
+  const FloatTag d;
   const auto width = [last](int v) { return v == V - 1 ? last : lanes; };
   // Every loop over r and v unrolled: only then does GCC keep sum in registers (otherwise it
   // stores all R x V accumulators to the stack on every k).
-  f16 sum[R][V];
+  FloatVec sum[R][V];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     const float* c = p.c + (r0 + r) * p.c_row + j0;
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      sum[r][v] = start == Start::accumulate     ? simd::load_first(c + v * lanes, width(v))
-                  : start == Start::row_value    ? simd::splat(init[r0 + r])
-                  : start == Start::column_value ? simd::load_first(init + j0 + v * lanes, width(v))
-                                                 : f16{};
+      sum[r][v] = start == Start::accumulate     ? load_first(c + v * lanes, width(v))
+                  : start == Start::row_value    ? hn::Set(d, init[r0 + r])
+                  : start == Start::column_value ? load_first(init + j0 + v * lanes, width(v))
+                                                 : hn::Zero(d);
     }
   }
   const float* a = p.a + r0 * p.a_row;
   const float* b = p.b + j0;
   for (int k = 0; k < p.depth; ++k, a += p.a_k, b += p.b_k) {
-    f16 row[V];
+    FloatVec row[V];
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) row[v] = simd::load_first(b + v * lanes, width(v));
+    for (int v = 0; v < V; ++v) row[v] = load_first(b + v * lanes, width(v));
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const f16 x = simd::splat(a[r * p.a_row]);
+      const FloatVec x = hn::Set(d, a[r * p.a_row]);
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v) sum[r][v] += x * row[v];
+      for (int v = 0; v < V; ++v) sum[r][v] = hn::MulAdd(x, row[v], sum[r][v]);
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     float* c = p.c + (r0 + r) * p.c_row + j0;
 #pragma GCC unroll 4
-    for (int v = 0; v < V; ++v) simd::store_first(c + v * lanes, sum[r][v], width(v));
+    for (int v = 0; v < V; ++v) store_first(c + v * lanes, sum[r][v], width(v));
   }
 }
-
-// Rows per block for V vectors: R x V accumulators and V row vectors within 32 registers.
-template <int V>
-constexpr int rows_per_block = V <= 2 ? 8 : V == 3 ? 6 : 4;
 
 using BlockFunction = void (*)(const Product&, int, int, int, Start, const float*);
 
@@ -91,7 +91,7 @@ constexpr std::array<BlockFunction, sizeof...(R)> blocks_of(std::integer_sequenc
   return {&product_block<R + 1, V>...};
 }
 
-// Every row of C over the columns [j0, j0 + 16 (V - 1) + last).
+// Every row of C over the columns [j0, j0 + lanes (V - 1) + last).
 template <int V>
 void product_columns(const Product& p, int j0, int last, Start start, const float* init) {
   constexpr int rows = rows_per_block<V>;
@@ -101,19 +101,41 @@ void product_columns(const Product& p, int j0, int last, Start start, const floa
   if (r0 < p.rows) blocks[static_cast<std::size_t>(p.rows - r0 - 1)](p, r0, j0, last, start, init);
 }
 
-// Column panels of 64 outermost: B's panel (depth x 64 floats) stays in cache across the rows.
-void multiply(const Product& p, Start start, const float* init = nullptr) {
-  for (int j0 = 0; j0 < p.cols; j0 += max_vectors * lanes) {
-    const int width = std::min(max_vectors * lanes, p.cols - j0);
+template <int... V>
+void product_panel(const Product& p, int j0, int vectors, int last, Start start, const float* init,
+                   std::integer_sequence<int, V...>) {
+  ((vectors == V + 1 ? product_columns<V + 1>(p, j0, last, start, init) : void()), ...);
+}
+
+}  // namespace
+
+// Column panels of max_vectors outermost: B's panel (depth x panel floats) stays in cache across
+// the rows.
+void multiply(const Product& p, Start start, const float* init) {
+  constexpr int panel = max_vectors * lanes;
+  for (int j0 = 0; j0 < p.cols; j0 += panel) {
+    const int width = std::min(panel, p.cols - j0);
     const int vectors = (width + lanes - 1) / lanes;
     const int last = width - (vectors - 1) * lanes;
-    switch (vectors) {
-      case 1: product_columns<1>(p, j0, last, start, init); break;
-      case 2: product_columns<2>(p, j0, last, start, init); break;
-      case 3: product_columns<3>(p, j0, last, start, init); break;
-      default: product_columns<4>(p, j0, last, start, init); break;
-    }
+    product_panel(p, j0, vectors, last, start, init, std::make_integer_sequence<int, max_vectors>{});
   }
+}
+
+}  // namespace cnnbench::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace cnnbench {
+
+namespace {
+
+using dense_kernel::Product;
+using dense_kernel::Start;
+
+HWY_EXPORT(multiply);
+
+void multiply(const Product& p, Start start, const float* init = nullptr) {
+  HWY_DYNAMIC_DISPATCH(multiply)(p, start, init);
 }
 
 // dst (cols, rows) = src (rows, cols)^T, in tiles that stay in cache.
@@ -234,3 +256,4 @@ void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout
 }
 
 }  // namespace cnnbench
+#endif  // HWY_ONCE

@@ -230,6 +230,7 @@ class SweepRunner {
             {"consistency", options_.consistency},
             {"microbatches", options_.microbatches},
             {"balance", options_.balance},
+            {"isa", options_.isa},
             {"data", data},
             {"target_accuracy", options_.target_accuracy ? json(*options_.target_accuracy) : json(nullptr)},
             {"eval_every", options_.eval_every},
@@ -559,6 +560,7 @@ class SweepRunner {
     for (auto& w : data_words()) args.push_back(w);
     if (!options_.pin) args.push_back("--no-pin");
     if (!options_.balance.empty()) args.insert(args.end(), {"--balance", options_.balance});
+    args.insert(args.end(), {"--isa", options_.isa});
     const json run = launch_for_json(args, report, point.id());
     Repetition rep;
     rep.seconds = run.at("metrics").at("train_seconds").get<double>();

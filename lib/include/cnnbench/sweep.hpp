@@ -107,9 +107,24 @@ struct ComparedPoint {
   bool regression = false;   // ratio > 1 + threshold and significant
   bool improvement = false;  // ratio < 1 - threshold and significant
 };
+// One way in which the machines or builds of two reports differ, which makes their times
+// incomparable as a measure of the code alone.
+struct MachineDifference {
+  std::string item;       // "CPU", "core count", "SIMD target", "OpenBLAS core type", "compiler", "build flags"
+  std::string base, candidate;
+  std::string describe() const;  // "SIMD target: avx2 (base) vs avx3 (new)"
+};
+// What differs between the contexts of two reports: the CPU (vendor, family, model,
+// microarchitecture; cpu_model when a report predates the cpu object), the core count, the SIMD
+// target, the OpenBLAS core type, the compiler and the build flags. An item one report does not
+// record (older reports lack simd and openblas) is not compared.
+std::vector<MachineDifference> machine_differences(const nlohmann::json& base,
+                                                   const nlohmann::json& candidate);
+
 struct Comparison {
   std::vector<ComparedPoint> points;           // in the order of the base report
   std::vector<std::string> only_in_base, only_in_new;
+  std::vector<MachineDifference> machine_differences;
   double threshold = 0.05;
   double alpha = 0.05;
   bool any_regression() const;
@@ -144,6 +159,7 @@ struct SweepOptions {
   std::string consistency;   // stream: passed on when set
   int microbatches = 0;      // stream: passed on when > 0
   std::string balance = "dynamic";  // cluster: --balance static|dynamic, passed on when set
+  std::string isa = "best";  // SIMD target of the kernels (cnnbench::use_isa), passed on to jobs
   // Data: MNIST from data_dir when set, else synthetic_samples synthetic samples.
   std::optional<std::filesystem::path> data_dir;
   std::size_t synthetic_samples = 8192;

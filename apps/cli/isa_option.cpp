@@ -1,0 +1,23 @@
+// The --isa option of train and sweep: which SIMD target the kernels run on. CNNBENCH_ISA gives
+// the same choice from the environment; the flag wins. A target this CPU cannot run is a usage
+// error (exit 2) naming the CPU's best target.
+#include <string>
+
+#include "cnnbench/isa.hpp"
+#include "commands.hpp"
+
+namespace cnnbench::cli {
+
+CLI::Option* add_isa_option(CLI::App* cmd, std::string& isa) {
+  std::string names;
+  for (const std::string& name : isa_choices()) names += (names.empty() ? "" : ", ") + name;
+  return cmd
+      ->add_option("--isa", isa,
+                   "SIMD target of the kernels: " + names + " (default: best; env CNNBENCH_ISA)")
+      ->envname("CNNBENCH_ISA")
+      ->check(CLI::Validator([](std::string& value) { return isa_problem(value); }, "TARGET",
+                             "isa"))
+      ->capture_default_str();
+}
+
+}  // namespace cnnbench::cli

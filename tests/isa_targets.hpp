@@ -1,0 +1,26 @@
+// Runs a check once per SIMD target this CPU supports, with the kernels narrowed to that target,
+// so that every target's kernels meet the same oracle on whatever machine runs the tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "cnnbench/isa.hpp"
+
+namespace cnnbench {
+
+inline void for_each_supported_isa(const std::function<void()>& check) {
+  const IsaInfo info = isa_info();
+  ASSERT_FALSE(info.supported.empty());
+  for (const std::string& isa : info.supported) {
+    SCOPED_TRACE("SIMD target " + isa);
+    use_isa(isa);
+    ASSERT_EQ(isa_info().active, isa);
+    check();
+  }
+  use_isa("best");
+}
+
+}  // namespace cnnbench
