@@ -2,6 +2,7 @@
 // types, the strategy list, JSON writing (atomic, stdout) and `cnnbench info`.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,8 @@
 
 #include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/cpu_identity.hpp"
+#include "cnnbench/isa.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
@@ -169,6 +172,44 @@ TEST(Context, HasEveryKeyWithTheRightType) {
   }
 }
 
+// The context names the CPU (as identify_cpu reads it), the kernels' SIMD target at the time
+// of the call and OpenBLAS's core type, so that reports of different machines tell apart.
+TEST(Context, NamesTheCpuTheSimdTargetAndTheBlasCore) {
+  const nlohmann::json context = collect_context();
+  const CpuIdentity cpu = this_cpu();
+  const nlohmann::json& recorded = context.at("cpu");
+  EXPECT_EQ(recorded.at("vendor"), cpu.vendor);
+  EXPECT_EQ(recorded.at("microarchitecture"), cpu.microarchitecture);
+  EXPECT_EQ(recorded.at("isa_flags"), cpu.isa_flags);
+  for (const char* key : {"family", "model", "stepping", "mhz_nominal", "mhz_current"}) {
+    EXPECT_TRUE(recorded.contains(key)) << key;
+  }
+#if defined(__x86_64__)
+  EXPECT_EQ(recorded.at("architecture"), "x86");
+  EXPECT_TRUE(recorded.at("family").is_number_integer()) << recorded;
+  EXPECT_NE(recorded.at("vendor"), "unknown");
+#endif
+
+  const IsaInfo isa = isa_info();
+  const nlohmann::json& simd = context.at("simd");
+  EXPECT_EQ(simd.at("target"), isa.active);
+  EXPECT_EQ(simd.at("best"), isa.best);
+  EXPECT_EQ(simd.at("compiled"), isa.compiled);
+  EXPECT_EQ(simd.at("supported"), isa.supported);
+
+  // A narrowed target shows in the next context: it is read per report, not once per process.
+  use_isa("scalar");
+  const nlohmann::json narrowed = collect_context();
+  use_isa("best");
+  EXPECT_EQ(narrowed.at("simd").at("target"), "scalar");
+  EXPECT_EQ(collect_context().at("simd").at("target"), isa.best);
+
+  const nlohmann::json& core_type = context.at("openblas").at("core_type");
+  ASSERT_TRUE(core_type.is_string()) << core_type;
+  EXPECT_EQ(core_type.get<std::string>(), blas_core_name());
+  EXPECT_FALSE(core_type.get<std::string>().empty());
+}
+
 TEST(Context, EnvironmentKeepsOnlyRelevantVariables) {
   const std::vector<std::pair<const char*, bool>> variables = {
       {"CNNBENCH_REPORT_TEST", true}, {"OPENBLAS_REPORT_TEST", true},
@@ -319,6 +360,18 @@ TEST(InfoCommand, JsonHasContextAndFeatures) {
   EXPECT_EQ(context.at("topology"), topology_json(machine_topology()));
   EXPECT_EQ(context.at("build").at("version"), CNNBENCH_VERSION);
   EXPECT_EQ(context.at("libraries"), collect_context().at("libraries"));
+  const CpuIdentity cpu = this_cpu();
+  EXPECT_EQ(context.at("cpu").at("vendor"), cpu.vendor);
+  EXPECT_EQ(context.at("cpu").at("microarchitecture"), cpu.microarchitecture);
+  EXPECT_EQ(context.at("cpu").at("isa_flags"), cpu.isa_flags);
+  const IsaInfo isa = isa_info();
+  EXPECT_EQ(context.at("simd").at("compiled"), isa.compiled);
+  EXPECT_EQ(context.at("simd").at("supported"), isa.supported);
+  // CNNBENCH_ISA may narrow the CLI's target; it is still one this CPU runs.
+  const std::string target = context.at("simd").at("target");
+  EXPECT_NE(std::find(isa.supported.begin(), isa.supported.end(), target), isa.supported.end())
+      << target;
+  EXPECT_EQ(context.at("openblas").at("core_type"), blas_core_name());
 }
 
 TEST(InfoCommand, TextNamesStrategiesLibrariesAndMachine) {
@@ -332,6 +385,11 @@ TEST(InfoCommand, TextNamesStrategiesLibrariesAndMachine) {
   }
   EXPECT_NE(text.find(machine_topology().cpu_model), std::string::npos) << text;
   EXPECT_NE(text.find("OpenBLAS"), std::string::npos) << text;
+  EXPECT_NE(text.find("microarch     " + this_cpu().microarchitecture), std::string::npos) << text;
+  EXPECT_NE(text.find("SIMD in use   "), std::string::npos) << text;
+  std::string compiled;
+  for (const std::string& name : isa_info().compiled) compiled += (compiled.empty() ? "" : " ") + name;
+  EXPECT_NE(text.find("compiled      " + compiled), std::string::npos) << text;
   EXPECT_NE(text.find("usable cores " + std::to_string(machine_topology().cores)),
             std::string::npos)
       << text;

@@ -232,6 +232,73 @@ TEST(SweepCompare, SameMediansButOverlappingNoiseIsNotSignificant) {
   EXPECT_FALSE(c.any_regression());
 }
 
+// A sweep report whose context says which SIMD target and CPU it ran on.
+nlohmann::json sweep_report_on(const std::string& simd_target, const std::string& cpu_model) {
+  nlohmann::json report = sweep_report(1.0);
+  report["context"] = {{"cpu_model", cpu_model},
+                       {"cores", 2},
+                       {"simd", {{"target", simd_target}}},
+                       {"build", {{"compiler", "GNU 12.2.0"}, {"flags", "-O3 -DNDEBUG"}}}};
+  return report;
+}
+
+TEST(SweepCompare, DifferentSimdTargetsWarnAndFailUnderSameMachine) {
+  const auto base = write("avx2.json", sweep_report_on("avx2", "AMD EPYC").dump());
+  const auto candidate = write("avx3.json", sweep_report_on("avx3", "AMD EPYC").dump());
+  EXPECT_EQ(run_cli("compare " + base.string() + " " + candidate.string(), "simd.log"), 0)
+      << log_text("simd.log");
+  const std::string warned = log_text("simd.log");
+  EXPECT_NE(warned.find("warning: the reports differ in SIMD target: avx2 (base) vs avx3 (new)"),
+            std::string::npos)
+      << warned;
+  EXPECT_EQ(warned.find("differ in CPU"), std::string::npos) << warned;
+  EXPECT_NE(warned.find("no regression"), std::string::npos) << warned;  // the table still comes
+
+  EXPECT_EQ(run_cli("compare " + base.string() + " " + candidate.string() + " --same-machine",
+                    "same.log"),
+            2);
+  const std::string refused = log_text("same.log");
+  EXPECT_NE(refused.find("cnnbench: error: --same-machine"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("SIMD target: avx2 (base) vs avx3 (new)"), std::string::npos) << refused;
+  EXPECT_EQ(refused.find("no regression"), std::string::npos) << refused;
+
+  // Identical machines: no warning, and --same-machine lets the comparison through.
+  EXPECT_EQ(run_cli("compare " + base.string() + " " + base.string() + " --same-machine", "one.log"), 0);
+  EXPECT_EQ(log_text("one.log").find("warning"), std::string::npos) << log_text("one.log");
+}
+
+TEST(SweepCompare, MachineDifferencesAreListedInTheComparison) {
+  nlohmann::json base = sweep_report_on("avx2", "AMD EPYC 7763 64-Core Processor");
+  nlohmann::json candidate = sweep_report_on("avx2", "AMD EPYC 9654 96-Core Processor");
+  candidate["context"]["cores"] = 4;
+  candidate["context"]["build"]["flags"] = "-O2";
+  candidate["context"]["openblas"] = {{"core_type", "SkylakeX"}};  // the base does not record it
+
+  const Comparison c = compare_reports(base, candidate, 0.05, 0.05);
+  ASSERT_EQ(c.machine_differences.size(), 3u);
+  EXPECT_EQ(c.machine_differences[0].describe(),
+            "CPU: AMD EPYC 7763 64-Core Processor (base) vs AMD EPYC 9654 96-Core Processor (new)");
+  EXPECT_EQ(c.machine_differences[1].describe(), "core count: 2 (base) vs 4 (new)");
+  EXPECT_EQ(c.machine_differences[2].describe(), "build flags: -O3 -DNDEBUG (base) vs -O2 (new)");
+  const nlohmann::json json = comparison_json(c);
+  ASSERT_EQ(json.at("machine_differences").size(), 3u);
+  EXPECT_EQ(json.at("machine_differences")[1],
+            (nlohmann::json{{"item", "core count"}, {"base", "2"}, {"new", "4"}}));
+
+  // With cpu objects on both sides they decide, not the marketing name: same name, other model.
+  base["context"]["cpu"] = {{"vendor", "AMD"}, {"family", 25}, {"model", 1}, {"microarchitecture", "Zen 3"}};
+  candidate = base;
+  candidate["context"]["cpu"]["model"] = 17;
+  candidate["context"]["cpu"]["microarchitecture"] = "Zen 4";
+  const std::vector<MachineDifference> cpu = machine_differences(base, candidate);
+  ASSERT_EQ(cpu.size(), 1u);
+  EXPECT_EQ(cpu[0].describe(),
+            "CPU: AMD family 25 model 1 (Zen 3) (base) vs AMD family 25 model 17 (Zen 4) (new)");
+  EXPECT_TRUE(machine_differences(base, base).empty());
+  // Reports with no context at all (hand-made ones) have nothing to compare.
+  EXPECT_TRUE(machine_differences(sweep_report(1.0), sweep_report(2.0)).empty());
+}
+
 TEST(SweepCompare, MalformedReportsGetAClearError) {
   const auto base = write("good.json", sweep_report(1.0).dump());
   struct Case {

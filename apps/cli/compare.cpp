@@ -1,6 +1,7 @@
 // `cnnbench compare BASE.json NEW.json`: per point ratio of median times and a Mann-Whitney U test
 // on the raw repetitions. Exit 0: no regression; 1: a point is slower beyond the threshold and the
-// difference is beyond noise; 2: usage error or a report that cannot be read.
+// difference is beyond noise; 2: usage error, a report that cannot be read, or (--same-machine)
+// reports measured on different CPUs, SIMD targets or builds.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -19,6 +20,7 @@ struct CompareArgs {
   std::string threshold = "5%";
   double alpha = 0.05;
   bool json = false;
+  bool same_machine = false;  // machine or build differences are an error, not a warning
 };
 
 // "5%" or "0.05" -> 0.05.
@@ -83,6 +85,24 @@ int run_compare(const CompareArgs& a) {
     return 2;
   }
   const Comparison comparison = compare_reports(base, candidate, threshold, a.alpha);
+  // On stderr, so that --json output stays one parseable document.
+  if (!comparison.machine_differences.empty()) {
+    std::fflush(stdout);
+    if (a.same_machine) {
+      std::cerr << "cnnbench: error: --same-machine, but the reports were measured on different "
+                   "machines or builds:\n";
+      for (const MachineDifference& d : comparison.machine_differences) {
+        std::cerr << "  " << d.describe() << "\n";
+      }
+      std::cerr << "compare them without --same-machine to see the times anyway\n";
+      return 2;
+    }
+    for (const MachineDifference& d : comparison.machine_differences) {
+      std::cerr << "cnnbench: warning: the reports differ in " << d.describe() << "\n";
+    }
+    std::cerr << "cnnbench: warning: differences in time may come from the machine or build, not "
+                 "the code\n";
+  }
   if (a.json) {
     write_json("-", comparison_json(comparison));
   } else {
@@ -105,6 +125,9 @@ void add_compare_command(CLI::App& root, Runner& runner) {
       ->check(CLI::Range(1e-9, 0.5))
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print the comparison as JSON");
+  cmd->add_flag("--same-machine", args->same_machine,
+                "fail (exit 2) when the reports differ in CPU, core count, SIMD target, OpenBLAS "
+                "core type, compiler or build flags, instead of warning");
   cmd->callback([args, &runner] {
     parse_threshold(args->threshold);  // a bad threshold is a usage error (exit 2)
     runner = [args] { return run_compare(*args); };

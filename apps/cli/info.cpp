@@ -105,11 +105,60 @@ void print_libraries(std::ostream& out, const nlohmann::json& libraries) {
   print_row(out, "CUDA", text_or_dash(libraries.at("cuda")));
 }
 
+std::string number_or_dash(const nlohmann::json& value, bool as_hex) {
+  if (!value.is_number_integer()) return "-";
+  std::ostringstream text;
+  if (as_hex) text << "0x" << std::hex;
+  text << value.get<long>();
+  return text.str();
+}
+
+std::string megahertz_or_dash(const nlohmann::json& value) {
+  if (!value.is_number()) return "-";
+  return std::to_string(static_cast<long>(value.get<double>() + 0.5)) + " MHz";
+}
+
+// "AMD family 25 model 1 stepping 1" or, on ARM, "ARM implementer 0x41 part 0xd40 r1p1".
+std::string describe_cpu_id(const nlohmann::json& cpu) {
+  const std::string vendor = text_or_dash(cpu.at("vendor"));
+  if (cpu.at("architecture") == "arm") {
+    return vendor + " implementer " + number_or_dash(cpu.at("family"), true) + " part " +
+           number_or_dash(cpu.at("model"), true) + " r" +
+           number_or_dash(cpu.value("variant", nlohmann::json()), false) + "p" +
+           number_or_dash(cpu.at("stepping"), false);
+  }
+  return vendor + " family " + number_or_dash(cpu.at("family"), false) + " model " +
+         number_or_dash(cpu.at("model"), false) + " stepping " +
+         number_or_dash(cpu.at("stepping"), false);
+}
+
+void print_cpu(std::ostream& out, const nlohmann::json& cpu) {
+  print_row(out, "CPU id", describe_cpu_id(cpu));
+  print_row(out, "microarch", text_or_dash(cpu.at("microarchitecture")));
+  std::vector<std::string> flags = cpu.at("isa_flags").get<std::vector<std::string>>();
+  if (flags.empty()) flags.push_back("none of those cnnbench looks for");
+  print_wrapped_row(out, "ISA flags", flags, " ");
+  print_row(out, "clock", "nominal " + megahertz_or_dash(cpu.at("mhz_nominal")) + ", now " +
+                              megahertz_or_dash(cpu.at("mhz_current")));
+}
+
+// Which kernels run: the SIMD target in use among those built and those this CPU can run, and
+// the kernel set OpenBLAS picked.
+void print_kernels(std::ostream& out, const nlohmann::json& context) {
+  const nlohmann::json& simd = context.at("simd");
+  print_heading(out, "kernels");
+  print_row(out, "SIMD in use", simd.at("target").get<std::string>());
+  print_wrapped_row(out, "CPU supports", simd.at("supported").get<std::vector<std::string>>(), " ");
+  print_wrapped_row(out, "compiled", simd.at("compiled").get<std::vector<std::string>>(), " ");
+  print_row(out, "OpenBLAS", text_or_dash(context.at("openblas").at("core_type")));
+}
+
 void print_machine(std::ostream& out, const nlohmann::json& context) {
   const nlohmann::json& topology = context.at("topology");
   print_heading(out, "machine");
   print_row(out, "host", context.at("host").get<std::string>());
   print_row(out, "CPU", topology.at("cpu_model").get<std::string>());
+  print_cpu(out, context.at("cpu"));
   std::ostringstream counts;
   counts << "packages " << topology.at("packages") << ", NUMA nodes " << topology.at("numa_nodes")
          << ", usable cores " << topology.at("cores") << ", PUs " << topology.at("pus");
@@ -185,6 +234,7 @@ int run_info(const InfoOptions& options) {
   print_strategies(std::cout);
   print_libraries(std::cout, context.at("libraries"));
   print_machine(std::cout, context);
+  print_kernels(std::cout, context);
   print_environment(std::cout, context.at("environment"));
   print_gpus(std::cout, info.at("gpu"));
   if (options.peak) {
@@ -202,7 +252,8 @@ void add_info_command(CLI::App& root, Runner& runner) {
   auto options = std::make_shared<InfoOptions>();
   CLI::App* info = root.add_subcommand(
       "info",
-      "Show the build (version, strategies, libraries) and the machine (CPU, cores, caches)");
+      "Show the build (version, strategies, libraries), the machine (CPU, microarchitecture, "
+      "cores, caches) and the kernels' SIMD target");
   info->add_flag("--json", options->json, "Print the report context and strategy list as JSON");
   info->add_flag("--peak", options->peak,
                  "Measure OpenBLAS SGEMM GFLOP/s on one core and on all cores (about 2 s)");

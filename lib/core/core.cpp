@@ -135,6 +135,10 @@ std::string blas_version() {
   std::string config = openblas_get_config();
   return config;
 }
+std::string blas_core_name() {
+  const char* name = openblas_get_corename();
+  return name != nullptr ? name : "";
+}
 
 std::uint64_t peak_rss_bytes() {
   struct rusage usage {};

@@ -10,6 +10,8 @@
 
 #include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/cpu_identity.hpp"
+#include "cnnbench/isa.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
@@ -90,6 +92,16 @@ nlohmann::json relevant_environment() {
   return variables;
 }
 
+// The SIMD target the kernels run on, and the others this build and this CPU offer: the same
+// binary runs different kernels on different machines (or under CNNBENCH_ISA / --isa).
+nlohmann::json simd_json() {
+  const IsaInfo isa = isa_info();
+  return {{"target", isa.active},
+          {"best", isa.best},
+          {"compiled", isa.compiled},
+          {"supported", isa.supported}};
+}
+
 }  // namespace
 
 std::string cuda_version_string() {
@@ -123,6 +135,8 @@ nlohmann::json collect_context() {
       {"date", utc_now_iso8601()},
       {"host", host_name()},
       {"cpu_model", topology.cpu_model},
+      {"cpu", cpu_identity_json(this_cpu())},
+      {"simd", simd_json()},
       {"cores", topology.cores},
       {"pus", topology.pus},
       {"topology", topology_json(topology)},
@@ -139,6 +153,9 @@ nlohmann::json collect_context() {
         {"hwloc", string_or_null(hwloc_version_string())},
         {"mpi", string_or_null(mpi_version_string())},
         {"cuda", string_or_null(cuda_version_string())}}},
+      // The configuration string stays in libraries.openblas; the core type is what OpenBLAS
+      // chose for this CPU (or was told by OPENBLAS_CORETYPE), which sets its sgemm kernels.
+      {"openblas", {{"core_type", string_or_null(trim(blas_core_name()))}}},
       {"environment", relevant_environment()},
   };
 }

@@ -2,7 +2,9 @@
 // ask the Mann-Whitney U test whether the raw repetitions differ beyond noise.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/sweep.hpp"
@@ -32,7 +34,59 @@ double images_of(const nlohmann::json& object, const char* steps_key, const nloh
   return images > 0 ? images : 0;
 }
 
+// A context value as text for comparison and messages; nothing when the report lacks it.
+std::optional<std::string> context_text(const nlohmann::json& report,
+                                        const nlohmann::json::json_pointer& where) {
+  const auto context = report.find("context");
+  if (context == report.end() || !context->contains(where)) return std::nullopt;
+  const nlohmann::json& value = context->at(where);
+  if (value.is_null()) return std::nullopt;
+  return value.is_string() ? value.get<std::string>() : value.dump();
+}
+
+// "AMD family 25 model 17 (Zen 4)" from the cpu object, or cpu_model for reports made before it.
+std::optional<std::string> cpu_text(const nlohmann::json& report, bool use_cpu_object) {
+  using pointer = nlohmann::json::json_pointer;
+  if (!use_cpu_object) return context_text(report, pointer("/cpu_model"));
+  const auto part = [&](const char* key) {
+    return context_text(report, pointer("/cpu") / key).value_or("?");
+  };
+  return part("vendor") + " family " + part("family") + " model " + part("model") + " (" +
+         part("microarchitecture") + ")";
+}
+
+bool has_cpu_object(const nlohmann::json& report) {
+  const auto context = report.find("context");
+  return context != report.end() && context->is_object() && context->contains("cpu") &&
+         context->at("cpu").is_object();
+}
+
 }  // namespace
+
+std::string MachineDifference::describe() const {
+  return item + ": " + base + " (base) vs " + candidate + " (new)";
+}
+
+std::vector<MachineDifference> machine_differences(const nlohmann::json& base,
+                                                   const nlohmann::json& candidate) {
+  using pointer = nlohmann::json::json_pointer;
+  std::vector<MachineDifference> differences;
+  const auto check = [&](const char* item, const std::optional<std::string>& b,
+                         const std::optional<std::string>& n) {
+    if (b && n && *b != *n) differences.push_back({item, *b, *n});
+  };
+  const bool cpu_objects = has_cpu_object(base) && has_cpu_object(candidate);
+  check("CPU", cpu_text(base, cpu_objects), cpu_text(candidate, cpu_objects));
+  const std::pair<const char*, const char*> items[] = {{"core count", "/cores"},
+                                                       {"SIMD target", "/simd/target"},
+                                                       {"OpenBLAS core type", "/openblas/core_type"},
+                                                       {"compiler", "/build/compiler"},
+                                                       {"build flags", "/build/flags"}};
+  for (const auto& [item, where] : items) {
+    check(item, context_text(base, pointer(where)), context_text(candidate, pointer(where)));
+  }
+  return differences;
+}
 
 std::vector<ReportPoint> report_points(const nlohmann::json& report) {
   std::vector<ReportPoint> points;
@@ -61,6 +115,7 @@ Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& can
   Comparison comparison;
   comparison.threshold = threshold;
   comparison.alpha = alpha;
+  comparison.machine_differences = machine_differences(base, candidate);
   const std::vector<ReportPoint> base_points = report_points(base);
   std::map<std::string, ReportPoint> new_points;
   for (auto& p : report_points(candidate)) new_points.emplace(p.id, p);
@@ -109,12 +164,17 @@ nlohmann::json comparison_json(const Comparison& comparison) {
                       {"regression", c.regression},
                       {"improvement", c.improvement}});
   }
+  nlohmann::json differences = nlohmann::json::array();
+  for (const MachineDifference& d : comparison.machine_differences) {
+    differences.push_back({{"item", d.item}, {"base", d.base}, {"new", d.candidate}});
+  }
   return {{"threshold", comparison.threshold},
           {"alpha", comparison.alpha},
           {"regression", comparison.any_regression()},
           {"points", points},
           {"only_in_base", comparison.only_in_base},
-          {"only_in_new", comparison.only_in_new}};
+          {"only_in_new", comparison.only_in_new},
+          {"machine_differences", differences}};
 }
 
 }  // namespace cnnbench

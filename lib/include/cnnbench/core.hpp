@@ -88,6 +88,9 @@ std::string read_file(const std::filesystem::path& path);
 void set_blas_threads(int threads);
 int blas_threads();
 std::string blas_version();
+// The kernel set OpenBLAS chose for this CPU ("Haswell", "SkylakeX", "Zen", "NeoverseN1"):
+// OPENBLAS_CORETYPE or a different CPU changes it, and with it the sgemm speed.
+std::string blas_core_name();
 
 // Peak resident set size of this process in bytes (getrusage).
 std::uint64_t peak_rss_bytes();

@@ -13,8 +13,10 @@ namespace cnnbench {
 
 inline constexpr int report_schema_version = 1;
 
-// date, host, CPU, cores, topology summary, compiler, flags, build type, git sha + dirty,
-// library versions (OpenBLAS, hwloc, MPI, CUDA), OPENBLAS_* / OMP_* / CNNBENCH_* environment.
+// date, host, CPU (cpu_model, and "cpu": vendor, family/model/stepping, microarchitecture, ISA
+// flags, MHz), cores, topology summary, "simd": the kernels' target {target, best, compiled,
+// supported}, compiler, flags, build type, git sha + dirty, library versions (OpenBLAS, hwloc,
+// MPI, CUDA), "openblas": {core_type}, OPENBLAS_* / OMP_* / GOTO* / CNNBENCH_* environment.
 nlohmann::json collect_context();
 
 // Which strategies this build has and, for those it lacks, why:
