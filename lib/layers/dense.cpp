@@ -109,15 +109,28 @@ void product_panel(const Product& p, int j0, int vectors, int last, Start start,
 
 }  // namespace
 
-// Column panels of max_vectors outermost: B's panel (depth x panel floats) stays in cache across
-// the rows.
+// Depth in blocks of depth_block, column panels of max_vectors within a block: B's panel
+// (depth_block x panel floats) stays in L1 across the rows, and A's block (rows x depth_block) in
+// L2 across the panels. Without the depth blocks a 16-float panel of FC-3's f1 forward re-read
+// its 940 KB of weights from L3 once per panel. C is stored and reloaded between depth blocks,
+// which changes no bit of the result: every element still sums its products in order of k.
+constexpr int depth_block = lanes >= 16 ? 128 : 256;
+
 void multiply(const Product& p, Start start, const float* init) {
   constexpr int panel = max_vectors * lanes;
-  for (int j0 = 0; j0 < p.cols; j0 += panel) {
-    const int width = std::min(panel, p.cols - j0);
-    const int vectors = (width + lanes - 1) / lanes;
-    const int last = width - (vectors - 1) * lanes;
-    product_panel(p, j0, vectors, last, start, init, std::make_integer_sequence<int, max_vectors>{});
+  for (int k0 = 0; k0 < p.depth; k0 += depth_block) {
+    Product block = p;
+    block.a += k0 * p.a_k;
+    block.b += k0 * p.b_k;
+    block.depth = std::min(depth_block, p.depth - k0);
+    const Start block_start = k0 == 0 ? start : Start::accumulate;
+    for (int j0 = 0; j0 < p.cols; j0 += panel) {
+      const int width = std::min(panel, p.cols - j0);
+      const int vectors = (width + lanes - 1) / lanes;
+      const int last = width - (vectors - 1) * lanes;
+      product_panel(block, j0, vectors, last, block_start, init,
+                    std::make_integer_sequence<int, max_vectors>{});
+    }
   }
 }
 
