@@ -176,6 +176,31 @@ int run_cli(const std::string& args, const std::string& log_name) {
 
 std::string log_text(const std::string& log_name) { return read_file(scratch_dir() / log_name); }
 
+// A one-core point faster than serial by more than 5% (paired) is named in baseline_warning;
+// one within 5% is not, and the warning goes away when the point no longer beats serial.
+TEST(SweepAnalysis, OneCorePointFasterThanSerialIsABaselineWarning) {
+  nlohmann::json report = sweep_report(1.0);
+  report["allreduce"] = nullptr;  // no cluster points: no scaling prediction
+  nlohmann::json blas = point("blas", 1, {0.90, 0.91, 0.89});
+  blas["paired_baseline"] = {{"ratios", {1.08, 1.10, 1.12}}};
+  nlohmann::json close_call = point("stream", 1, {0.97, 0.98, 0.99});
+  close_call["paired_baseline"] = {{"ratios", {1.03, 1.04, 1.02}}};
+  report["points"].push_back(blas);
+  report["points"].push_back(close_call);
+  add_scaling_analysis(report);
+  ASSERT_TRUE(report.contains("baseline_warning"));
+  const auto& beaten = report["baseline_warning"]["points"];
+  ASSERT_EQ(beaten.size(), 1u);
+  EXPECT_EQ(beaten[0]["id"], "fc3/blas/n1c1");
+  EXPECT_DOUBLE_EQ(beaten[0]["speedup"].get<double>(), 1.10);
+  EXPECT_NE(report["baseline_warning"]["message"].get<std::string>().find("fc3/blas/n1c1"),
+            std::string::npos);
+
+  report["points"][3]["paired_baseline"]["ratios"] = {0.97, 0.99, 1.01};
+  add_scaling_analysis(report);
+  EXPECT_FALSE(report.contains("baseline_warning"));
+}
+
 TEST(SweepCompare, TwiceSlowerIsARegressionAndItselfIsNot) {
   const auto base = write("base.json", sweep_report(1.0).dump());
   const auto slow = write("slow.json", sweep_report(2.0).dump());

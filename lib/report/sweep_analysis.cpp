@@ -105,6 +105,34 @@ const json* find_measured_point(const json& points, const std::string& id) {
   return nullptr;
 }
 
+namespace {
+
+// A one-core point of another strategy that runs faster than serial (median of the paired
+// ratios above 1 + baseline_margin) means the serial reference is not the fastest one-thread
+// path here, and every speedup divided by it is flattered.
+constexpr double baseline_margin = 0.05;
+
+json baseline_warning(const json& points) {
+  json beaten = json::array();
+  for (const auto& p : points) {
+    if (!measured(p) || p.at("strategy") == "serial" || p.at("p") != 1 || !p.contains("speedup")) {
+      continue;
+    }
+    const double s = p.at("speedup").get<double>();
+    if (s > 1.0 + baseline_margin) beaten.push_back({{"id", p.at("id")}, {"speedup", s}});
+  }
+  if (beaten.empty()) return nullptr;
+  std::string ids;
+  for (const auto& b : beaten) ids += (ids.empty() ? "" : ", ") + b.at("id").get<std::string>();
+  return {{"points", beaten},
+          {"margin", baseline_margin},
+          {"message", "one-core points faster than the serial reference by more than " +
+                          std::to_string(int(100 * baseline_margin)) + "%: " + ids +
+                          "; speedups against serial overstate the gain"}};
+}
+
+}  // namespace
+
 void add_scaling_analysis(json& report) {
   json& points = report.at("points");
   json fits = json::array();
@@ -135,6 +163,12 @@ void add_scaling_analysis(json& report) {
   }
   report["amdahl"] = fits;
   report["scaling_prediction"] = predictions;
+  const json warning = baseline_warning(points);
+  if (warning.is_null()) {
+    report.erase("baseline_warning");
+  } else {
+    report["baseline_warning"] = warning;
+  }
 }
 
 }  // namespace cnnbench

@@ -192,6 +192,10 @@ class SweepRunner {
     }
     report_["elapsed_s"] = now_seconds() - start;
     save();
+    if (!options_.quiet && report_.contains("baseline_warning")) {
+      std::fprintf(stderr, "warning: %s\n",
+                   report_["baseline_warning"]["message"].get<std::string>().c_str());
+    }
     return report_;
   }
 
