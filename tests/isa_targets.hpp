@@ -11,8 +11,13 @@
 
 namespace cnnbench {
 
+// Afterwards the target in use before is restored (CNNBENCH_ISA may have chosen it).
 inline void for_each_supported_isa(const std::function<void()>& check) {
   const IsaInfo info = isa_info();
+  struct Restore {
+    std::string isa;
+    ~Restore() { use_isa(isa); }
+  } restore{info.active};
   ASSERT_FALSE(info.supported.empty());
   for (const std::string& isa : info.supported) {
     SCOPED_TRACE("SIMD target " + isa);
@@ -20,7 +25,6 @@ inline void for_each_supported_isa(const std::function<void()>& check) {
     ASSERT_EQ(isa_info().active, isa);
     check();
   }
-  use_isa("best");
 }
 
 }  // namespace cnnbench
