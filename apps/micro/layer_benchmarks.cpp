@@ -11,37 +11,13 @@
 #include "benchmarks.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
+#include "micro_common.hpp"
 
 namespace cnnbench::micro {
 
 namespace {
 
-constexpr int kBatches[] = {1, 16, 32, 64, 256};
-
-aligned_vector<float> random_buffer(std::size_t n, std::uint64_t seed) {
-  Rng rng(seed);
-  aligned_vector<float> buffer(n);
-  for (auto& x : buffer) x = rng.uniform(-1.0f, 1.0f);
-  return buffer;
-}
-
-void set_flops(benchmark::State& state, double flops_per_iteration) {
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(flops_per_iteration / 1e9, benchmark::Counter::kIsIterationInvariantRate);
-}
-
-void with_batches(benchmark::internal::Benchmark* bench) {
-  bench->ArgName("batch");
-  for (int batch : kBatches) bench->Arg(batch);
-}
-
 // --- dense -------------------------------------------------------------------------------------
-
-struct DenseLayer {
-  const char* name;
-  int in, out;
-  bool needs_dinp;  // false for a model's first layer
-};
 
 using DenseForward = decltype(&dense_forward);
 using DenseBackward = decltype(&dense_backward);
@@ -60,7 +36,7 @@ void register_dense_kernel(const DenseLayer layer, const std::string& prefix, De
           benchmark::DoNotOptimize(out.data());
           benchmark::ClobberMemory();
         }
-        set_flops(state, 2.0 * B * layer.in * layer.out);
+        set_flops(state, layer.forward_flops(B));
       })->Apply(with_batches);
 
   benchmark::RegisterBenchmark(
@@ -78,8 +54,7 @@ void register_dense_kernel(const DenseLayer layer, const std::string& prefix, De
           benchmark::DoNotOptimize(dweight.data());
           benchmark::ClobberMemory();
         }
-        const double product = 2.0 * B * layer.in * layer.out;
-        set_flops(state, (layer.needs_dinp ? 2 : 1) * product + double(B) * layer.out);
+        set_flops(state, layer.backward_flops(B));
       })->Apply(with_batches);
 }
 
@@ -98,20 +73,6 @@ void register_dense(const DenseLayer layer) {
 }
 
 // --- conv2d ------------------------------------------------------------------------------------
-
-struct ConvLayer {
-  const char* name;
-  int in_channels, size, out_channels, kernel, pad;
-  bool needs_dinp;
-  Conv2dShape shape(int batch) const {
-    return {batch, in_channels, size, size, out_channels, kernel, pad};
-  }
-};
-
-double conv_product_flops(const Conv2dShape& s) {
-  return 2.0 * s.batch * s.out_channels * s.in_channels * s.kernel * s.kernel * s.out_height() *
-         s.out_width();
-}
 
 void register_conv(const ConvLayer layer) {
   benchmark::RegisterBenchmark(
@@ -149,27 +110,13 @@ void register_conv(const ConvLayer layer) {
           benchmark::DoNotOptimize(dweight.data());
           benchmark::ClobberMemory();
         }
-        set_flops(state, (layer.needs_dinp ? 2 : 1) * conv_product_flops(s) +
-                             double(dout.size()));
+        set_flops(state, conv_backward_flops(layer, s.batch));
       })->Apply(with_batches);
 }
 
 // --- the fused LeNet-5 kernels of the serial fast path ------------------------------------------
 
-// One fused kernel at batch B: `run` gets the batch and is timed; flops as for the plain layers.
-template <class Run>
-void register_fused(const std::string& name, double flops_per_sample, Run run) {
-  benchmark::RegisterBenchmark(name.c_str(), [flops_per_sample, run](benchmark::State& state) {
-    const int B = int(state.range(0));
-    auto body = run(B);
-    for (auto _ : state) {
-      body();
-      benchmark::ClobberMemory();
-    }
-    set_flops(state, flops_per_sample * B);
-  })->Apply(with_batches);
-}
-
+// Each through register_fused (micro_common.hpp); flops as for the plain layers.
 void register_fused_lenet5() {
   const double c1_flops = conv_product_flops({1, 1, 28, 28, 6, 5, 2});
   const double c2_flops = conv_product_flops({1, 6, 14, 14, 16, 5, 0});
@@ -218,11 +165,6 @@ void register_fused_lenet5() {
 }
 
 // --- pooling, ReLU, softmax cross-entropy -----------------------------------------------------
-
-struct PoolLayer {
-  const char* name;
-  int channels, size;
-};
 
 void register_pool(const PoolLayer layer) {
   benchmark::RegisterBenchmark(
@@ -341,21 +283,14 @@ void register_sgemm() {
 }  // namespace
 
 void register_layer_benchmarks() {
-  // FC-3: f1 784->300, ReLU, f2 300->100, ReLU, f3 100->10.
-  register_dense({"fc3.f1", 784, 300, false});
-  register_dense({"fc3.f2", 300, 100, true});
-  register_dense({"fc3.f3", 100, 10, true});
+  // FC-3 and LeNet-5's shapes: micro_common.hpp.
+  for (const DenseLayer& layer : kFc3Dense) register_dense(layer);
   register_relu({"fc3.f1", 300});
   register_relu({"fc3.f2", 100});
 
-  // LeNet-5: c1 1->6 k5 pad2 (28x28), pool1, c2 6->16 k5 (14x14 -> 10x10), pool2, f1..f3.
-  register_conv({"lenet5.c1", 1, 28, 6, 5, 2, false});
-  register_conv({"lenet5.c2", 6, 14, 16, 5, 0, true});
-  register_pool({"lenet5.pool1", 6, 28});
-  register_pool({"lenet5.pool2", 16, 10});
-  register_dense({"lenet5.f1", 400, 120, true});
-  register_dense({"lenet5.f2", 120, 84, true});
-  register_dense({"lenet5.f3", 84, 10, true});
+  for (const ConvLayer& layer : kLenet5Conv) register_conv(layer);
+  for (const PoolLayer& layer : kLenet5Pool) register_pool(layer);
+  for (const DenseLayer& layer : kLenet5Dense) register_dense(layer);
   register_relu({"lenet5.c1", 6 * 28 * 28});
   register_relu({"lenet5.c2", 16 * 10 * 10});
   register_relu({"lenet5.f1", 120});

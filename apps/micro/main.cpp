@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   if (!apply_isa_flag(argc, argv)) return 2;
   openblas_set_num_threads(1);
   cnnbench::micro::register_layer_benchmarks();
+  cnnbench::micro::register_onednn_benchmarks();
   cnnbench::micro::register_model_benchmarks();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
