@@ -14,6 +14,7 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
+#include "isa_targets.hpp"
 
 namespace cnnbench {
 namespace {
@@ -149,9 +150,9 @@ void expect_dense_matches_naive(DenseForward forward, DenseBackward backward) {
   }
 }
 
-TEST(Dense, MatchesNaive) {
+TEST(Dense, MatchesNaiveOnEveryTarget) {
   ASSERT_EQ(dense_backend(), DenseBackend::own);
-  expect_dense_matches_naive(dense_forward, dense_backward);
+  for_each_supported_isa([] { expect_dense_matches_naive(dense_forward, dense_backward); });
 }
 
 TEST(Dense, SgemmTwinMatchesNaive) {
@@ -258,25 +259,27 @@ TEST(Conv2d, RejectsAnEmptyOutput) {
                Error);
 }
 
-TEST(MaxPool, MatchesNaiveIncludingTiesAndOddSizes) {
-  Rng rng(4);
-  for (int planes : {1, 3})
-    for (int H : {2, 3, 6, 7, 28})
-      for (int W : {2, 5, 8, 28, 33, 70}) {
-        SCOPED_TRACE(std::to_string(planes) + "x" + std::to_string(H) + "x" + std::to_string(W));
-        // Few distinct values, so that many windows hold ties.
-        Floats inp(std::size_t(planes) * H * W);
-        for (auto& x : inp) x = float(rng.below(4)) - 1.5f;
-        const Floats dout = random_floats(std::size_t(planes) * (H / 2) * (W / 2), rng);
-        Floats out(dout.size(), NAN), expected_out(dout.size());
-        maxpool2x2_forward(out.data(), inp.data(), planes, H, W);
-        naive::maxpool2x2_forward(expected_out.data(), inp.data(), planes, H, W);
-        EXPECT_TRUE(close(out, expected_out, 0.0)) << "forward";
-        Floats dinp(inp.size(), NAN), expected_dinp(inp.size());
-        maxpool2x2_backward(dinp.data(), dout.data(), inp.data(), planes, H, W);
-        naive::maxpool2x2_backward(expected_dinp.data(), dout.data(), inp.data(), planes, H, W);
-        EXPECT_TRUE(close(dinp, expected_dinp, 0.0)) << "backward";
-      }
+TEST(MaxPool, MatchesNaiveIncludingTiesAndOddSizesOnEveryTarget) {
+  for_each_supported_isa([] {
+    Rng rng(4);
+    for (int planes : {1, 3})
+      for (int H : {2, 3, 6, 7, 28})
+        for (int W : {2, 5, 8, 28, 33, 70}) {
+          SCOPED_TRACE(std::to_string(planes) + "x" + std::to_string(H) + "x" + std::to_string(W));
+          // Few distinct values, so that many windows hold ties.
+          Floats inp(std::size_t(planes) * H * W);
+          for (auto& x : inp) x = float(rng.below(4)) - 1.5f;
+          const Floats dout = random_floats(std::size_t(planes) * (H / 2) * (W / 2), rng);
+          Floats out(dout.size(), NAN), expected_out(dout.size());
+          maxpool2x2_forward(out.data(), inp.data(), planes, H, W);
+          naive::maxpool2x2_forward(expected_out.data(), inp.data(), planes, H, W);
+          EXPECT_TRUE(close(out, expected_out, 0.0)) << "forward";
+          Floats dinp(inp.size(), NAN), expected_dinp(inp.size());
+          maxpool2x2_backward(dinp.data(), dout.data(), inp.data(), planes, H, W);
+          naive::maxpool2x2_backward(expected_dinp.data(), dout.data(), inp.data(), planes, H, W);
+          EXPECT_TRUE(close(dinp, expected_dinp, 0.0)) << "backward";
+        }
+  });
 }
 
 // --- the fused fast-path kernels == chains of naive twins ---------------------------------------
@@ -304,71 +307,97 @@ Floats to_channels_first(const Floats& v, int B, int K, int H, int W) {
   return out;
 }
 
-TEST(FusedConv, SingleChannelPad2MatchesNaiveConvAndRelu) {
-  Rng rng(11);
-  struct Case { int B, K, H, W; };
-  for (const Case c : {Case{2, 6, 28, 28}, Case{1, 7, 20, 17}, Case{3, 2, 5, 16}}) {
-    SCOPED_TRACE("B" + std::to_string(c.B) + " K" + std::to_string(c.K) + " " +
-                 std::to_string(c.H) + "x" + std::to_string(c.W));
-    const Conv2dShape s{c.B, 1, c.H, c.W, c.K, 5, 2};
-    const Floats inp = random_floats(std::size_t(c.B) * c.H * c.W, rng);
-    const Floats weight = random_floats(std::size_t(c.K) * 25, rng);
-    const Floats bias = random_floats(c.K, rng);
-    Floats out(std::size_t(c.B) * c.K * c.H * c.W, NAN), expected(out.size());
-    conv5x5_pad2_relu_forward(out.data(), inp.data(), weight.data(), bias.data(), c.B, c.K, c.H, c.W);
-    naive::conv2d_forward(expected.data(), inp.data(), weight.data(), bias.data(), s);
-    EXPECT_TRUE(matches_naive(out, relu_of(expected))) << "forward";
+// c1 on one shape: forward (with ReLU) and the parameter gradients.
+void expect_single_channel_matches_naive(int B, int K, int H, int W, Rng& rng) {
+  SCOPED_TRACE("B" + std::to_string(B) + " K" + std::to_string(K) + " " + std::to_string(H) +
+               "x" + std::to_string(W));
+  const Conv2dShape s{B, 1, H, W, K, 5, 2};
+  const Floats inp = random_floats(std::size_t(B) * H * W, rng);
+  const Floats weight = random_floats(std::size_t(K) * 25, rng);
+  const Floats bias = random_floats(K, rng);
+  Floats out(std::size_t(B) * K * H * W, NAN), expected(out.size());
+  conv5x5_pad2_relu_forward(out.data(), inp.data(), weight.data(), bias.data(), B, K, H, W);
+  naive::conv2d_forward(expected.data(), inp.data(), weight.data(), bias.data(), s);
+  EXPECT_TRUE(matches_naive(out, relu_of(expected))) << "forward";
 
-    const Floats dout = random_floats(out.size(), rng);
-    Floats dweight = random_floats(weight.size(), rng), dbias = random_floats(c.K, rng);
-    Floats expected_dweight = dweight, expected_dbias = dbias, unused_dinp(inp.size());
-    conv5x5_pad2_backward_weights(dweight.data(), dbias.data(), dout.data(), inp.data(), c.B, c.K,
-                                  c.H, c.W);
-    naive::conv2d_backward(unused_dinp.data(), expected_dweight.data(), expected_dbias.data(),
-                           dout.data(), inp.data(), weight.data(), s);
-    EXPECT_TRUE(matches_naive(dweight, expected_dweight)) << "dweight";
-    EXPECT_TRUE(matches_naive(dbias, expected_dbias)) << "dbias";
-  }
+  const Floats dout = random_floats(out.size(), rng);
+  Floats dweight = random_floats(weight.size(), rng), dbias = random_floats(K, rng);
+  Floats expected_dweight = dweight, expected_dbias = dbias, unused_dinp(inp.size());
+  conv5x5_pad2_backward_weights(dweight.data(), dbias.data(), dout.data(), inp.data(), B, K, H, W);
+  naive::conv2d_backward(unused_dinp.data(), expected_dweight.data(), expected_dbias.data(),
+                         dout.data(), inp.data(), weight.data(), s);
+  EXPECT_TRUE(matches_naive(dweight, expected_dweight)) << "dweight";
+  EXPECT_TRUE(matches_naive(dbias, expected_dbias)) << "dbias";
 }
 
-TEST(FusedConv, SixteenChannelsLastMatchesNaiveConvAndRelu) {
-  Rng rng(12);
-  struct Case { int B, C, H, W; };
-  for (const Case c : {Case{2, 6, 14, 14}, Case{1, 1, 9, 12}, Case{3, 7, 5, 17}, Case{2, 3, 14, 14},
-                       Case{1, 10, 7, 9}}) {
-    SCOPED_TRACE("B" + std::to_string(c.B) + " C" + std::to_string(c.C) + " " +
-                 std::to_string(c.H) + "x" + std::to_string(c.W));
-    const Conv2dShape s{c.B, c.C, c.H, c.W, 16, 5, 0};
-    const int Ho = s.out_height(), Wo = s.out_width();
-    const Floats inp = random_floats(std::size_t(c.B) * c.C * c.H * c.W, rng);
-    const Floats weight = random_floats(std::size_t(16) * c.C * 25, rng);
-    const Floats bias = random_floats(16, rng);
-    Floats scratch(conv5x5_to16_scratch_floats(c.C));
-    Floats out(std::size_t(c.B) * 16 * Ho * Wo, NAN), expected(out.size());
-    conv5x5_to16_relu_forward(out.data(), inp.data(), weight.data(), bias.data(), c.B, c.C, c.H,
-                              c.W, scratch.data());
-    naive::conv2d_forward(expected.data(), inp.data(), weight.data(), bias.data(), s);
-    EXPECT_TRUE(matches_naive(out, to_channels_last(relu_of(expected), c.B, 16, Ho, Wo)))
-        << "forward";
-    Floats partial(out.size(), NAN);
-    conv5x5_to16_forward(partial.data(), inp.data(), weight.data(), bias.data(), c.B, c.C, c.H,
-                         c.W, scratch.data());
-    EXPECT_TRUE(matches_naive(partial, to_channels_last(expected, c.B, 16, Ho, Wo)))
-        << "forward without ReLU";
+// Every row width 16..28 (row tails of every length on 4-, 8- and 16-lane targets) and kernel
+// counts that leave every remainder of the kernel blocks.
+TEST(FusedConv, SingleChannelPad2MatchesNaiveOnEveryTarget) {
+  for_each_supported_isa([] {
+    Rng rng(11);
+    expect_single_channel_matches_naive(2, 6, 28, 28, rng);
+    expect_single_channel_matches_naive(3, 2, 5, 16, rng);
+    for (int W = 16; W <= 28; ++W) {
+      expect_single_channel_matches_naive(1, 1 + W % 7, 3 + W % 9, W, rng);
+    }
+  });
+}
 
-    const Floats dout = random_floats(out.size(), rng);  // channels last
-    Floats dinp(inp.size(), NAN), dweight = random_floats(weight.size(), rng),
-        dbias = random_floats(16, rng);
-    Floats expected_dinp(inp.size()), expected_dweight = dweight, expected_dbias = dbias;
-    conv5x5_to16_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
-                          weight.data(), c.B, c.C, c.H, c.W, scratch.data());
-    const Floats dout_first = to_channels_first(dout, c.B, 16, Ho, Wo);
-    naive::conv2d_backward(expected_dinp.data(), expected_dweight.data(), expected_dbias.data(),
-                           dout_first.data(), inp.data(), weight.data(), s);
+// c2 on one shape: forward with and without ReLU, then the backward with its input gradient
+// (skipped when with_dinp is false).
+void expect_sixteen_matches_naive(int B, int C, int H, int W, Rng& rng, bool with_dinp = true) {
+  SCOPED_TRACE("B" + std::to_string(B) + " C" + std::to_string(C) + " " + std::to_string(H) +
+               "x" + std::to_string(W) + (with_dinp ? "" : " without dinp"));
+  const Conv2dShape s{B, C, H, W, 16, 5, 0};
+  const int Ho = s.out_height(), Wo = s.out_width();
+  const Floats inp = random_floats(std::size_t(B) * C * H * W, rng);
+  const Floats weight = random_floats(std::size_t(16) * C * 25, rng);
+  const Floats bias = random_floats(16, rng);
+  Floats scratch(conv5x5_to16_scratch_floats(C));
+  Floats out(std::size_t(B) * 16 * Ho * Wo, NAN), expected(out.size());
+  conv5x5_to16_relu_forward(out.data(), inp.data(), weight.data(), bias.data(), B, C, H, W,
+                            scratch.data());
+  naive::conv2d_forward(expected.data(), inp.data(), weight.data(), bias.data(), s);
+  EXPECT_TRUE(matches_naive(out, to_channels_last(relu_of(expected), B, 16, Ho, Wo)))
+      << "forward";
+  Floats partial(out.size(), NAN);
+  conv5x5_to16_forward(partial.data(), inp.data(), weight.data(), bias.data(), B, C, H, W,
+                       scratch.data());
+  EXPECT_TRUE(matches_naive(partial, to_channels_last(expected, B, 16, Ho, Wo)))
+      << "forward without ReLU";
+
+  const Floats dout = random_floats(out.size(), rng);  // channels last
+  Floats dinp(inp.size(), NAN), dweight = random_floats(weight.size(), rng),
+      dbias = random_floats(16, rng);
+  Floats expected_dinp(inp.size()), expected_dweight = dweight, expected_dbias = dbias;
+  conv5x5_to16_backward(with_dinp ? dinp.data() : nullptr, dweight.data(), dbias.data(),
+                        dout.data(), inp.data(), weight.data(), B, C, H, W, scratch.data());
+  const Floats dout_first = to_channels_first(dout, B, 16, Ho, Wo);
+  naive::conv2d_backward(expected_dinp.data(), expected_dweight.data(), expected_dbias.data(),
+                         dout_first.data(), inp.data(), weight.data(), s);
+  if (with_dinp) {
     EXPECT_TRUE(matches_naive(dinp, expected_dinp)) << "dinp";
-    EXPECT_TRUE(matches_naive(dweight, expected_dweight)) << "dweight";
-    EXPECT_TRUE(matches_naive(dbias, expected_dbias)) << "dbias";
   }
+  EXPECT_TRUE(matches_naive(dweight, expected_dweight)) << "dweight";
+  EXPECT_TRUE(matches_naive(dbias, expected_dbias)) << "dbias";
+}
+
+// LeNet-5's c2, channel counts 1..7 (every remainder of the channel blocks), images 5x5..16x16
+// (the input gradient by rows, row tails of every length), and shapes past 16 wide or 24 high
+// (the general input gradient).
+TEST(FusedConv, SixteenChannelsLastMatchesNaiveOnEveryTarget) {
+  for_each_supported_isa([] {
+    Rng rng(12);
+    expect_sixteen_matches_naive(2, 6, 14, 14, rng);
+    expect_sixteen_matches_naive(2, 6, 14, 14, rng, false);
+    for (int C = 1; C <= 7; ++C) expect_sixteen_matches_naive(1, C, 4 + C + C % 3, 16 - C, rng);
+    for (int H = 5; H <= 16; ++H) expect_sixteen_matches_naive(1, 1 + H % 4, H, 21 - H, rng);
+    expect_sixteen_matches_naive(1, 1, 9, 12, rng);
+    expect_sixteen_matches_naive(3, 7, 5, 17, rng);
+    expect_sixteen_matches_naive(1, 10, 7, 9, rng);
+    expect_sixteen_matches_naive(1, 2, 26, 8, rng);
+    expect_sixteen_matches_naive(1, 3, 25, 19, rng);
+  });
 }
 
 // ReLU outputs with many ties and zeros: the cases where routing rules differ.
@@ -386,39 +415,43 @@ Floats naive_pool_relu_backward(const Floats& dout, const Floats& inp, int plane
   return dinp;
 }
 
-TEST(FusedPool, ReluBackwardMatchesNaiveChain) {
-  Rng rng(13);
-  for (int H : {2, 7, 28})
-    for (int W : {3, 14, 28}) {
-      const int planes = 3;
-      const Floats inp = tied_relu_outputs(std::size_t(planes) * H * W, rng);
-      const Floats dout = random_floats(std::size_t(planes) * (H / 2) * (W / 2), rng);
-      Floats dinp(inp.size(), NAN);
-      maxpool2x2_relu_backward(dinp.data(), dout.data(), inp.data(), planes, H, W);
-      EXPECT_TRUE(close(dinp, naive_pool_relu_backward(dout, inp, planes, H, W), 0.0))
-          << H << "x" << W;
-    }
+TEST(FusedPool, ReluBackwardMatchesNaiveChainOnEveryTarget) {
+  for_each_supported_isa([] {
+    Rng rng(13);
+    for (int H : {2, 7, 28})
+      for (int W : {3, 14, 28}) {
+        const int planes = 3;
+        const Floats inp = tied_relu_outputs(std::size_t(planes) * H * W, rng);
+        const Floats dout = random_floats(std::size_t(planes) * (H / 2) * (W / 2), rng);
+        Floats dinp(inp.size(), NAN);
+        maxpool2x2_relu_backward(dinp.data(), dout.data(), inp.data(), planes, H, W);
+        EXPECT_TRUE(close(dinp, naive_pool_relu_backward(dout, inp, planes, H, W), 0.0))
+            << H << "x" << W;
+      }
+  });
 }
 
-TEST(FusedPool, ChannelsLastSixteenMatchesNaiveChain) {
-  Rng rng(14);
-  for (int H : {2, 10})
-    for (int W : {4, 10}) {
-      const int B = 2, Ho = H / 2, Wo = W / 2;
-      const Floats inp_first = tied_relu_outputs(std::size_t(B) * 16 * H * W, rng);
-      const Floats inp = to_channels_last(inp_first, B, 16, H, W);
-      Floats out(std::size_t(B) * 16 * Ho * Wo, NAN), expected(out.size());
-      maxpool2x2_channels_last16_forward(out.data(), inp.data(), B, H, W);
-      naive::maxpool2x2_forward(expected.data(), inp_first.data(), B * 16, H, W);
-      EXPECT_TRUE(close(out, expected, 0.0)) << "forward " << H << "x" << W;
+TEST(FusedPool, ChannelsLastSixteenMatchesNaiveChainOnEveryTarget) {
+  for_each_supported_isa([] {
+    Rng rng(14);
+    for (int H : {2, 10})
+      for (int W : {4, 10}) {
+        const int B = 2, Ho = H / 2, Wo = W / 2;
+        const Floats inp_first = tied_relu_outputs(std::size_t(B) * 16 * H * W, rng);
+        const Floats inp = to_channels_last(inp_first, B, 16, H, W);
+        Floats out(std::size_t(B) * 16 * Ho * Wo, NAN), expected(out.size());
+        maxpool2x2_channels_last16_forward(out.data(), inp.data(), B, H, W);
+        naive::maxpool2x2_forward(expected.data(), inp_first.data(), B * 16, H, W);
+        EXPECT_TRUE(close(out, expected, 0.0)) << "forward " << H << "x" << W;
 
-      const Floats dout = random_floats(out.size(), rng);
-      Floats dinp(inp.size(), NAN);
-      maxpool2x2_relu_channels_last16_backward(dinp.data(), dout.data(), inp.data(), B, H, W);
-      const Floats expected_dinp = to_channels_last(
-          naive_pool_relu_backward(dout, inp_first, B * 16, H, W), B, 16, H, W);
-      EXPECT_TRUE(close(dinp, expected_dinp, 0.0)) << "backward " << H << "x" << W;
-    }
+        const Floats dout = random_floats(out.size(), rng);
+        Floats dinp(inp.size(), NAN);
+        maxpool2x2_relu_channels_last16_backward(dinp.data(), dout.data(), inp.data(), B, H, W);
+        const Floats expected_dinp = to_channels_last(
+            naive_pool_relu_backward(dout, inp_first, B * 16, H, W), B, 16, H, W);
+        EXPECT_TRUE(close(dinp, expected_dinp, 0.0)) << "backward " << H << "x" << W;
+      }
+  });
 }
 
 // --- the max-pool tie rule -------------------------------------------------------------------

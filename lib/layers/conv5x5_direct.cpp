@@ -1,369 +1,703 @@
-// Direct 5x5 convolutions for LeNet-5's two conv layers, without im2col: c1 (one input channel,
-// pad 2) vectorised along image rows, c2 (16 output channels) vectorised along those channels with
-// its output stored channels-last. Both apply ReLU in the forward pass.
+// Direct 5x5 convolutions for LeNet-5's two conv layers, without im2col, compiled once per SIMD
+// target (Google Highway) with blocks sized from the target's lanes and registers: c1 (one input
+// channel, pad 2) vectorised along image rows, c2 (16 output channels) vectorised along those
+// channels with its output stored channels-last. Both apply ReLU in the forward pass.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "layers/conv5x5_direct.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "layers/simd-inl.h"
+
+// What every target shares: tiles, weight packing and the shape checks (defined once).
+#ifndef CNNBENCH_LAYERS_CONV5X5_DIRECT_ONCE
+#define CNNBENCH_LAYERS_CONV5X5_DIRECT_ONCE
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
-#include "vector16.hpp"
 
-namespace cnnbench {
+namespace cnnbench::conv5x5 {
 
-namespace {
+constexpr int taps = 25;      // 5x5
+constexpr int channels = 16;  // c2's output channels
 
-using simd::f16;
-constexpr int taps = 25;  // 5x5
-constexpr int lanes = 16;
-
-// --- c1: one input channel, pad 2, rows of 16..28 pixels --------------------------------------
-
-// One plane zero-padded by 2 on every side into a 32x32 tile, so that both row vectors (at x = 0
-// and at x = W-16) of every tap read inside the tile.
+// --- c1: one plane zero-padded by 2 into a 32x32 tile ---------------------------------------
+// Rows are at most 28 wide, so every row vector of every tap (x + kx + lanes <= W + 4 <= 32)
+// reads inside the tile.
+constexpr int max_single_channel_width = 28;
 struct PaddedPlane {
   alignas(64) float at[32][32];
 };
 
-void pad_plane(PaddedPlane& tile, const float* plane, int H, int W) {
+inline void pad_plane(PaddedPlane& tile, const float* plane, int H, int W) {
   std::memset(&tile, 0, sizeof tile);
   for (int y = 0; y < H; ++y) std::memcpy(&tile.at[y + 2][2], plane + y * W, sizeof(float) * W);
 }
 
-void check_single_channel_shape(int K, int H, int W) {
-  CNNBENCH_CHECK(K > 0 && H >= 1 && H <= 28 && W >= 16 && W <= 28,
+inline void check_single_channel_shape(int K, int H, int W) {
+  CNNBENCH_CHECK(K > 0 && H >= 1 && H <= 28 && W >= 16 && W <= max_single_channel_width,
                  "conv5x5_pad2: needs 16 <= width <= 28 and height <= 28 (got " +
                      std::to_string(H) + "x" + std::to_string(W) + ", " + std::to_string(K) +
                      " kernels)");
 }
 
-// KC output channels [k0, k0+KC) of one sample: every row as two overlapping 16-wide vectors
-// (x = 0 and x = W-16; the overlap is computed twice and stored twice with equal values).
-template <int KC>
-void single_channel_rows(float* out, const PaddedPlane& tile, const float* weight,
-                         const float* bias, int k0, int H, int W) {
-  const int x_high = W - lanes;
-  for (int y = 0; y < H; ++y) {
-    f16 low[KC], high[KC];
-    for (int j = 0; j < KC; ++j) low[j] = high[j] = simd::splat(bias[k0 + j]);
-    for (int ky = 0; ky < 5; ++ky) {
-      const float* row = tile.at[y + ky];
-      for (int kx = 0; kx < 5; ++kx) {
-        f16 left = simd::load(row + kx), right = simd::load(row + x_high + kx);
-        // Narrow blocks: one load per row vector (see input_gradient_rows).
-        if constexpr (KC < 6) {
-          simd::keep_in_register(left);
-          simd::keep_in_register(right);
-        }
-        for (int j = 0; j < KC; ++j) {
-          const float w = weight[(k0 + j) * taps + ky * 5 + kx];
-          low[j] += w * left;
-          high[j] += w * right;
-        }
-      }
-    }
-    for (int j = 0; j < KC; ++j) {
-      float* dst = out + (std::size_t(k0 + j) * H + y) * W;
-      simd::store(dst, simd::relu(low[j]));
-      simd::store(dst + x_high, simd::relu(high[j]));
-    }
-  }
-}
+// --- c2: 16 output channels ---------------------------------------------------------------------
 
-// dweight/dbias of KC output channels over the whole batch, kept as per-lane partial sums
-// (total) until the end so that each tap is reduced across lanes once.
-template <int KC>
-void single_channel_weight_gradients(float* dweight, float* dbias, const float* dout,
-                                     const float* inp, int k0, int B, int K, int H, int W) {
-  const int x_high = W - lanes;
-  // The second row vector re-reads x in [W-16, 16): those lanes are masked out.
-  f16 high_mask;
-  for (int i = 0; i < lanes; ++i) high_mask[i] = x_high + i >= lanes ? 1.0f : 0.0f;
-  f16 total[KC][taps] = {};
-  f16 bias_total[KC] = {};
-  PaddedPlane tile;
-  for (int b = 0; b < B; ++b) {
-    pad_plane(tile, inp + std::size_t(b) * H * W, H, W);
-    const float* dout_b = dout + std::size_t(b) * K * H * W;
-    for (int ky = 0; ky < 5; ++ky) {
-      f16 acc[KC][5] = {};
-      for (int y = 0; y < H; ++y) {
-        const float* row = tile.at[y + ky];
-        for (int half = 0; half < 2; ++half) {
-          const int x0 = half == 0 ? 0 : x_high;
-          f16 d[KC];
-          for (int j = 0; j < KC; ++j) {
-            d[j] = simd::load(dout_b + (std::size_t(k0 + j) * H + y) * W + x0);
-            if (half == 1) d[j] *= high_mask;
-            if (ky == 0) bias_total[j] += d[j];
-          }
-          for (int kx = 0; kx < 5; ++kx) {
-            const f16 pixels = simd::load(row + x0 + kx);
-            for (int j = 0; j < KC; ++j) acc[j][kx] += d[j] * pixels;
-          }
-        }
-      }
-      for (int j = 0; j < KC; ++j) {
-        for (int kx = 0; kx < 5; ++kx) total[j][ky * 5 + kx] += acc[j][kx];
-      }
-    }
-  }
-  for (int j = 0; j < KC; ++j) {
-    for (int t = 0; t < taps; ++t) dweight[(k0 + j) * taps + t] += simd::sum(total[j][t]);
-    dbias[k0 + j] += simd::sum(bias_total[j]);
-  }
-}
-
-// --- c2: C input channels, no padding, 16 output channels as one vector -----------------------
-
-void check_sixteen_shape(int C, int H, int W) {
+inline void check_sixteen_shape(int C, int H, int W) {
   CNNBENCH_CHECK(C > 0 && H >= 5 && W >= 5,
                  "conv5x5_to16: needs an image of at least 5x5 and one channel (got " +
                      std::to_string(C) + "x" + std::to_string(H) + "x" + std::to_string(W) + ")");
 }
 
-// weight (16,C,5,5) -> packed (C,5,5,16): the 16 output channels of one tap are one vector.
-void pack_channels_last(float* packed, const float* weight, int C) {
-  for (int k = 0; k < lanes; ++k) {
+// weight (16,C,5,5) -> packed (C,5,5,16): the 16 output channels of one tap are contiguous.
+inline void pack_channels_last(float* packed, const float* weight, int C) {
+  for (int k = 0; k < channels; ++k) {
     for (int c = 0; c < C; ++c) {
-      for (int t = 0; t < taps; ++t) packed[(c * taps + t) * lanes + k] = weight[(k * C + c) * taps + t];
-    }
-  }
-}
-
-// N adjacent output pixels of row y: N accumulators of 16 channels, each tap one weight vector
-// times N broadcast input pixels.
-template <int N, bool Relu>
-void sixteen_pixels(float* out, const float* inp, const float* packed, f16 bias, int C, int H,
-                    int W, int y, int x0) {
-  f16 acc[N];
-  for (int n = 0; n < N; ++n) acc[n] = bias;
-  for (int c = 0; c < C; ++c) {
-    for (int ky = 0; ky < 5; ++ky) {
-      const float* row = inp + (std::size_t(c) * H + y + ky) * W + x0;
-      for (int kx = 0; kx < 5; ++kx) {
-        const f16 w = simd::load(packed + (c * taps + ky * 5 + kx) * lanes);
-        for (int n = 0; n < N; ++n) acc[n] += w * row[n + kx];
+      for (int t = 0; t < taps; ++t) {
+        packed[(c * taps + t) * channels + k] = weight[(k * C + c) * taps + t];
       }
     }
   }
-  const int Wo = W - 4;
-  for (int n = 0; n < N; ++n) {
-    simd::store(out + (std::size_t(y) * Wo + x0 + n) * lanes, Relu ? simd::relu(acc[n]) : acc[n]);
+}
+
+// dweight (16,C,5,5) += packed (C,5,5,16).
+inline void add_unpacked(float* dweight, const float* packed, int C) {
+  for (int k = 0; k < channels; ++k) {
+    for (int c = 0; c < C; ++c) {
+      for (int t = 0; t < taps; ++t) {
+        dweight[(k * C + c) * taps + t] += packed[(c * taps + t) * channels + k];
+      }
+    }
   }
 }
 
-// dinp of CB input channels [c0, c0+CB) of one sample: per input pixel, the 16-channel products
-// of every tap that reaches it, summed across lanes once at the end.
-template <int CB>
-void sixteen_input_gradient(float* dinp, const float* dout, const float* packed, int c0, int H,
-                            int W) {
+// dinp by rows, for images at most 16 wide and 24 high: dout turned channels first into a tile
+// zero-padded by 4 on every side, so that each input row is 16/lanes vectors and every tap is
+// one unaligned load with no bounds test. Width: 16 + the largest tap offset.
+constexpr int tile_pad = 4;
+constexpr int max_width_by_rows = 16;
+constexpr int max_rows_by_rows = 24;
+constexpr int tile_width = max_width_by_rows + tile_pad;
+
+struct DoutTile {
+  alignas(64) float at[channels][max_rows_by_rows + 2 * tile_pad][tile_width];
+};
+
+// The zero border is written once per call; each sample overwrites only the Ho x Wo interior.
+inline void clear_dout_tile(DoutTile& tile, int Ho) {
+  const int rows = Ho + 2 * tile_pad;
+  for (int k = 0; k < channels; ++k) std::memset(tile.at[k], 0, sizeof(float) * tile_width * rows);
+}
+
+inline void fill_dout_tile(DoutTile& tile, const float* dout, int Ho, int Wo) {
+  for (int y = 0; y < Ho; ++y) {
+    for (int x = 0; x < Wo; ++x) {
+      const float* pixel = dout + (std::size_t(y) * Wo + x) * channels;
+      for (int k = 0; k < channels; ++k) tile.at[k][y + tile_pad][x + tile_pad] = pixel[k];
+    }
+  }
+}
+
+}  // namespace cnnbench::conv5x5
+#endif  // CNNBENCH_LAYERS_CONV5X5_DIRECT_ONCE
+
+HWY_BEFORE_NAMESPACE();
+namespace cnnbench::HWY_NAMESPACE {
+namespace {
+
+using conv5x5::channels;
+using conv5x5::DoutTile;
+using conv5x5::PaddedPlane;
+using conv5x5::taps;
+using conv5x5::tile_pad;
+
+// --- register budget ---------------------------------------------------------------------------
+// A block's accumulators stay in registers with its operands (broadcast weights or pixels, loaded
+// vectors, and without FMA the product of a multiply-add) beside them: nothing spills. The block
+// kernels are HWY_NOINLINE so that each is register-allocated on its own.
+constexpr int max_accumulators = vector_registers >= 32 ? 24 : 12;
+constexpr int product_registers = HWY_NATIVE_FMA ? 0 : 1;
+constexpr bool fits(int accumulators, int operands) {
+  return accumulators <= max_accumulators &&
+         accumulators + operands + product_registers <= vector_registers;
+}
+
+// p, hidden from the optimiser. Where a loop broadcasts p[i] and the next one p[i + 1], GCC's
+// predictive commoning keeps the broadcasts of neighbouring iterations alive and folds the vector
+// loads into the multiply-adds instead: accumulators spill and the loop turns load-bound.
+template <class T>
+HWY_INLINE T* opaque(T* p) {
+  asm("" : "+r"(p));
+  return p;
+}
+
+// v, made to look computed here: the compiler then keeps it in a register for all its uses
+// instead of folding its load into each multiply-add (twice the loads, split across cache lines).
+HWY_INLINE void keep_in_register([[maybe_unused]] FloatVec& v) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  asm("" : "+v"(v.raw));
+#elif HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_SSE4
+  asm("" : "+x"(v.raw));
+#endif
+}
+
+HWY_INLINE FloatVec relu(FloatVec v) { return hn::Max(v, hn::Zero(FloatTag())); }
+HWY_INLINE float sum_of_lanes(FloatVec v) { return hn::GetLane(hn::SumOfLanes(FloatTag(), v)); }
+
+// --- c1: one input channel, pad 2, rows of 16..28 pixels --------------------------------------
+
+// Vectors per row: enough for the widest row (2, 4 or 7). Vector v starts at x = v * lanes, the
+// last ones moved left to W - lanes (overlapping: computed twice, stored twice, equal values).
+constexpr int c1_row_vectors = (conv5x5::max_single_channel_width + lanes - 1) / lanes;
+HWY_INLINE int c1_vector_x(int v, int W) { return std::min(v * lanes, W - lanes); }
+
+// Kernels per forward block: row_vectors x KC accumulators, KC weights and one input vector.
+// AVX-512 2 x 6, AVX2 4 x 3, SSE4 7 x 1, NEON 7 x 3.
+constexpr int c1_forward_block() {
+  for (int kc : {6, 3, 2}) {
+    if (fits(c1_row_vectors * kc, kc + 1)) return kc;
+  }
+  return 1;
+}
+
+// KC output channels [k0, k0+KC) of one sample, every row as c1_row_vectors vectors per kernel.
+template <int KC>
+HWY_NOINLINE void c1_rows(float* out, const PaddedPlane& tile, const float* weight,
+                          const float* bias, int k0, int H, int W) {
+  constexpr int V = c1_row_vectors;
+  const FloatTag d;
+  int x[V];
+  for (int v = 0; v < V; ++v) x[v] = c1_vector_x(v, W);
+  for (int y = 0; y < H; ++y) {
+    FloatVec acc[KC][V];
+#pragma GCC unroll 8
+    for (int j = 0; j < KC; ++j) {
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) acc[j][v] = hn::Set(d, bias[k0 + j]);
+    }
+    for (int ky = 0; ky < 5; ++ky) {
+      const float* row = tile.at[y + ky];
+      const float* w = weight + k0 * taps + ky * 5;
+#pragma GCC unroll 5
+      for (int kx = 0; kx < 5; ++kx) {
+        FloatVec wv[KC];
+#pragma GCC unroll 8
+        for (int j = 0; j < KC; ++j) wv[j] = hn::Set(d, w[j * taps + kx]);
+#pragma GCC unroll 8
+        for (int v = 0; v < V; ++v) {
+          const FloatVec pixels = hn::LoadU(d, row + x[v] + kx);
+#pragma GCC unroll 8
+          for (int j = 0; j < KC; ++j) acc[j][v] = hn::MulAdd(wv[j], pixels, acc[j][v]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < KC; ++j) {
+      float* dst = out + (std::size_t(k0 + j) * H + y) * W;
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) hn::StoreU(relu(acc[j][v]), d, dst + x[v]);
+    }
+  }
+}
+
+void c1_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int K,
+                int H, int W) {
+  constexpr int KC = c1_forward_block();
+  PaddedPlane tile;
+  for (int b = 0; b < B; ++b) {
+    conv5x5::pad_plane(tile, inp + std::size_t(b) * H * W, H, W);
+    float* out_b = out + std::size_t(b) * K * H * W;
+    int k = 0;
+    for (; k + KC <= K; k += KC) c1_rows<KC>(out_b, tile, weight, bias, k, H, W);
+    for (; k < K; ++k) c1_rows<1>(out_b, tile, weight, bias, k, H, W);
+  }
+}
+
+// Weight gradients: per ky, KC x 5 tap accumulators (plus KC dout vectors and one input vector),
+// kept as per-lane partial sums and reduced across lanes once at the end. AVX-512 and NEON 3,
+// the 16-register targets 2.
+constexpr int c1_gradient_block = vector_registers >= 32 ? 3 : 2;
+
+// One row vector at x of KC dout rows times the 5 input vectors of kernel row ky.
+template <int KC, bool WithBias>
+HWY_INLINE void c1_gradient_vector(FloatVec (&acc)[KC][5], FloatVec (&bias_acc)[KC],
+                                   const FloatVec (&dout)[KC], const float* row) {
+  const FloatTag d;
+  if constexpr (WithBias) {
+#pragma GCC unroll 8
+    for (int j = 0; j < KC; ++j) bias_acc[j] = hn::Add(bias_acc[j], dout[j]);
+  }
+#pragma GCC unroll 5
+  for (int kx = 0; kx < 5; ++kx) {
+    FloatVec pixels = hn::LoadU(d, row + kx);
+    keep_in_register(pixels);
+#pragma GCC unroll 8
+    for (int j = 0; j < KC; ++j) acc[j][kx] = hn::MulAdd(dout[j], pixels, acc[j][kx]);
+  }
+}
+
+// Kernel row ky of KC output channels over one sample, added to total; the dbias partial sums
+// ride along once per sample (WithBias, at ky = 0). Rows are full vectors at x = 0, lanes, ...
+// and, where W is no multiple of lanes, one at W - lanes whose lanes already covered are masked.
+template <int KC, bool WithBias>
+HWY_NOINLINE void c1_gradient_row_of_taps(FloatVec (&total)[KC][taps], FloatVec (&bias_total)[KC],
+                                          const float* dout_b, const PaddedPlane& tile, int k0,
+                                          int ky, int H, int W) {
+  const FloatTag d;
+  const int full = W / lanes, tail = W % lanes;
+  const auto tail_mask = hn::Iota(d, 0.0f) >= hn::Set(d, float(lanes - tail));
+  FloatVec acc[KC][5], bias_acc[KC];
+#pragma GCC unroll 8
+  for (int j = 0; j < KC; ++j) {
+    bias_acc[j] = hn::Zero(d);
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) acc[j][kx] = hn::Zero(d);
+  }
+  for (int y = 0; y < H; ++y) {
+    const float* row = tile.at[y + ky];
+    const float* dout_row = dout_b + (std::size_t(k0) * H + y) * W;
+    for (int v = 0; v < full; ++v) {
+      FloatVec dv[KC];
+#pragma GCC unroll 8
+      for (int j = 0; j < KC; ++j) {
+        dv[j] = hn::LoadU(d, dout_row + std::size_t(j) * H * W + v * lanes);
+      }
+      c1_gradient_vector<KC, WithBias>(acc, bias_acc, dv, row + v * lanes);
+    }
+    if (tail != 0) {
+      FloatVec dv[KC];
+#pragma GCC unroll 8
+      for (int j = 0; j < KC; ++j) {
+        dv[j] = hn::IfThenElseZero(tail_mask,
+                                   hn::LoadU(d, dout_row + std::size_t(j) * H * W + W - lanes));
+      }
+      c1_gradient_vector<KC, WithBias>(acc, bias_acc, dv, row + W - lanes);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < KC; ++j) {
+    if constexpr (WithBias) bias_total[j] = hn::Add(bias_total[j], bias_acc[j]);
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) {
+      total[j][ky * 5 + kx] = hn::Add(total[j][ky * 5 + kx], acc[j][kx]);
+    }
+  }
+}
+
+template <int KC>
+void c1_gradient_channels(float* dweight, float* dbias, const float* dout, const float* inp,
+                          int k0, int B, int K, int H, int W) {
+  const FloatTag d;
+  FloatVec total[KC][taps], bias_total[KC];
+  for (int j = 0; j < KC; ++j) {
+    bias_total[j] = hn::Zero(d);
+    for (int t = 0; t < taps; ++t) total[j][t] = hn::Zero(d);
+  }
+  PaddedPlane tile;
+  for (int b = 0; b < B; ++b) {
+    conv5x5::pad_plane(tile, inp + std::size_t(b) * H * W, H, W);
+    const float* dout_b = dout + std::size_t(b) * K * H * W;
+    c1_gradient_row_of_taps<KC, true>(total, bias_total, dout_b, tile, k0, 0, H, W);
+    for (int ky = 1; ky < 5; ++ky) {
+      c1_gradient_row_of_taps<KC, false>(total, bias_total, dout_b, tile, k0, ky, H, W);
+    }
+  }
+  for (int j = 0; j < KC; ++j) {
+    for (int t = 0; t < taps; ++t) dweight[(k0 + j) * taps + t] += sum_of_lanes(total[j][t]);
+    dbias[k0 + j] += sum_of_lanes(bias_total[j]);
+  }
+}
+
+void c1_backward_weights(float* dweight, float* dbias, const float* dout, const float* inp, int B,
+                         int K, int H, int W) {
+  constexpr int KC = c1_gradient_block;
+  int k = 0;
+  for (; k + KC <= K; k += KC) c1_gradient_channels<KC>(dweight, dbias, dout, inp, k, B, K, H, W);
+  for (; k < K; ++k) c1_gradient_channels<1>(dweight, dbias, dout, inp, k, B, K, H, W);
+}
+
+// --- c2: C input channels, no padding, 16 output channels as 16/lanes vectors -----------------
+
+constexpr int channel_vectors = channels / lanes;  // 1 (AVX-512), 2 (AVX2), 4 (SSE4, NEON)
+
+// Forward: N adjacent output pixels x channel_vectors accumulators, with one tap's weight vectors
+// and a broadcast pixel beside them. AVX-512 12 (used as 10), AVX2 6 (5), SSE4 2, NEON 6 (5).
+constexpr int c2_max_pixels() {
+  for (int n = 12; n > 1; --n) {
+    if (fits(n * channel_vectors, channel_vectors + 1)) return n;
+  }
+  return 1;
+}
+
+// N adjacent output pixels from (y, x0): out_at = out + (y Wo + x0) 16, inp_at = inp + y W + x0.
+template <int N, bool Relu>
+HWY_NOINLINE void c2_pixels(float* out_at, const float* inp_at, const float* packed,
+                            const float* bias, int C, int H, int W) {
+  constexpr int M = channel_vectors;
+  const FloatTag d;
+  FloatVec acc[N][M];
+#pragma GCC unroll 4
+  for (int m = 0; m < M; ++m) {
+    const FloatVec b = hn::LoadU(d, bias + m * lanes);
+#pragma GCC unroll 12
+    for (int n = 0; n < N; ++n) acc[n][m] = b;
+  }
+  for (int c = 0; c < C; ++c) {
+    for (int ky = 0; ky < 5; ++ky) {
+      const float* row = inp_at + (std::size_t(c) * H + ky) * W;
+      const float* w = packed + (c * taps + ky * 5) * channels;
+#pragma GCC unroll 5
+      for (int kx = 0; kx < 5; ++kx) {
+        FloatVec wv[M];
+#pragma GCC unroll 4
+        for (int m = 0; m < M; ++m) wv[m] = hn::LoadU(d, w + kx * channels + m * lanes);
+#pragma GCC unroll 12
+        for (int n = 0; n < N; ++n) {
+          const FloatVec pixel = hn::Set(d, row[n + kx]);
+#pragma GCC unroll 4
+          for (int m = 0; m < M; ++m) acc[n][m] = hn::MulAdd(wv[m], pixel, acc[n][m]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 12
+  for (int n = 0; n < N; ++n) {
+#pragma GCC unroll 4
+    for (int m = 0; m < M; ++m) {
+      hn::StoreU(Relu ? relu(acc[n][m]) : acc[n][m], d, out_at + n * channels + m * lanes);
+    }
+  }
+}
+
+using PixelBlock = void (*)(float*, const float*, const float*, const float*, int, int, int);
+
+template <bool Relu, int... N>
+constexpr std::array<PixelBlock, sizeof...(N)> pixel_blocks(std::integer_sequence<int, N...>) {
+  return {&c2_pixels<N + 1, Relu>...};
+}
+
+template <bool Relu>
+void c2_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int C,
+                int H, int W, float* scratch) {
+  constexpr int max_pixels = c2_max_pixels();
+  static constexpr auto blocks =
+      pixel_blocks<Relu>(std::make_integer_sequence<int, max_pixels>());
+  conv5x5::pack_channels_last(scratch, weight, C);
   const int Ho = H - 4, Wo = W - 4;
-  for (int iy = 0; iy < H; ++iy) {
-    const int ky_first = std::max(0, iy - Ho + 1), ky_last = std::min(4, iy);
-    for (int ix = 0; ix < W; ++ix) {
-      const int kx_first = std::max(0, ix - Wo + 1), kx_last = std::min(4, ix);
-      f16 acc[CB] = {};
-      for (int ky = ky_first; ky <= ky_last; ++ky) {
-        for (int kx = kx_first; kx <= kx_last; ++kx) {
-          const f16 d = simd::load(dout + (std::size_t(iy - ky) * Wo + ix - kx) * lanes);
-          for (int j = 0; j < CB; ++j) {
-            acc[j] += d * simd::load(packed + ((c0 + j) * taps + ky * 5 + kx) * lanes);
+  // Each row in equal blocks (10 = 5 + 5 rather than 6 + 4).
+  const int row_blocks = (Wo + max_pixels - 1) / max_pixels;
+  const int per_block = (Wo + row_blocks - 1) / row_blocks;
+  for (int b = 0; b < B; ++b) {
+    const float* inp_b = inp + std::size_t(b) * C * H * W;
+    float* out_b = out + std::size_t(b) * Ho * Wo * channels;
+    for (int y = 0; y < Ho; ++y) {
+      for (int x = 0; x < Wo; x += per_block) {
+        const int n = std::min(per_block, Wo - x);
+        blocks[std::size_t(n - 1)](out_b + (std::size_t(y) * Wo + x) * channels,
+                                   inp_b + std::size_t(y) * W + x, scratch, bias, C, H, W);
+      }
+    }
+  }
+}
+
+void c2_forward_relu(float* out, const float* inp, const float* weight, const float* bias, int B,
+                     int C, int H, int W, float* scratch) {
+  c2_forward<true>(out, inp, weight, bias, B, C, H, W, scratch);
+}
+void c2_forward_linear(float* out, const float* inp, const float* weight, const float* bias, int B,
+                       int C, int H, int W, float* scratch) {
+  c2_forward<false>(out, inp, weight, bias, B, C, H, W, scratch);
+}
+
+// Weight gradient of one input channel: KY kernel rows x 5 taps x MB channel vectors of
+// accumulators, MB dout vectors and a broadcast pixel beside them. AVX-512 5 x 5 x 1 (the whole
+// kernel), AVX2 1 x 5 x 2, SSE4 1 x 5 x 2 (of 4), NEON 1 x 5 x 4.
+constexpr int c2_gradient_vectors() {
+  for (int mb = channel_vectors; mb > 1; mb /= 2) {
+    if (fits(5 * mb, mb + 1)) return mb;
+  }
+  return 1;
+}
+constexpr int c2_gradient_rows =
+    channel_vectors == 1 && 25 + 2 + product_registers <= vector_registers ? 5 : 1;
+
+// packed_dweight (C,5,5,16) += this sample's products for channel c, kernel rows [ky0, ky0+KY),
+// output channels [m0 lanes, (m0 + MB) lanes).
+template <int KY, int MB>
+HWY_NOINLINE void c2_gradient_block(float* packed_dweight, const float* dout_b, const float* inp_b,
+                                    int c, int ky0, int m0, int H, int W) {
+  const FloatTag d;
+  const int Ho = H - 4, Wo = W - 4;
+  FloatVec acc[KY][5][MB];
+#pragma GCC unroll 5
+  for (int ky = 0; ky < KY; ++ky) {
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) {
+#pragma GCC unroll 4
+      for (int mb = 0; mb < MB; ++mb) acc[ky][kx][mb] = hn::Zero(d);
+    }
+  }
+  for (int y = 0; y < Ho; ++y) {
+    const float* rows = inp_b + (std::size_t(c) * H + y + ky0) * W;
+    const float* dout_row = dout_b + std::size_t(y) * Wo * channels + m0 * lanes;
+    for (int x = 0; x < Wo; ++x) {
+      const float* pixels = opaque(rows + x);
+      FloatVec dv[MB];
+#pragma GCC unroll 4
+      for (int mb = 0; mb < MB; ++mb) dv[mb] = hn::LoadU(d, dout_row + x * channels + mb * lanes);
+#pragma GCC unroll 5
+      for (int ky = 0; ky < KY; ++ky) {
+#pragma GCC unroll 5
+        for (int kx = 0; kx < 5; ++kx) {
+          const FloatVec pixel = hn::Set(d, pixels[ky * W + kx]);
+#pragma GCC unroll 4
+          for (int mb = 0; mb < MB; ++mb) {
+            acc[ky][kx][mb] = hn::MulAdd(dv[mb], pixel, acc[ky][kx][mb]);
           }
         }
       }
-      for (int j = 0; j < CB; ++j) dinp[(std::size_t(c0 + j) * H + iy) * W + ix] = simd::sum(acc[j]);
+    }
+  }
+  for (int ky = 0; ky < KY; ++ky) {
+    for (int kx = 0; kx < 5; ++kx) {
+      for (int mb = 0; mb < MB; ++mb) {
+        float* total = packed_dweight + (c * taps + (ky0 + ky) * 5 + kx) * channels +
+                       (m0 + mb) * lanes;
+        hn::StoreU(hn::Add(hn::LoadU(d, total), acc[ky][kx][mb]), d, total);
+      }
     }
   }
 }
 
-// dinp of one sample by rows, for images at most 16 wide: dinp[c][iy][ix] = sum over kernels k
-// and taps of w[k][c][ky][kx] * dout[iy-ky][ix-kx][k], with ix along the 16 lanes. dout is first
-// turned channels first into a tile zero-padded by 4 on every side, so every tap reads one
-// unaligned row vector and no pixel needs a bounds test or a sum across lanes.
-constexpr int tile_pad = 4;
-constexpr int tile_width = lanes + tile_pad;  // lanes + the largest tap offset
-constexpr int max_rows_by_rows = 24;          // input rows this path takes (the tile is on the stack)
-
-struct DoutTile {
-  alignas(64) float at[lanes][max_rows_by_rows + 2 * tile_pad][tile_width];
-};
-
-// The zero border is written once per call (clear_dout_tile); each sample then overwrites only
-// the Ho x Wo interior of each of the 16 planes.
-void clear_dout_tile(DoutTile& tile, int Ho) {
-  const int rows = Ho + 2 * tile_pad;
-  for (int k = 0; k < lanes; ++k) std::memset(tile.at[k], 0, sizeof(float) * tile_width * rows);
-}
-
-void fill_dout_tile(DoutTile& tile, const float* dout, int Ho, int Wo) {
-  for (int y = 0; y < Ho; ++y) {
-    for (int x = 0; x < Wo; ++x) {
-      const f16 pixel = simd::load(dout + (std::size_t(y) * Wo + x) * lanes);
-      for (int k = 0; k < lanes; ++k) tile.at[k][y + tile_pad][x + tile_pad] = pixel[k];
+void c2_weight_gradient(float* packed_dweight, const float* dout_b, const float* inp_b, int C,
+                        int H, int W) {
+  constexpr int KY = c2_gradient_rows, MB = c2_gradient_vectors();
+  for (int c = 0; c < C; ++c) {
+    for (int ky0 = 0; ky0 < 5; ky0 += KY) {
+      for (int m0 = 0; m0 < channel_vectors; m0 += MB) {
+        c2_gradient_block<KY, MB>(packed_dweight, dout_b, inp_b, c, ky0, m0, H, W);
+      }
     }
   }
 }
 
-// R input rows [iy, iy+R) of CB channels [c0, c0+CB): R x CB accumulators; each tap's weights
-// are shared by the R rows and each dout row vector by the CB channels.
+// Input gradient, general shapes: per input pixel, the 16-channel products of every tap that
+// reaches it, summed across lanes at the end.
+void c2_input_gradient_any_shape(float* dinp_b, const float* dout_b, const float* packed, int C,
+                                 int H, int W) {
+  const FloatTag d;
+  const int Ho = H - 4, Wo = W - 4;
+  for (int c = 0; c < C; ++c) {
+    for (int iy = 0; iy < H; ++iy) {
+      const int ky_first = std::max(0, iy - Ho + 1), ky_last = std::min(4, iy);
+      for (int ix = 0; ix < W; ++ix) {
+        const int kx_first = std::max(0, ix - Wo + 1), kx_last = std::min(4, ix);
+        FloatVec acc = hn::Zero(d);
+        for (int ky = ky_first; ky <= ky_last; ++ky) {
+          for (int kx = kx_first; kx <= kx_last; ++kx) {
+            const float* dv = dout_b + (std::size_t(iy - ky) * Wo + ix - kx) * channels;
+            const float* wv = packed + (c * taps + ky * 5 + kx) * channels;
+            for (int m = 0; m < channel_vectors; ++m) {
+              acc = hn::MulAdd(hn::LoadU(d, dv + m * lanes), hn::LoadU(d, wv + m * lanes), acc);
+            }
+          }
+        }
+        dinp_b[(std::size_t(c) * H + iy) * W + ix] = sum_of_lanes(acc);
+      }
+    }
+  }
+}
+
+// Input gradient by rows (W <= 16): dinp[c][iy][ix] = sum over kernels k and taps of
+// w[k][c][ky][kx] * tile[k][iy-ky][ix-kx], ix along the lanes. Each input row is row_vectors
+// vectors at x = 0, lanes, ..., moved left to W - lanes where the row ends (overlapping) or, for
+// rows narrower than a vector, one vector stored in part.
+constexpr int dinp_row_vectors = conv5x5::max_width_by_rows / lanes;  // 1, 2 or 4
+HWY_INLINE int dinp_vector_x(int v, int W) { return std::min(v * lanes, std::max(W - lanes, 0)); }
+
+// Blocks of R rows x CB channels x row_vectors accumulators with CB weights and one dout vector
+// beside them, the most channels first: AVX-512 4 x 6, AVX2 2 x 3, SSE4 1 x 2, NEON 1 x 6;
+// single channels as many rows as fit.
+constexpr int dinp_rows_for(int CB) {
+  int rows = 1;  // also on targets too narrow for any block (HWY_SCALAR)
+  for (int r = 2; r <= 8; ++r) {
+    if (fits(r * CB * dinp_row_vectors, CB + 1)) rows = r;
+  }
+  return rows;
+}
+constexpr int dinp_channel_block() {
+  for (int cb : {6, 3, 2}) {
+    if (fits(cb * dinp_row_vectors, cb + 1)) return cb;
+  }
+  return 1;
+}
+
+// Input rows [iy, iy+R) of channels [c0, c0+CB): each tap's weights are shared by the R rows and
+// each dout vector by the CB channels.
 template <int CB, int R>
-void input_gradient_rows(float* dinp, const DoutTile& tile, const float* weight, int C, int c0,
-                         int H, int W, int iy) {
-  f16 acc[R][CB] = {};
-  for (int k = 0; k < lanes; ++k) {
-    for (int ky = 0; ky < 5; ++ky) {
+HWY_NOINLINE void dinp_rows(float* dinp_b, const DoutTile& tile, const float* weight, int C, int c0,
+                            int H, int W, int iy) {
+  constexpr int V = dinp_row_vectors;
+  const FloatTag d;
+  int x[V];
+  for (int v = 0; v < V; ++v) x[v] = dinp_vector_x(v, W) + tile_pad;
+  FloatVec acc[R][V][CB];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v) {
+#pragma GCC unroll 6
+      for (int j = 0; j < CB; ++j) acc[r][v][j] = hn::Zero(d);
+    }
+  }
+  // Kernel rows whose dout rows (iy + r - ky) all lie in the tile's zero border add nothing.
+  const int Ho = H - 4;
+  const int ky_first = std::max(0, iy - Ho + 1), ky_last = std::min(4, iy + R - 1);
+  for (int k = 0; k < channels; ++k) {
+    for (int ky = ky_first; ky <= ky_last; ++ky) {
+      const float* w = weight + (std::size_t(k) * C + c0) * taps + ky * 5;
+      // Opaque: tap (r, ky) reads what (r + 1, ky + 1) does (see opaque).
+      const float* rows = opaque(tile.at[k][iy - ky + tile_pad]);
+#pragma GCC unroll 5
       for (int kx = 0; kx < 5; ++kx) {
-        float w[CB];
-        for (int j = 0; j < CB; ++j) w[j] = weight[(std::size_t(k) * C + c0 + j) * taps + ky * 5 + kx];
+        FloatVec wv[CB];
+#pragma GCC unroll 6
+        for (int j = 0; j < CB; ++j) wv[j] = hn::Set(d, w[j * taps + kx]);
+#pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          f16 d = simd::load(&tile.at[k][iy + r - ky + tile_pad][tile_pad - kx]);
-          // Narrow blocks: one load per row vector. Without this GCC folds the load into each
-          // of the CB multiply-adds and the kernel turns load-bound (1.5x slower at CB = 3).
-          if constexpr (CB < 6) simd::keep_in_register(d);
-          for (int j = 0; j < CB; ++j) acc[r][j] += w[j] * d;
+#pragma GCC unroll 4
+          for (int v = 0; v < V; ++v) {
+            const FloatVec dv = hn::LoadU(d, rows + r * conv5x5::tile_width + x[v] - kx);
+#pragma GCC unroll 6
+            for (int j = 0; j < CB; ++j) acc[r][v][j] = hn::MulAdd(wv[j], dv, acc[r][v][j]);
+          }
         }
       }
     }
   }
   for (int r = 0; r < R; ++r) {
     for (int j = 0; j < CB; ++j) {
-      float row[lanes];
-      simd::store(row, acc[r][j]);
-      std::memcpy(dinp + (std::size_t(c0 + j) * H + iy + r) * W, row, sizeof(float) * W);
+      float* dst = dinp_b + (std::size_t(c0 + j) * H + iy + r) * W;
+      for (int v = 0; v < V; ++v) {
+        const int at = x[v] - tile_pad;
+        store_first(dst + at, acc[r][v][j], std::min(lanes, W - at));
+      }
     }
   }
 }
 
-template <int CB>
-void input_gradient_channels(float* dinp, const DoutTile& tile, const float* weight, int C,
-                             int c0, int H, int W) {
-  constexpr int rows = CB >= 6 ? 2 : CB >= 3 ? 4 : 7;  // R x CB accumulators fit the 32 registers
-  int iy = 0;
-  for (; iy + rows <= H; iy += rows) input_gradient_rows<CB, rows>(dinp, tile, weight, C, c0, H, W, iy);
-  for (; iy < H; ++iy) input_gradient_rows<CB, 1>(dinp, tile, weight, C, c0, H, W, iy);
+// Rows [iy, H) in blocks of R, the last block as many rows as are left.
+template <int CB, int R>
+void dinp_channels(float* dinp_b, const DoutTile& tile, const float* weight, int C, int c0, int H,
+                   int W, int iy = 0) {
+  for (; iy + R <= H; iy += R) dinp_rows<CB, R>(dinp_b, tile, weight, C, c0, H, W, iy);
+  if constexpr (R > 1) {
+    if (iy < H) dinp_channels<CB, R - 1>(dinp_b, tile, weight, C, c0, H, W, iy);
+  }
 }
 
-void sixteen_input_gradient_by_rows(float* dinp, const float* dout, const float* weight, int C,
-                                    int H, int W, DoutTile& tile) {
-  fill_dout_tile(tile, dout, H - 4, W - 4);
+void c2_input_gradient_by_rows(float* dinp_b, const float* dout_b, const float* weight, int C,
+                               int H, int W, DoutTile& tile) {
+  constexpr int CB = dinp_channel_block(), R = dinp_rows_for(CB);
+  conv5x5::fill_dout_tile(tile, dout_b, H - 4, W - 4);
   int c = 0;
-  for (; c + 6 <= C; c += 6) input_gradient_channels<6>(dinp, tile, weight, C, c, H, W);
-  for (; c + 3 <= C; c += 3) input_gradient_channels<3>(dinp, tile, weight, C, c, H, W);
-  for (; c < C; ++c) input_gradient_channels<1>(dinp, tile, weight, C, c, H, W);
+  for (; c + CB <= C; c += CB) {
+    dinp_channels<CB, R>(dinp_b, tile, weight, C, c, H, W);
+  }
+  for (; c < C; ++c) dinp_channels<1, dinp_rows_for(1)>(dinp_b, tile, weight, C, c, H, W);
+}
+
+void c2_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                 const float* weight, int B, int C, int H, int W, float* scratch) {
+  constexpr int M = channel_vectors;
+  const FloatTag d;
+  float* packed = scratch;
+  float* packed_dweight = scratch + std::size_t(C) * taps * channels;
+  conv5x5::pack_channels_last(packed, weight, C);
+  std::fill_n(packed_dweight, std::size_t(C) * taps * channels, 0.0f);
+  const int Ho = H - 4, Wo = W - 4;
+  FloatVec bias_total[M];
+  for (int m = 0; m < M; ++m) bias_total[m] = hn::Zero(d);
+  const bool by_rows =
+      dinp && W <= conv5x5::max_width_by_rows && H <= conv5x5::max_rows_by_rows;
+  DoutTile tile;  // 40 KB on the stack: no allocation in the training loop
+  if (by_rows) conv5x5::clear_dout_tile(tile, Ho);
+  for (int b = 0; b < B; ++b) {
+    const float* dout_b = dout + std::size_t(b) * Ho * Wo * channels;
+    const float* inp_b = inp + std::size_t(b) * C * H * W;
+    for (int p = 0; p < Ho * Wo; ++p) {
+      for (int m = 0; m < M; ++m) {
+        bias_total[m] = hn::Add(bias_total[m], hn::LoadU(d, dout_b + p * channels + m * lanes));
+      }
+    }
+    c2_weight_gradient(packed_dweight, dout_b, inp_b, C, H, W);
+    float* dinp_b = dinp ? dinp + std::size_t(b) * C * H * W : nullptr;
+    if (by_rows) {
+      c2_input_gradient_by_rows(dinp_b, dout_b, weight, C, H, W, tile);
+    } else if (dinp) {
+      c2_input_gradient_any_shape(dinp_b, dout_b, packed, C, H, W);
+    }
+  }
+  for (int m = 0; m < M; ++m) {
+    alignas(64) float lane_values[lanes];
+    hn::Store(bias_total[m], d, lane_values);
+    for (int i = 0; i < lanes; ++i) dbias[m * lanes + i] += lane_values[i];
+  }
+  conv5x5::add_unpacked(dweight, packed_dweight, C);
 }
 
 }  // namespace
+}  // namespace cnnbench::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace cnnbench {
+
+HWY_EXPORT(c1_forward);
+HWY_EXPORT(c1_backward_weights);
+HWY_EXPORT(c2_forward_relu);
+HWY_EXPORT(c2_forward_linear);
+HWY_EXPORT(c2_backward);
 
 void conv5x5_pad2_relu_forward(float* out, const float* inp, const float* weight,
                                const float* bias, int B, int K, int H, int W) {
-  check_single_channel_shape(K, H, W);
-  PaddedPlane tile;
-  for (int b = 0; b < B; ++b) {
-    pad_plane(tile, inp + std::size_t(b) * H * W, H, W);
-    float* out_b = out + std::size_t(b) * K * H * W;
-    int k = 0;
-    for (; k + 6 <= K; k += 6) single_channel_rows<6>(out_b, tile, weight, bias, k, H, W);
-    for (; k + 3 <= K; k += 3) single_channel_rows<3>(out_b, tile, weight, bias, k, H, W);
-    for (; k + 2 <= K; k += 2) single_channel_rows<2>(out_b, tile, weight, bias, k, H, W);
-    for (; k < K; ++k) single_channel_rows<1>(out_b, tile, weight, bias, k, H, W);
-  }
+  conv5x5::check_single_channel_shape(K, H, W);
+  HWY_DYNAMIC_DISPATCH(c1_forward)(out, inp, weight, bias, B, K, H, W);
 }
 
 void conv5x5_pad2_backward_weights(float* dweight, float* dbias, const float* dout,
                                    const float* inp, int B, int K, int H, int W) {
-  check_single_channel_shape(K, H, W);
-  int k = 0;
-  for (; k + 3 <= K; k += 3) single_channel_weight_gradients<3>(dweight, dbias, dout, inp, k, B, K, H, W);
-  for (; k < K; ++k) single_channel_weight_gradients<1>(dweight, dbias, dout, inp, k, B, K, H, W);
+  conv5x5::check_single_channel_shape(K, H, W);
+  HWY_DYNAMIC_DISPATCH(c1_backward_weights)(dweight, dbias, dout, inp, B, K, H, W);
 }
 
-std::size_t conv5x5_to16_scratch_floats(int C) { return 2 * std::size_t(C) * taps * lanes; }
-
-namespace {
-
-template <bool Relu>
-void sixteen_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
-                     int C, int H, int W, float* scratch) {
-  check_sixteen_shape(C, H, W);
-  pack_channels_last(scratch, weight, C);
-  const f16 bias_vector = simd::load(bias);
-  const int Ho = H - 4, Wo = W - 4;
-  for (int b = 0; b < B; ++b) {
-    const float* inp_b = inp + std::size_t(b) * C * H * W;
-    float* out_b = out + std::size_t(b) * Ho * Wo * lanes;
-    for (int y = 0; y < Ho; ++y) {
-      int x = 0;
-      for (; x + 10 <= Wo; x += 10) {
-        sixteen_pixels<10, Relu>(out_b, inp_b, scratch, bias_vector, C, H, W, y, x);
-      }
-      for (; x < Wo; ++x) sixteen_pixels<1, Relu>(out_b, inp_b, scratch, bias_vector, C, H, W, y, x);
-    }
-  }
+std::size_t conv5x5_to16_scratch_floats(int C) {
+  return 2 * std::size_t(C) * conv5x5::taps * conv5x5::channels;
 }
-
-}  // namespace
 
 void conv5x5_to16_relu_forward(float* out, const float* inp, const float* weight,
                                const float* bias, int B, int C, int H, int W, float* scratch) {
-  sixteen_forward<true>(out, inp, weight, bias, B, C, H, W, scratch);
+  conv5x5::check_sixteen_shape(C, H, W);
+  HWY_DYNAMIC_DISPATCH(c2_forward_relu)(out, inp, weight, bias, B, C, H, W, scratch);
 }
 
 void conv5x5_to16_forward(float* out, const float* inp, const float* weight, const float* bias,
                           int B, int C, int H, int W, float* scratch) {
-  sixteen_forward<false>(out, inp, weight, bias, B, C, H, W, scratch);
+  conv5x5::check_sixteen_shape(C, H, W);
+  HWY_DYNAMIC_DISPATCH(c2_forward_linear)(out, inp, weight, bias, B, C, H, W, scratch);
 }
 
 void conv5x5_to16_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                            const float* inp, const float* weight, int B, int C, int H, int W,
                            float* scratch) {
-  check_sixteen_shape(C, H, W);
-  float* packed = scratch;
-  float* packed_dweight = scratch + std::size_t(C) * taps * lanes;
-  pack_channels_last(packed, weight, C);
-  std::fill_n(packed_dweight, std::size_t(C) * taps * lanes, 0.0f);
-  const int Ho = H - 4, Wo = W - 4;
-  f16 bias_total = {};
-  const bool by_rows = dinp && W <= lanes && H <= max_rows_by_rows;
-  DoutTile tile;  // 36 KB on the stack: no allocation in the training loop
-  if (by_rows) clear_dout_tile(tile, Ho);
-  for (int b = 0; b < B; ++b) {
-    const float* dout_b = dout + std::size_t(b) * Ho * Wo * lanes;
-    const float* inp_b = inp + std::size_t(b) * C * H * W;
-    for (int p = 0; p < Ho * Wo; ++p) bias_total += simd::load(dout_b + std::size_t(p) * lanes);
-    // dweight: per input channel, 25 tap accumulators over every output pixel.
-    for (int c = 0; c < C; ++c) {
-      f16 acc[taps] = {};
-      for (int y = 0; y < Ho; ++y) {
-        for (int x = 0; x < Wo; ++x) {
-          const f16 d = simd::load(dout_b + (std::size_t(y) * Wo + x) * lanes);
-          const float* base = inp_b + (std::size_t(c) * H + y) * W + x;
-          for (int ky = 0; ky < 5; ++ky) {
-            for (int kx = 0; kx < 5; ++kx) acc[ky * 5 + kx] += d * base[ky * W + kx];
-          }
-        }
-      }
-      float* total = packed_dweight + std::size_t(c) * taps * lanes;
-      for (int t = 0; t < taps; ++t) simd::store(total + t * lanes, simd::load(total + t * lanes) + acc[t]);
-    }
-    if (by_rows) {
-      sixteen_input_gradient_by_rows(dinp + std::size_t(b) * C * H * W, dout_b, weight, C, H, W,
-                                     tile);
-    } else if (dinp) {
-      float* dinp_b = dinp + std::size_t(b) * C * H * W;
-      int c = 0;
-      for (; c + 6 <= C; c += 6) sixteen_input_gradient<6>(dinp_b, dout_b, packed, c, H, W);
-      for (; c + 3 <= C; c += 3) sixteen_input_gradient<3>(dinp_b, dout_b, packed, c, H, W);
-      for (; c + 2 <= C; c += 2) sixteen_input_gradient<2>(dinp_b, dout_b, packed, c, H, W);
-      for (; c < C; ++c) sixteen_input_gradient<1>(dinp_b, dout_b, packed, c, H, W);
-    }
-  }
-  for (int k = 0; k < lanes; ++k) {
-    dbias[k] += bias_total[k];
-    for (int c = 0; c < C; ++c) {
-      for (int t = 0; t < taps; ++t) dweight[(k * C + c) * taps + t] += packed_dweight[(c * taps + t) * lanes + k];
-    }
-  }
+  conv5x5::check_sixteen_shape(C, H, W);
+  HWY_DYNAMIC_DISPATCH(c2_backward)(dinp, dweight, dbias, dout, inp, weight, B, C, H, W, scratch);
 }
 
 }  // namespace cnnbench
+#endif  // HWY_ONCE

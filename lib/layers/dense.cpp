@@ -7,6 +7,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "layers/dense.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "layers/simd-inl.h"
@@ -97,7 +98,18 @@ void product_columns(const Product& p, int j0, int last, Start start, const floa
   constexpr int rows = rows_per_block<V>;
   static constexpr auto blocks = blocks_of<V>(std::make_integer_sequence<int, rows>{});
   int r0 = 0;
-  for (; r0 + rows <= p.rows; r0 += rows) blocks[rows - 1](p, r0, j0, last, start, init);
+  for (; r0 + rows <= p.rows; r0 += rows) {
+    // An accumulated C (a weight gradient, up to 940 KB) is read a few rows of one panel at a
+    // time, rows far apart: the hardware prefetcher does not follow, so ask for the next block's.
+    if (start == Start::accumulate) {
+      const int next_rows = std::min(rows, p.rows - r0 - rows);
+      for (int r = 0; r < next_rows; ++r) {
+        const float* c = p.c + (r0 + rows + r) * p.c_row + j0;
+        for (int line = 0; line < V * lanes; line += 16) hwy::Prefetch(c + line);  // 64-byte lines
+      }
+    }
+    blocks[rows - 1](p, r0, j0, last, start, init);
+  }
   if (r0 < p.rows) blocks[static_cast<std::size_t>(p.rows - r0 - 1)](p, r0, j0, last, start, init);
 }
 
