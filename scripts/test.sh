@@ -14,6 +14,11 @@ cmake --build --preset ci -j"$jobs"
 # MPI tests oversubscribe the cores, so they run on their own after the rest.
 ctest --preset ci -j"$jobs" -LE mpi "$@"
 ctest --preset ci -L mpi "$@"
+# ARM check: the layer and model tests cross-built for aarch64 and run under qemu-user (NEON
+# kernels; about 2-3 minutes). CNNBENCH_AARCH64=0 skips it.
+if [[ $# -eq 0 && "${CNNBENCH_AARCH64:-1}" != 0 ]]; then
+  ./scripts/check-aarch64.sh
+fi
 # ASan+UBSan unit tests and fuzzer smoke runs (one clang build), ThreadSanitizer runtime, stream
 # and cluster tests (a second build). CNNBENCH_SANITIZERS=0 skips them (a quick local run).
 if [[ $# -eq 0 && "${CNNBENCH_SANITIZERS:-1}" != 0 ]]; then
