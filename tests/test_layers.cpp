@@ -162,7 +162,8 @@ TEST(Dense, SgemmTwinMatchesNaive) {
 // The sgemm backend (the blas baseline's) runs the sgemm twin, the own backend the own kernel.
 TEST(Dense, BackendChoosesTheKernel) {
   Rng rng(2);
-  const int B = 64, in = 400, out = 120;
+  const int B = 64, in = 120, out = 84;  // weights far below dense_sgemm_min_weight_bytes()
+  ASSERT_FALSE(dense_runs_on_sgemm(in, out));
   const Floats inp = random_floats(std::size_t(B) * in, rng);
   const Floats weight = random_floats(std::size_t(out) * in, rng);
   const Floats bias = random_floats(out, rng);
@@ -177,6 +178,31 @@ TEST(Dense, BackendChoosesTheKernel) {
   dense_forward(on_own.data(), inp.data(), weight.data(), bias.data(), B, in, out);
   EXPECT_EQ(on_sgemm, twin);
   EXPECT_EQ(on_own, own);
+}
+
+// A layer whose weights exceed half a core's L2 runs on sgemm on the own backend too: the bits are
+// the sgemm twin's, forward and backward.
+TEST(Dense, LayersLargerThanHalfTheL2RunOnSgemm) {
+  Rng rng(6);
+  const int B = 8, out = 64;
+  const int in = int(dense_sgemm_min_weight_bytes() / (sizeof(float) * out)) + 1;
+  ASSERT_TRUE(dense_runs_on_sgemm(in, out)) << "in " << in;
+  ASSERT_FALSE(dense_runs_on_sgemm(in - 1, out)) << "the rule is exactly the weight bytes";
+  const Floats inp = random_floats(std::size_t(B) * in, rng);
+  const Floats weight = random_floats(std::size_t(out) * in, rng);
+  const Floats bias = random_floats(out, rng), dout = random_floats(std::size_t(B) * out, rng);
+  Floats got(std::size_t(B) * out), want(got.size());
+  dense_forward(got.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+  sgemm::dense_forward(want.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+  EXPECT_EQ(got, want);
+  Floats dinp(inp.size()), dweight(weight.size(), 0.0f), dbias(out, 0.0f);
+  Floats want_dinp(inp.size()), want_dweight(weight.size(), 0.0f), want_dbias(out, 0.0f);
+  dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(),
+                 B, in, out);
+  sgemm::dense_backward(want_dinp.data(), want_dweight.data(), want_dbias.data(), dout.data(),
+                        inp.data(), weight.data(), B, in, out);
+  EXPECT_EQ(dinp, want_dinp);
+  EXPECT_EQ(dweight, want_dweight);
 }
 
 // Runs the optimised and naive conv on one shape, forward and backward, and compares. The

@@ -151,6 +151,9 @@ void print_kernels(std::ostream& out, const nlohmann::json& context) {
   print_wrapped_row(out, "CPU supports", simd.at("supported").get<std::vector<std::string>>(), " ");
   print_wrapped_row(out, "compiled", simd.at("compiled").get<std::vector<std::string>>(), " ");
   print_row(out, "OpenBLAS", text_or_dash(context.at("openblas").at("core_type")));
+  const auto sgemm_above = simd.at("dense_sgemm_min_weight_bytes").get<std::size_t>();
+  print_row(out, "sgemm dense", "layers with weights over " + std::to_string(sgemm_above / 1024) +
+                                       " KiB (half a core's L2)");
 }
 
 void print_machine(std::ostream& out, const nlohmann::json& context) {

@@ -12,6 +12,7 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/cpu_identity.hpp"
 #include "cnnbench/isa.hpp"
+#include "cnnbench/layers.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
@@ -99,7 +100,8 @@ nlohmann::json simd_json() {
   return {{"target", isa.active},
           {"best", isa.best},
           {"compiled", isa.compiled},
-          {"supported", isa.supported}};
+          {"supported", isa.supported},
+          {"dense_sgemm_min_weight_bytes", dense_sgemm_min_weight_bytes()}};
 }
 
 }  // namespace

@@ -28,6 +28,11 @@ void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout
 enum class DenseBackend { own, sgemm };
 void set_dense_backend(DenseBackend backend);
 DenseBackend dense_backend();
+// On the own backend a layer whose weights exceed dense_sgemm_min_weight_bytes() (half a core's
+// L2) still runs on sgemm, which packs its operands and wins there (FC-3's f1 on a 512 KB L2).
+// A rule of shape and cache, never of timing: reruns take the same kernels.
+std::size_t dense_sgemm_min_weight_bytes();
+bool dense_runs_on_sgemm(int in, int out_features);
 
 // --- conv2d, stride 1, zero padding: inp (B,C,H,W), weight (K,C,R,R), bias (K) -> (B,K,Ho,Wo) --
 struct Conv2dShape {
