@@ -21,6 +21,8 @@
 #include "cnnbench/gpu.hpp"
 #include "cnnbench/topology.hpp"
 #include "device_memory.hpp"
+#include "device_upload.hpp"
+#include "graph_runner.hpp"
 #include "step_launch.hpp"
 
 namespace cnnbench {
@@ -59,6 +61,40 @@ int parse_device(const TrainConfig& config, int count, int fallback) {
 // (starting with the copy host -> device).
 enum class StepPart { whole_step, forward_backward, update };
 constexpr int step_parts = 3;
+
+// The CUDA runtime behind upload_and_settle and GraphRunner; captures and launches on `stream`.
+struct CudaApi {
+  using Graph = cudaGraph_t;
+  using Exec = GraphExec;
+  cudaStream_t stream = nullptr;
+
+  static std::string message(cudaError_t status) {
+    if (status == cudaSuccess) return "";
+    return std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
+  }
+  void copy_async(void* device, const void* host, std::size_t bytes, cudaStream_t on) {
+    CNNBENCH_CUDA(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, on));
+  }
+  void zero_async(void* device, std::size_t bytes, cudaStream_t on) {
+    CNNBENCH_CUDA(cudaMemsetAsync(device, 0, bytes, on));
+  }
+  void synchronize_device() { CNNBENCH_CUDA(cudaDeviceSynchronize()); }
+  std::string begin_capture() {
+    return message(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  }
+  std::string end_capture(cudaGraph_t& graph) {
+    return message(cudaStreamEndCapture(stream, &graph));
+  }
+  std::string instantiate(GraphExec& exec, cudaGraph_t graph) {
+    cudaGraphExec_t made = nullptr;
+    const cudaError_t status = cudaGraphInstantiate(&made, graph, 0);
+    if (status == cudaSuccess) exec = GraphExec(made);
+    return message(status);
+  }
+  void launch(const GraphExec& exec) { CNNBENCH_CUDA(cudaGraphLaunch(exec.get(), stream)); }
+  void destroy_graph(cudaGraph_t graph) { (void)cudaGraphDestroy(graph); }
+  void clear_error() { (void)cudaGetLastError(); }
+};
 
 std::string host_name() {
   char name[256] = {};
@@ -132,6 +168,8 @@ class GpuStrategy final : public Strategy {
   GpuStrategy() { device_count_or_fail(); }
 
   ~GpuStrategy() override {
+    // The members free device memory and handles of device_, which must be this thread's device.
+    if (compute_) (void)cudaSetDevice(device_);
     // Work still queued must finish before the memory it uses goes away.
     if (compute_) (void)cudaStreamSynchronize(compute_.get());
     if (copy_) (void)cudaStreamSynchronize(copy_.get());
@@ -180,7 +218,7 @@ class GpuStrategy final : public Strategy {
                         {"copy_hidden_fraction", hidden_fraction()},
                         {"steps", steps_run_},
                         {"ranks", ranks_ ? ranks_->size() : 1}};
-    if (!graph_note_.empty()) m["cuda_graph_note"] = graph_note_;
+    if (!graphs_.note().empty()) m["cuda_graph_note"] = graphs_.note();
     const GpuRuntime runtime = gpu_runtime();
     m["cuda_runtime"] = runtime.runtime_version;
     m["cuda_driver"] = runtime.driver_version;
@@ -207,7 +245,7 @@ class GpuStrategy final : public Strategy {
     const int count = device_count_or_fail();
     device_ = parse_device(config, count, ranks_->node_rank() % count);
     mode_ = parse_data_mode(config);
-    use_graph_ = parse_graph(config);
+    graphs_ = GraphRunner<CudaApi>(2 * step_parts, parse_graph(config));
     CNNBENCH_CHECK(config.batch > 0, "--batch must be positive");
     CNNBENCH_CHECK(train.image_size() == static_cast<std::size_t>(image_size),
                    "the GPU strategy expects 28x28 images, got " + std::to_string(train.rows) +
@@ -238,15 +276,21 @@ class GpuStrategy final : public Strategy {
     CNNBENCH_CUBLAS(
         cublasSetWorkspace(blas_->get(), cublas_workspace_.data(), cublas_workspace_.size()));
 
-    upload_model(model, config);
+    // Every upload goes on compute_ and the device is synchronised after them (device_upload.hpp):
+    // the copy_ stream, and compute_ itself, are not ordered after the legacy stream.
+    CudaApi api{compute_.get()};
+    std::vector<Upload> uploads = allocate_model(model, config);
     if (multi_rank_) grads_host_ = PinnedBuffer<float>(model.params.size());
     allocate_step_buffers(model.kind == ModelKind::lenet5);
+    const std::vector<float> ones(static_cast<std::size_t>(share_.count), 1.0f);
+    uploads.push_back({const_cast<float*>(launch_[0].buffers.ones), ones.data(),
+                       sizeof(float) * ones.size()});
+    upload_and_settle(api, compute_.get(), std::span<const Upload>(uploads));
     if (mode_ == DataMode::resident) {
-      upload_dataset(train);
+      upload_dataset(api, train);
     } else {
       allocate_batch_slots();
     }
-    CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
     if (multi_rank_) gather_rank_metrics();
   }
 
@@ -284,16 +328,12 @@ class GpuStrategy final : public Strategy {
     return {worker, pin_core_, pinned_pu_, current_cpu()};
   }
 
-  void upload_model(const Model& model, const TrainConfig& config) {
+  // Allocates parameters, gradients and momentum on the device; returns their uploads.
+  std::vector<Upload> allocate_model(const Model& model, const TrainConfig& config) {
     const std::size_t n = model.params.size();
     params_ = DeviceBuffer<float>(n);
     grads_ = DeviceBuffer<float>(n);
     momentum_ = DeviceBuffer<float>(n);
-    CNNBENCH_CUDA(cudaMemcpy(params_.data(), model.params.data(), sizeof(float) * n,
-                             cudaMemcpyHostToDevice));
-    CNNBENCH_CUDA(cudaMemcpy(momentum_.data(), model.momentum.data(), sizeof(float) * n,
-                             cudaMemcpyHostToDevice));
-    CNNBENCH_CUDA(cudaMemset(grads_.data(), 0, sizeof(float) * n));
 
     StepLaunch& s = launch_[0];
     s.lenet5 = model.kind == ModelKind::lenet5;
@@ -322,6 +362,9 @@ class GpuStrategy final : public Strategy {
       s.fc3_params = {p[0], p[1], p[2], p[3], p[4], p[5]};
       s.fc3_grads = {g[0], g[1], g[2], g[3], g[4], g[5]};
     }
+    return {{params_.data(), model.params.data(), sizeof(float) * n},
+            {momentum_.data(), model.momentum.data(), sizeof(float) * n},
+            {grads_.data(), nullptr, sizeof(float) * n}};
   }
 
   // Activations for this rank's share of the batch (the whole batch on one rank).
@@ -331,20 +374,17 @@ class GpuStrategy final : public Strategy {
     step_memory_ = DeviceBuffer<char>(sizing.bytes());
     Carver carve(step_memory_.data());
     launch_[0].buffers = carve_step_buffers(carve, lenet5, share_.count);
-    const std::vector<float> ones(static_cast<std::size_t>(share_.count), 1.0f);
-    CNNBENCH_CUDA(cudaMemcpy(const_cast<float*>(launch_[0].buffers.ones), ones.data(),
-                             sizeof(float) * ones.size(), cudaMemcpyHostToDevice));
     launch_[1] = launch_[0];
   }
 
-  void upload_dataset(const Dataset& train) {
+  void upload_dataset(CudaApi& api, const Dataset& train) {
     const double start = now_seconds();
     images_ = DeviceBuffer<std::uint8_t>(train.images.size());
     labels_ = DeviceBuffer<std::uint8_t>(train.labels.size());
-    CNNBENCH_CUDA(cudaMemcpy(images_.data(), train.images.data(), train.images.size(),
-                             cudaMemcpyHostToDevice));
-    CNNBENCH_CUDA(cudaMemcpy(labels_.data(), train.labels.data(), train.labels.size(),
-                             cudaMemcpyHostToDevice));
+    const std::array<Upload, 2> uploads = {
+        Upload{images_.data(), train.images.data(), train.images.size()},
+        Upload{labels_.data(), train.labels.data(), train.labels.size()}};
+    upload_and_settle(api, compute_.get(), std::span<const Upload>(uploads));
     dataset_upload_seconds_ = now_seconds() - start;
     launch_[0].source = {images_.data(), labels_.data(), nullptr};  // indices set per range
   }
@@ -372,13 +412,13 @@ class GpuStrategy final : public Strategy {
       if (mode_ == DataMode::resident) {
         const std::size_t index_count = n * static_cast<std::size_t>(share_.count);
         indices_ = DeviceBuffer<std::uint32_t>(index_count);
-        if (share_.count != batch_) share_indices_host_ = PinnedBuffer<std::uint32_t>(index_count);
+        indices_host_ = PinnedBuffer<std::uint32_t>(index_count);
       }
       for (int slot = 0; slot < 2; ++slot) {
         launch_[slot].buffers.step_loss_sums = loss_sums_.data();
         if (mode_ == DataMode::resident) launch_[slot].source.indices = indices_.data();
-        for (GraphExec& graph : graphs_[slot]) graph = GraphExec();
       }
+      graphs_.drop_all();
     }
     const std::size_t events = mode_ == DataMode::stream ? n : 1;
     while (copy_start_.size() < events) {
@@ -392,18 +432,22 @@ class GpuStrategy final : public Strategy {
   void run_resident(const StepRange& range) {
     const auto share = static_cast<std::size_t>(share_.count);
     const auto index_count = static_cast<std::size_t>(range.count) * share;
-    const std::uint32_t* indices = range.order + range.first * batch_;
-    if (share_.count != batch_) {
-      // The gather reads (steps, S) indices: this rank's columns of the range's (steps, B).
+    const std::uint32_t* order = range.order + range.first * batch_;
+    // The copy goes from pinned memory (range.order is pageable; the previous range's copy has
+    // finished: run_range waits for compute_). The gather reads (steps, S) indices: this rank's
+    // columns of the range's (steps, B), all of it on one rank.
+    if (share_.count == batch_) {
+      std::memcpy(indices_host_.data(), order, sizeof(std::uint32_t) * index_count);
+    } else {
       for (std::int64_t i = 0; i < range.count; ++i) {
-        std::memcpy(share_indices_host_.data() + static_cast<std::size_t>(i) * share,
-                    indices + i * batch_ + share_.offset, sizeof(std::uint32_t) * share);
+        std::memcpy(indices_host_.data() + static_cast<std::size_t>(i) * share,
+                    order + i * batch_ + share_.offset, sizeof(std::uint32_t) * share);
       }
-      indices = share_indices_host_.data();
     }
     CNNBENCH_CUDA(cudaEventRecord(copy_start_[0].get(), compute_.get()));
-    CNNBENCH_CUDA(cudaMemcpyAsync(indices_.data(), indices, sizeof(std::uint32_t) * index_count,
-                                  cudaMemcpyHostToDevice, compute_.get()));
+    CNNBENCH_CUDA(cudaMemcpyAsync(indices_.data(), indices_host_.data(),
+                                  sizeof(std::uint32_t) * index_count, cudaMemcpyHostToDevice,
+                                  compute_.get()));
     CNNBENCH_CUDA(cudaEventRecord(copy_end_[0].get(), compute_.get()));
     copy_bytes_ += static_cast<double>(sizeof(std::uint32_t) * index_count);
     CNNBENCH_CUDA(cudaEventRecord(compute_start_[0].get(), compute_.get()));
@@ -467,15 +511,11 @@ class GpuStrategy final : public Strategy {
   }
 
   // With graphs on, the first time a slot runs a part it runs eagerly (that loads every kernel
-  // and cuBLAS's own) and is then captured; later it is one graph launch.
+  // and cuBLAS's own) and is then captured; later it is one graph launch (graph_runner.hpp).
   void enqueue_part(int slot, StepPart part) {
-    GraphExec& graph = graphs_[slot][static_cast<std::size_t>(part)];
-    if (use_graph_ && graph) {
-      CNNBENCH_CUDA(cudaGraphLaunch(graph.get(), compute_.get()));
-      return;
-    }
-    enqueue_part_eagerly(slot, part);
-    if (use_graph_) capture_graph(slot, part);
+    CudaApi api{compute_.get()};
+    const auto key = static_cast<std::size_t>(slot) * step_parts + static_cast<std::size_t>(part);
+    graphs_.run(api, key, [&] { enqueue_part_eagerly(slot, part); });
   }
 
   void enqueue_part_eagerly(int slot, StepPart part) {
@@ -491,28 +531,6 @@ class GpuStrategy final : public Strategy {
                                     cudaMemcpyHostToDevice, compute_.get()));
     }
     if (part != StepPart::forward_backward) enqueue_update(step, compute_.get());
-  }
-
-  void capture_graph(int slot, StepPart part) {
-    cudaGraph_t graph = nullptr;
-    CNNBENCH_CUDA(cudaStreamBeginCapture(compute_.get(), cudaStreamCaptureModeThreadLocal));
-    try {
-      enqueue_part_eagerly(slot, part);
-    } catch (const Error& e) {
-      // A failed capture leaves nothing queued; the run goes on without graphs and says why.
-      (void)cudaStreamEndCapture(compute_.get(), &graph);
-      if (graph) (void)cudaGraphDestroy(graph);
-      (void)cudaGetLastError();
-      use_graph_ = false;
-      graph_note_ = std::string("capture failed, running without graphs: ") + e.what();
-      return;
-    }
-    CNNBENCH_CUDA(cudaStreamEndCapture(compute_.get(), &graph));
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
-    (void)cudaGraphDestroy(graph);
-    CNNBENCH_CUDA(status);
-    graphs_[slot][static_cast<std::size_t>(part)] = GraphExec(exec);
   }
 
   // compute_seconds leaves out the time the device waited for the ranks' gradient sum.
@@ -539,15 +557,7 @@ class GpuStrategy final : public Strategy {
     return copy_seconds_ > 0 ? overlap_seconds_ / copy_seconds_ : 0.0;
   }
 
-  bool graph_in_use() const {
-    if (!use_graph_) return false;
-    for (const auto& slot : graphs_) {
-      for (const GraphExec& graph : slot) {
-        if (graph) return true;
-      }
-    }
-    return false;
-  }
+  bool graph_in_use() const { return graphs_.in_use(); }
 
   // Collective: every rank's device, timings and pin record, so that rank 0 can report them.
   void gather_rank_metrics() {
@@ -604,33 +614,32 @@ class GpuStrategy final : public Strategy {
   int pin_core_ = 0;
   int device_ = 0;
   DataMode mode_ = DataMode::resident;
-  bool use_graph_ = true;
   int batch_ = 0;
   const Dataset* data_ = nullptr;
   int pinned_pu_ = -1;
   std::optional<AffinityGuard> caller_affinity_;
   std::string device_name_, pci_bus_id_;
 
-  // Device state
+  // Device state. Members go in reverse order: cuBLAS's handle before its workspace, both before
+  // the streams.
   Stream compute_, copy_;
-  std::unique_ptr<CublasHandle> blas_;
   DeviceBuffer<char> cublas_workspace_;
+  std::unique_ptr<CublasHandle> blas_;
   DeviceBuffer<float> params_, grads_, momentum_;
   DeviceBuffer<char> step_memory_;
   DeviceBuffer<std::uint8_t> images_, labels_;     // resident
   DeviceBuffer<std::uint32_t> indices_;            // resident: (steps, S) of the range
-  PinnedBuffer<std::uint32_t> share_indices_host_;  // resident, S < B: staging of indices_
+  PinnedBuffer<std::uint32_t> indices_host_;       // resident: staging of indices_
   PinnedBuffer<float> grads_host_;                  // several ranks: where gradients are summed
   std::array<PinnedBuffer<std::uint8_t>, 2> slot_host_;  // stream
   std::array<DeviceBuffer<std::uint8_t>, 2> slot_device_;
   DeviceBuffer<double> loss_sums_;
   PinnedBuffer<double> loss_sums_host_;
   std::array<StepLaunch, 2> launch_{};  // per batch slot (resident uses slot 0)
-  std::array<std::array<GraphExec, step_parts>, 2> graphs_;  // [slot][StepPart]
+  GraphRunner<CudaApi> graphs_{2 * step_parts, true};  // [slot * step_parts + StepPart]
   std::vector<Event> copy_start_, copy_end_, compute_start_, compute_end_;
 
   // Metrics
-  std::string graph_note_;
   double dataset_upload_seconds_ = 0, copy_seconds_ = 0, copy_bytes_ = 0;
   double compute_seconds_ = 0, overlap_seconds_ = 0;
   std::int64_t steps_run_ = 0;
