@@ -6,6 +6,7 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/models.hpp"
+#include "cnnbench/checkpoint.hpp"
 #include "cnnbench/safetensors.hpp"
 #include "fuzz_input_file.hpp"
 

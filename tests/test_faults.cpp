@@ -23,6 +23,7 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/data.hpp"
 #include "cnnbench/models.hpp"
+#include "cnnbench/checkpoint.hpp"
 #include "cnnbench/safetensors.hpp"
 #include "run_cli.hpp"
 

@@ -14,6 +14,7 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/data.hpp"
 #include "cnnbench/models.hpp"
+#include "cnnbench/checkpoint.hpp"
 #include "cnnbench/safetensors.hpp"
 #include "cnnbench/sweep.hpp"
 

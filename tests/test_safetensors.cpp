@@ -12,6 +12,7 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/models.hpp"
+#include "cnnbench/checkpoint.hpp"
 #include "cnnbench/safetensors.hpp"
 
 namespace cnnbench {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/checkpoint.hpp"
 #include "cnnbench/safetensors.hpp"
 
 namespace cnnbench {

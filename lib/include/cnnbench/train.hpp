@@ -15,7 +15,7 @@
 
 #include "cnnbench/data.hpp"
 #include "cnnbench/models.hpp"
-#include "cnnbench/safetensors.hpp"
+#include "cnnbench/checkpoint.hpp"
 #include "cnnbench/topology.hpp"
 
 namespace cnnbench {
