@@ -163,7 +163,7 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init) {
       Actor& actor = *graph_.actors[a];
       const std::int64_t burst = std::max<std::int64_t>(1, schedule_.steady[a]);
       for (std::int64_t k = 0; k < burst && remaining[i] > 0; ++k) {
-        bool ready = actor.can_fire();
+        bool ready = true;
         for (std::size_t p = 0; ready && p < actor_inputs_[a].size(); ++p) {
           if (actor_inputs_[a][p]->has_tokens(static_cast<std::size_t>(actor.inputs()[p].window())))
             continue;

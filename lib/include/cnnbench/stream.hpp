@@ -120,8 +120,6 @@ class Actor {
   Actor(std::string name, std::vector<Port> inputs, std::vector<Port> outputs);
   virtual ~Actor() = default;
   virtual void fire(Firing& firing) = 0;
-  // An extra firing condition besides tokens and room (flow control); called by the owning thread.
-  virtual bool can_fire() const { return true; }
   virtual std::string kind() const { return "filter"; }
 
   const std::string& name() const { return name_; }
