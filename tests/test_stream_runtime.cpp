@@ -1,9 +1,11 @@
 // Stream runtime: rate balancing and the errors naming the bad edge, steady-state and init
-// schedules, partition quality against brute force, stage assignment, SPSC channels and the
-// executor under stress at widths 1, 2, 3, 4, 7 with random delays, checked against naive twins.
+// schedules, partition quality against brute force, stage assignment, SPSC channels, the
+// executor under stress at widths 1, 2, 3, 4, 7 with random delays, checked against naive twins,
+// and links: feedback edges bounding a loop's lead at the same widths, forward links, bad links.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <numeric>
 #include <thread>
@@ -63,6 +65,17 @@ Node collecting_sink(const std::string& name, std::size_t elements,
       into->emplace_back(values.begin(), values.end());
     }
   });
+}
+
+// `graph` spread over cores as `core_of` says, stages assigned to match.
+Partition placed_on(const Graph& graph, const Schedule& schedule, int cores,
+                    std::vector<int> core_of) {
+  Partition partition = single_core_partition(graph, schedule);
+  partition.cores = cores;
+  partition.core_work.assign(static_cast<std::size_t>(cores), 0.0);
+  partition.core_of = std::move(core_of);
+  partition.stage_of = assign_stages(graph, partition.core_of);
+  return partition;
 }
 
 template <class F>
@@ -351,6 +364,179 @@ TEST_P(ExecutorStress, MatchesTheNaiveTwinOnEveryCoreCount) {
 
 INSTANTIATE_TEST_SUITE_P(Widths, ExecutorStress, ::testing::Values(1, 2, 3, 4, 7));
 
+// ---- links and feedback edges -----------------------------------------------------------------
+
+// A closed loop: a source that spends one credit per token, a chain of `stages` copying actors
+// with random delays, and a sink that pops `group` tokens at once and returns `group` credits on
+// a feedback edge holding `window` initial credits. The source's lead over the sink is what flow
+// control bounds; `most_ahead` records the largest it saw.
+struct Loop {
+  Graph graph;
+  std::shared_ptr<std::vector<std::int64_t>> seen = std::make_shared<std::vector<std::int64_t>>();
+  using Counter = std::atomic<std::int64_t>;
+  std::shared_ptr<Counter> emitted = std::make_shared<Counter>(0);
+  std::shared_ptr<Counter> finished = std::make_shared<Counter>(0);
+  std::shared_ptr<std::int64_t> most_ahead = std::make_shared<std::int64_t>(0);
+};
+
+Loop make_loop(int stages, int group, int window, std::uint64_t seed) {
+  Loop loop;
+  auto source = std::make_shared<LambdaActor>(
+      "src", std::vector<Port>{linked(f32_port(0))}, std::vector<Port>{f32_port(1)},
+      [emitted = loop.emitted, finished = loop.finished, ahead = loop.most_ahead](Firing& f) {
+        const std::int64_t n = emitted->fetch_add(1);
+        *ahead = std::max(*ahead, n + 1 - finished->load());
+        f.output(0).header().sequence = n;
+        f.output(0).as<float>()[0] = static_cast<float>(n);
+      });
+  auto sink = std::make_shared<LambdaActor>(
+      "sink", std::vector<Port>{f32_port(1, group)},
+      std::vector<Port>{linked(f32_port(0, group))},
+      [group, seen = loop.seen, finished = loop.finished](Firing& f) {
+        for (int k = 0; k < group; ++k) {
+          seen->push_back(static_cast<std::int64_t>(f.input(0, std::size_t(k)).as<float>()[0]));
+        }
+        finished->fetch_add(group);
+      });
+  std::vector<Node> pipeline{Node::filter(source)};
+  for (int s = 0; s < stages; ++s) {
+    auto rng = std::make_shared<Rng>(seed + static_cast<std::uint64_t>(s));
+    pipeline.push_back(lambda("stage" + std::to_string(s), {f32_port(1)}, {f32_port(1)},
+                              [rng](Firing& f) {
+                                random_delay(*rng, 5);
+                                f.output(0).header() = f.input(0).header();
+                                f.output(0).as<float>()[0] = f.input(0).as<float>()[0];
+                              }));
+  }
+  pipeline.push_back(Node::filter(sink));
+  const Link links[] = {Link::back(sink, 0, source, 0, window)};
+  loop.graph = flatten(Node::pipeline("loop", std::move(pipeline)), links);
+  return loop;
+}
+
+TEST(StreamFeedback, TheBackEdgeBalancesButStaysOutOfTheOrderAndTheStages) {
+  const Loop loop = make_loop(2, 3, 3, 1);
+  const Graph& graph = loop.graph;
+  ASSERT_EQ(graph.edges.size(), 4u);
+  EXPECT_TRUE(graph.edges.back().feedback);
+  EXPECT_EQ(graph.edges.back().initial_tokens, 3);
+  EXPECT_EQ(graph.topological_order(), (std::vector<int>{0, 1, 2, 3}));
+  const Schedule schedule = make_schedule(graph);
+  EXPECT_EQ(schedule.steady, (std::vector<std::int64_t>{3, 3, 3, 1}));
+  EXPECT_EQ(schedule.init, (std::vector<std::int64_t>{0, 0, 0, 0}));
+  const std::vector<int> stages = assign_stages(graph, std::vector<int>{0, 1, 1, 0});
+  EXPECT_EQ(stages, (std::vector<int>{0, 1, 1, 2})) << "the sink -> source edge adds no stage";
+  const std::string dot = graph_dot(graph, single_core_partition(graph, schedule), "loop");
+  EXPECT_NE(dot.find("3 initial"), std::string::npos);
+  EXPECT_NE(dot.find("style=dashed"), std::string::npos);
+}
+
+// The window bounds the source's lead on every core count, every token arrives once in order,
+// and the loop returns to its initial credits after each run (three runs in a row).
+class FeedbackStress : public ::testing::TestWithParam<int> {};
+
+TEST_P(FeedbackStress, TheWindowBoundsTheSourcesLeadOnEveryCoreCount) {
+  const int cores = GetParam();
+  for (const auto& [group, window] : {std::pair{1, 1}, std::pair{2, 2}, std::pair{3, 6}}) {
+    Loop loop = make_loop(4, group, window, 10 * static_cast<std::uint64_t>(cores));
+    const Schedule schedule = make_schedule(loop.graph);
+    std::vector<int> core_of(loop.graph.actors.size());
+    for (std::size_t a = 0; a < core_of.size(); ++a) core_of[a] = static_cast<int>(a) % cores;
+    const Partition partition = placed_on(loop.graph, schedule, cores, core_of);
+    Executor executor(loop.graph, schedule, partition, ExecutorOptions{.pin = false});
+    for (int run = 0; run < 3; ++run) executor.run(15);
+    const std::string what = "cores " + std::to_string(cores) + " group " +
+                             std::to_string(group) + " window " + std::to_string(window);
+    ASSERT_EQ(loop.seen->size(), static_cast<std::size_t>(3 * 15 * group)) << what;
+    for (std::size_t n = 0; n < loop.seen->size(); ++n) {
+      ASSERT_EQ((*loop.seen)[n], static_cast<std::int64_t>(n)) << what;
+    }
+    EXPECT_LE(*loop.most_ahead, window) << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Widths, FeedbackStress, ::testing::Values(1, 2, 3, 4, 7));
+
+// A forward link carries a side result past the stages between: the sink adds what the source
+// sent straight to it to what came through the chain.
+TEST(StreamFeedback, AForwardLinkSkipsTheStagesBetween) {
+  auto seen = std::make_shared<std::vector<float>>();
+  auto next = std::make_shared<std::int64_t>(0);
+  auto source = std::make_shared<LambdaActor>(
+      "src", std::vector<Port>{}, std::vector<Port>{f32_port(1), linked(f32_port(1))},
+      [next](Firing& f) {
+        f.output(0).as<float>()[0] = static_cast<float>(*next);
+        f.output(1).as<float>()[0] = 1000.0f * static_cast<float>(*next);
+        ++*next;
+      });
+  auto sink = std::make_shared<LambdaActor>(
+      "sink", std::vector<Port>{f32_port(1), linked(f32_port(1))}, std::vector<Port>{},
+      [seen](Firing& f) {
+        seen->push_back(f.input(0).as<float>()[0] + f.input(1).as<float>()[0]);
+      });
+  const Link links[] = {Link::forward(source, 1, sink, 1)};
+  Graph graph = flatten(
+      Node::pipeline("p", {Node::filter(source),
+                           lambda("double", {f32_port(1)}, {f32_port(1)},
+                                  [](Firing& f) {
+                                    f.output(0).as<float>()[0] = 2 * f.input(0).as<float>()[0];
+                                  }),
+                           Node::filter(sink)}),
+      links);
+  EXPECT_FALSE(graph.edges.back().feedback);
+  const Schedule schedule = make_schedule(graph);
+  const Partition partition = placed_on(graph, schedule, 2, {0, 1, 0});
+  EXPECT_EQ(partition.stage_of, (std::vector<int>{0, 1, 2}));
+  Executor executor(graph, schedule, partition, ExecutorOptions{.pin = false});
+  executor.run(50);
+  ASSERT_EQ(seen->size(), 50u);
+  for (std::size_t n = 0; n < 50; ++n) ASSERT_EQ((*seen)[n], 1002.0f * static_cast<float>(n));
+}
+
+TEST(StreamFeedback, BadLinksNameTheEdge) {
+  auto make = [](const std::string& name, std::vector<Port> in, std::vector<Port> out) {
+    return std::make_shared<LambdaActor>(name, std::move(in), std::move(out), [](Firing&) {});
+  };
+  // Too few initial tokens for the consumer's window: the loop could never start.
+  auto source = make("src", {linked(f32_port(0, 2))}, {f32_port(1)});
+  auto sink = make("sink", {f32_port(1)}, {linked(f32_port(0, 2))});
+  const Node loop = Node::pipeline("p", {Node::filter(source), Node::filter(sink)});
+  const Link starved[] = {Link::back(sink, 0, source, 0, 1)};
+  const std::string few = error_of([&] { flatten(loop, starved); });
+  EXPECT_NE(few.find("sink -> src"), std::string::npos) << few;
+  EXPECT_NE(few.find("window of 2"), std::string::npos) << few;
+  // The same edge declared forward closes a cycle.
+  const Link forward[] = {Link::forward(sink, 0, source, 0)};
+  EXPECT_NE(error_of([&] { flatten(loop, forward); }).find("cycle"), std::string::npos);
+  // A port the composites connect can't take a link.
+  const Link stream_port[] = {Link::forward(source, 0, sink, 0)};
+  EXPECT_NE(error_of([&] { flatten(loop, stream_port); }).find("linked ports"), std::string::npos);
+  // Both ends must be in the stream.
+  auto other = make("other", {}, {linked(f32_port(0, 2))});
+  const Link stranger[] = {Link::back(other, 0, source, 0, 2)};
+  EXPECT_NE(error_of([&] { flatten(loop, stranger); }).find("'other' is not in the stream"),
+            std::string::npos);
+  // Element counts must agree.
+  auto wide = make("wide", {f32_port(1)}, {linked(f32_port(3, 2))});
+  const Link mismatch[] = {Link::back(wide, 0, source, 0, 2)};
+  const std::string types = error_of([&] {
+    flatten(Node::pipeline("p", {Node::filter(source), Node::filter(wide)}), mismatch);
+  });
+  EXPECT_NE(types.find("pushes f32[3] tokens but src pops f32[0]"), std::string::npos) << types;
+  // A stream port after a linked one is refused.
+  EXPECT_NE(error_of([&] {
+              flatten(Node::filter(make("odd", {linked(f32_port(1)), f32_port(1)}, {})));
+            }).find("before its linked ports"),
+            std::string::npos);
+  // An unconnected linked port leaves the executor with an open port.
+  Graph open = flatten(loop);
+  const Schedule schedule = make_schedule(open);
+  EXPECT_NE(error_of([&] {
+              Executor executor(open, schedule, single_core_partition(open, schedule));
+            }).find("no edge connects"),
+            std::string::npos);
+}
+
 TEST(StreamExecutor, AnActorErrorStopsEveryCoreAndIsRethrown) {
   auto seen = std::make_shared<std::vector<std::vector<float>>>();
   auto fired = std::make_shared<int>(0);
@@ -362,11 +548,7 @@ TEST(StreamExecutor, AnActorErrorStopsEveryCoreAndIsRethrown) {
                    }),
             collecting_sink("sink", 1, seen)}));
   const Schedule schedule = make_schedule(graph);
-  Partition partition = single_core_partition(graph, schedule);
-  partition.cores = 2;
-  partition.core_work.assign(2, 0.0);
-  partition.core_of = {0, 1, 0};
-  partition.stage_of = assign_stages(graph, partition.core_of);
+  const Partition partition = placed_on(graph, schedule, 2, {0, 1, 0});
   Executor executor(graph, schedule, partition, ExecutorOptions{.pin = false});
   EXPECT_NE(error_of([&] { executor.run(100); }).find("gave up"), std::string::npos);
   EXPECT_NE(error_of([&] { executor.run(1); }).find("rebuild"), std::string::npos);

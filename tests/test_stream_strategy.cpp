@@ -312,18 +312,16 @@ TEST(StreamStrategy, DynamicBalanceEqualsSerial) {
 // towards equal times; within 5% the shares stay; every micro-batch records its counts and
 // offsets.
 TEST(StreamStrategy, DynamicSharesFollowTheCopiesBusyTimes) {
-  TrainingRun run;
-  run.microbatches = 2;
-  run.window = 2;
-  run.micro_batch = 64;
-  run.sample_groups = 2;
-  run.part = 63;
-  run.balance_dynamic = true;
-  run.shares = {32, 32};
-  run.counts.assign(4, 0);
-  run.offsets.assign(4, 0);
-  run.busy_ns = std::make_unique<std::atomic<std::int64_t>[]>(2);
-  run.busy_seen.assign(2, 0);
+  TrainingPlan plan;
+  plan.microbatches = 2;
+  plan.window = 2;
+  plan.micro_batch = 64;
+  plan.sample_groups = 2;
+  plan.part = 63;
+  plan.balance_dynamic = true;
+  FlowTable run(plan);  // shares {32, 32}
+  ASSERT_EQ(run.shares(), (std::vector<int>{32, 32}));
+  EXPECT_EQ(run.count(1, 0), 0) << "no counts before the source assigns them";
   run.add_busy(0, 2e-3);  // copy 0 took twice as long for the same share
   run.add_busy(1, 1e-3);
   run.assign_shares(1);  // not a group's start: no change

@@ -38,7 +38,8 @@ Executor::Executor(Graph graph, Schedule schedule, Partition partition, Executor
     actor_output_edges_[a].assign(actor_outputs_[a].size(), -1);
   }
   // Room for one steady-state iteration of the producer (plus slack, so that cores on different
-  // stages decouple), the consumer's look-ahead and what the init schedule leaves behind.
+  // stages decouple), the consumer's look-ahead, what the init schedule leaves behind and a
+  // feedback edge's initial tokens, which are pushed here, once.
   for (std::size_t e = 0; e < graph_.edges.size(); ++e) {
     const Edge& edge = graph_.edges[e];
     const Port& out = graph_.actors[edge.from]->outputs()[edge.from_port];
@@ -46,10 +47,11 @@ Executor::Executor(Graph graph, Schedule schedule, Partition partition, Executor
     const std::int64_t per_iteration = schedule_.steady[edge.from] * out.rate;
     const std::int64_t capacity =
         std::max<std::int64_t>({per_iteration * (1 + options_.slack_iterations) + in.window() +
-                                    schedule_.init[edge.from] * out.rate,
+                                    schedule_.init[edge.from] * out.rate + edge.initial_tokens,
                                 in.retain, out.retain});
     channels_.push_back(std::make_unique<Channel>(static_cast<std::size_t>(capacity),
                                                   out.token_bytes()));
+    channels_.back()->push(static_cast<std::size_t>(edge.initial_tokens));
     CNNBENCH_CHECK(actor_outputs_[edge.from][edge.from_port] == nullptr &&
                        actor_inputs_[edge.to][edge.to_port] == nullptr,
                    "executor: a port of edge '" + graph_.edge_name(edge) +
@@ -161,7 +163,7 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init) {
       Actor& actor = *graph_.actors[a];
       const std::int64_t burst = std::max<std::int64_t>(1, schedule_.steady[a]);
       for (std::int64_t k = 0; k < burst && remaining[i] > 0; ++k) {
-        bool ready = actor.can_fire();
+        bool ready = true;
         for (std::size_t p = 0; ready && p < actor_inputs_[a].size(); ++p) {
           if (actor_inputs_[a][p]->has_tokens(static_cast<std::size_t>(actor.inputs()[p].window())))
             continue;

@@ -26,6 +26,21 @@ Port retained(Port port, int tokens) {
   return port;
 }
 
+Port linked(Port port) {
+  port.linked = true;
+  return port;
+}
+
+Link Link::forward(std::shared_ptr<Actor> from, int from_port, std::shared_ptr<Actor> to,
+                   int to_port) {
+  return {std::move(from), from_port, std::move(to), to_port, false, 0};
+}
+
+Link Link::back(std::shared_ptr<Actor> from, int from_port, std::shared_ptr<Actor> to, int to_port,
+                int initial_tokens) {
+  return {std::move(from), from_port, std::move(to), to_port, true, initial_tokens};
+}
+
 Actor::Actor(std::string name, std::vector<Port> inputs, std::vector<Port> outputs)
     : name_(std::move(name)), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
   auto check_port = [this](const Port& port, bool input) {
@@ -172,10 +187,11 @@ class Flattener {
   Ends build(const Node& node, const std::string& path) {
     switch (node.kind()) {
       case Node::Kind::actor:
-        CNNBENCH_CHECK(node.actor()->inputs().size() <= 1 && node.actor()->outputs().size() <= 1,
+        CNNBENCH_CHECK(stream_ports(node.actor()->inputs()) >= 0 &&
+                           stream_ports(node.actor()->outputs()) >= 0,
                        "actor '" + node.actor()->name() +
                            "' has several inputs or outputs; inside a pipeline or splitjoin a "
-                           "filter has at most one of each");
+                           "filter has at most one of each, before its linked ports");
         return add_actor(node.actor(), path);
       case Node::Kind::pipeline:
         return build_pipeline(node, path + "/" + node.name());
@@ -186,11 +202,22 @@ class Flattener {
   }
 
  private:
+  // The stream ports (0 or 1) among `ports`, which must come first; -1 when they don't.
+  static int stream_ports(const std::vector<Port>& ports) {
+    const auto first_linked = std::find_if(ports.begin(), ports.end(),
+                                           [](const Port& port) { return port.linked; });
+    const auto count = first_linked - ports.begin();
+    const bool linked_last = std::all_of(first_linked, ports.end(),
+                                         [](const Port& port) { return port.linked; });
+    return count <= 1 && linked_last ? static_cast<int>(count) : -1;
+  }
+
   Ends add_actor(const std::shared_ptr<Actor>& actor, const std::string& path) {
     graph.actors.push_back(actor);
     graph.paths.push_back(path.empty() ? "/" : path);
     const int id = static_cast<int>(graph.actors.size()) - 1;
-    return {actor->inputs().empty() ? -1 : id, actor->outputs().empty() ? -1 : id};
+    return {stream_ports(actor->inputs()) == 0 ? -1 : id,
+            stream_ports(actor->outputs()) == 0 ? -1 : id};
   }
 
   const Port& output_of(int actor) const { return graph.actors[actor]->outputs()[0]; }
@@ -265,90 +292,128 @@ class Flattener {
       last_names.push_back(name_of(part.last));
     }
     if (branches.size() == 1) return branches[0];
-    add_split(node.split(), branches, path, first_names);
-    add_join(node.join(), branches, path, last_names);
+    Split split = node.split();
+    const Fan outs = fan(true, split.kind == Split::Kind::duplicate, split.weights, branches,
+                         path + "/split", first_names);
+    connect_fan(std::make_shared<SplitActor>(path + "/split", outs.outer, outs.branch_ports, split,
+                                             outs.rounds),
+                true, branches, path);
+    Join join = node.join();
+    const Fan ins = fan(false, join.kind == Join::Kind::sum, join.weights, branches,
+                        path + "/join", last_names);
+    connect_fan(
+        std::make_shared<JoinActor>(path + "/join", ins.branch_ports, ins.outer, join, ins.rounds),
+        false, branches, path);
     return {static_cast<int>(graph.actors.size()) - 2, static_cast<int>(graph.actors.size()) - 1};
   }
 
-  void add_split(Split split, const std::vector<Ends>& branches, const std::string& path,
-                 const std::vector<std::string>& names) {
-    const std::string name = path + "/split";
-    std::vector<Port> outs;
+  // One side of a splitjoin: the split's outputs or the join's inputs (each branch's own port at
+  // rate 1), the one port it shows the stream outside and the rounds of its round-robin weights.
+  // `whole` (duplicate split, summing join): every branch takes the whole token. Errors name the
+  // edge between the split or join and the branch.
+  struct Fan {
+    std::vector<Port> branch_ports;
+    Port outer;
+    std::size_t rounds = 1;
+  };
+  Fan fan(bool split, bool whole, std::vector<std::size_t>& weights,
+          const std::vector<Ends>& branches, const std::string& name,
+          const std::vector<std::string>& names) {
+    const std::string verb = split ? "pop" : "push", verbs = split ? "pops" : "pushes";
+    const auto edge = [&](const std::string& branch) {
+      return "stream edge '" + (split ? name + " -> " + branch : branch + " -> " + name) + "': ";
+    };
+    const auto port_of = [&](const Ends& branch) {
+      return split ? input_of(branch.first) : output_of(branch.last);
+    };
+    Fan fan;
     std::vector<std::size_t> sizes;
     for (const Ends& branch : branches) {
-      Port port = input_of(branch.first);
+      Port port = port_of(branch);
       port.rate = 1;
-      port.peek = 0;
-      CNNBENCH_CHECK(port.element == input_of(branches[0].first).element,
-                     "stream edge '" + name + " -> " + name_of(branch.first) + "': branches pop " +
-                         input_of(branches[0].first).type() + " and " + port.type());
-      outs.push_back(port);
+      if (split) port.peek = 0;
+      CNNBENCH_CHECK(port.element == port_of(branches[0]).element,
+                     edge(name_of(split ? branch.first : branch.last)) + "branches " + verb + " " +
+                         port_of(branches[0]).type() + " and " + port.type());
+      fan.branch_ports.push_back(port);
       sizes.push_back(port.elements);
     }
-    Port in = outs[0];
-    std::size_t rounds = 1;
-    if (split.kind == Split::Kind::duplicate) {
-      for (std::size_t b = 0; b < outs.size(); ++b) {
-        CNNBENCH_CHECK(sizes[b] == sizes[0], "stream edge '" + name + " -> " + names[b] +
-                                                 "': a duplicate split of " + in.type() +
-                                                 " tokens but the branch pops " + outs[b].type());
+    fan.outer = fan.branch_ports[0];
+    if (whole) {
+      CNNBENCH_CHECK(split || fan.outer.element == "f32", "summing join '" + name +
+                                                              "' needs f32 tokens, got " +
+                                                              fan.outer.type());
+      for (std::size_t b = 0; b < sizes.size(); ++b) {
+        CNNBENCH_CHECK(sizes[b] == sizes[0],
+                       edge(names[b]) + (split ? "a duplicate split of " : "a summing join of ") +
+                           fan.outer.type() + " tokens but the branch " + verbs + " " +
+                           fan.branch_ports[b].type());
       }
-    } else {
-      rounds = rounds_of(split.weights, sizes, "round-robin split '" + name + "'", names);
-      std::size_t per_round = 0;
-      for (std::size_t w : split.weights) per_round += w;
-      in.elements = per_round * rounds;
+      return fan;
     }
-    add_actor(std::make_shared<SplitActor>(name, in, outs, split, rounds), path);
+    fan.rounds = rounds_of(weights, sizes,
+                           (split ? "round-robin split '" : "round-robin join '") + name + "'",
+                           names);
+    std::size_t per_round = 0;
+    for (std::size_t w : weights) per_round += w;
+    fan.outer.elements = per_round * fan.rounds;
+    return fan;
+  }
+
+  // A split's port b feeds branch b; branch b feeds a join's port b.
+  void connect_fan(std::shared_ptr<Actor> actor, bool split, const std::vector<Ends>& branches,
+                   const std::string& path) {
+    add_actor(actor, path);
     const int id = static_cast<int>(graph.actors.size()) - 1;
     for (std::size_t b = 0; b < branches.size(); ++b) {
-      graph.edges.push_back({id, static_cast<int>(b), branches[b].first, 0});
+      const int port = static_cast<int>(b);
+      graph.edges.push_back(split ? Edge{id, port, branches[b].first, 0}
+                                  : Edge{branches[b].last, 0, id, port});
     }
   }
 
-  void add_join(Join join, const std::vector<Ends>& branches, const std::string& path,
-                const std::vector<std::string>& names) {
-    const std::string name = path + "/join";
-    std::vector<Port> ins;
-    std::vector<std::size_t> sizes;
-    for (const Ends& branch : branches) {
-      Port port = output_of(branch.last);
-      port.rate = 1;
-      CNNBENCH_CHECK(port.element == output_of(branches[0].last).element,
-                     "stream edge '" + name_of(branch.last) + " -> " + name + "': branches push " +
-                         output_of(branches[0].last).type() + " and " + port.type());
-      ins.push_back(port);
-      sizes.push_back(port.elements);
-    }
-    Port out = ins[0];
-    std::size_t rounds = 1;
-    if (join.kind == Join::Kind::sum) {
-      CNNBENCH_CHECK(out.element == "f32", "summing join '" + name + "' needs f32 tokens, got " +
-                                               out.type());
-      for (std::size_t b = 0; b < ins.size(); ++b) {
-        CNNBENCH_CHECK(sizes[b] == sizes[0], "stream edge '" + names[b] + " -> " + name +
-                                                 "': a summing join of " + out.type() +
-                                                 " tokens but the branch pushes " + ins[b].type());
-      }
-    } else {
-      rounds = rounds_of(join.weights, sizes, "round-robin join '" + name + "'", names);
-      std::size_t per_round = 0;
-      for (std::size_t w : join.weights) per_round += w;
-      out.elements = per_round * rounds;
-    }
-    add_actor(std::make_shared<JoinActor>(name, ins, out, join, rounds), path);
-    const int id = static_cast<int>(graph.actors.size()) - 1;
-    for (std::size_t b = 0; b < branches.size(); ++b) {
-      graph.edges.push_back({branches[b].last, 0, id, static_cast<int>(b)});
-    }
+ public:
+  // A link's edge between two actors the stream already holds, by their linked ports.
+  void add_link(const Link& link) {
+    const auto index_of = [&](const std::shared_ptr<Actor>& actor) {
+      const auto it = std::find(graph.actors.begin(), graph.actors.end(), actor);
+      CNNBENCH_CHECK(actor != nullptr && it != graph.actors.end(),
+                     "stream link: actor '" + (actor ? actor->name() : std::string("(none)")) +
+                         "' is not in the stream");
+      return static_cast<int>(it - graph.actors.begin());
+    };
+    const Edge edge{index_of(link.from), link.from_port, index_of(link.to), link.to_port,
+                    link.feedback, link.initial_tokens};
+    const std::string where = "stream link '" + graph.edge_name(edge) + "': ";
+    const auto& outs = link.from->outputs();
+    const auto& ins = link.to->inputs();
+    CNNBENCH_CHECK(link.from_port >= 0 && std::size_t(link.from_port) < outs.size() &&
+                       outs[std::size_t(link.from_port)].linked && link.to_port >= 0 &&
+                       std::size_t(link.to_port) < ins.size() &&
+                       ins[std::size_t(link.to_port)].linked,
+                   where + "both ends must be linked ports (stream::linked)");
+    const Port& out = outs[std::size_t(link.from_port)];
+    const Port& in = ins[std::size_t(link.to_port)];
+    CNNBENCH_CHECK(out.element == in.element && out.elements == in.elements,
+                   where + name_of(edge.from) + " pushes " + out.type() + " tokens but " +
+                       name_of(edge.to) + " pops " + in.type());
+    CNNBENCH_CHECK(link.feedback ? link.initial_tokens >= in.window() : link.initial_tokens == 0,
+                   where + (link.feedback
+                                ? "a feedback edge needs at least its consumer's window of " +
+                                      std::to_string(in.window()) + " initial tokens, got " +
+                                      std::to_string(link.initial_tokens)
+                                : std::string("only a feedback edge starts with tokens")));
+    graph.edges.push_back(edge);
   }
 };
 
 }  // namespace
 
-Graph flatten(const Node& root) {
+Graph flatten(const Node& root, std::span<const Link> links) {
   Flattener flattener;
   flattener.build(root, "");
+  for (const Link& link : links) flattener.add_link(link);
+  flattener.graph.topological_order();  // Error when the forward edges cycle
   return std::move(flattener.graph);
 }
 
@@ -360,6 +425,7 @@ std::vector<int> Graph::topological_order() const {
   std::vector<int> indegree(actors.size(), 0);
   std::vector<std::vector<int>> successors(actors.size());
   for (const Edge& edge : edges) {
+    if (edge.feedback) continue;
     ++indegree[edge.to];
     successors[edge.from].push_back(edge.to);
   }
@@ -376,7 +442,8 @@ std::vector<int> Graph::topological_order() const {
       if (--indegree[next] == 0) ready.push_back(next);
     }
   }
-  CNNBENCH_CHECK(order.size() == actors.size(), "the stream graph has a cycle");
+  CNNBENCH_CHECK(order.size() == actors.size(),
+                 "the stream graph has a cycle without a feedback edge (Link::back)");
   return order;
 }
 
@@ -408,8 +475,10 @@ std::string graph_dot(const Graph& graph, const Partition& partition, const std:
   for (const Edge& edge : graph.edges) {
     const bool crossing = partition.core_of[edge.from] != partition.core_of[edge.to];
     dot << "  a" << edge.from << " -> a" << edge.to << " [label=\""
-        << graph.actors[edge.from]->outputs()[edge.from_port].type() << "\", fontsize=8"
-        << (crossing ? ", color=red, penwidth=2" : "") << "];\n";
+        << graph.actors[edge.from]->outputs()[edge.from_port].type();
+    if (edge.feedback) dot << ", " << edge.initial_tokens << " initial";
+    dot << "\", fontsize=8" << (crossing ? ", color=red, penwidth=2" : "")
+        << (edge.feedback ? ", style=dashed, constraint=false" : "") << "];\n";
   }
   dot << "}\n";
   return dot.str();

@@ -91,13 +91,14 @@ Schedule make_schedule(const Graph& graph) {
     }
   }
   // Initialisation: walking consumers before producers, a producer fires often enough that each
-  // peeking consumer can run its own init firings and still see peek - pop tokens ahead.
+  // peeking consumer can run its own init firings and still see peek - pop tokens ahead. A
+  // feedback edge's consumer sees its initial tokens instead.
   schedule.init.assign(n, 0);
   const std::vector<int> order = graph.topological_order();
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const int a = *it;
     for (const Edge& edge : graph.edges) {
-      if (edge.from != a) continue;
+      if (edge.from != a || edge.feedback) continue;
       const Port& in = graph.actors[edge.to]->inputs()[edge.to_port];
       const std::int64_t push = graph.actors[a]->outputs()[edge.from_port].rate;
       const std::int64_t needed = schedule.init[edge.to] * in.rate + (in.window() - in.rate);
@@ -196,7 +197,7 @@ std::vector<int> assign_stages(const Graph& graph, std::span<const int> core_of)
   std::vector<int> stage(graph.actors.size(), 0);
   for (int a : graph.topological_order()) {
     for (const Edge& edge : graph.edges) {
-      if (edge.to != a) continue;
+      if (edge.to != a || edge.feedback) continue;
       const int hop = core_of[edge.from] != core_of[a] ? 1 : 0;
       stage[a] = std::max(stage[a], stage[edge.from] + hop);
     }

@@ -77,9 +77,10 @@ class StreamStrategy final : public Strategy {
     widths_ = choose_widths(option_or(config, "widths", ""), config.model, cores_,
                             run_.consistency, run_.micro_batch);
 
-    TrainingGraph built = build_training_graph(run_, widths_);
+    TrainingGraph built = build_training_graph(run_, flow_, widths_);
     blocks_ = std::move(built.blocks);
-    stream::Graph graph = stream::flatten(built.root);
+    source_ = std::move(built.source);
+    stream::Graph graph = stream::flatten(built.root, built.links);
     stream::Schedule schedule = stream::make_schedule(graph);
 
     // Profiling warm-up: a few real steps through the graph on one thread measure each actor.
@@ -102,8 +103,7 @@ class StreamStrategy final : public Strategy {
     CNNBENCH_CHECK(executor_ != nullptr, "stream: run_steps before prepare");
     run_.range = range;
     run_.on_step = &on_step;
-    run_.next_sequence = range.global_first * run_.microbatches;
-    run_.completed_steps.store(range.global_first);
+    source_->restart_at(range.global_first * run_.microbatches);
     executor_->run(range.count);
     run_.on_step = nullptr;
   }
@@ -129,17 +129,18 @@ class StreamStrategy final : public Strategy {
     const StepCallback ignore;
     run_.range = {profile_order_.data(), 0, warmup_steps, 0};
     run_.on_step = &ignore;
-    run_.next_sequence = 0;
-    run_.completed_steps.store(0);
+    source_->restart_at(0);
     stream::profile_work(graph, schedule, warmup_steps - 1);
     run_.on_step = nullptr;
     for (const auto& actor : graph.actors) profiled_.push_back(actor->work_estimate());
   }
 
   int cores_ = 1;
-  TrainingRun run_;
+  TrainingPlan run_;  // read-only while the graph runs
+  FlowTable flow_;
   LayerWidths widths_;
   std::vector<std::shared_ptr<ParamBlock>> blocks_;
+  std::shared_ptr<SourceActor> source_;
   std::unique_ptr<stream::Executor> executor_;
   std::vector<std::uint32_t> profile_order_;
   std::vector<double> profiled_;
@@ -153,8 +154,8 @@ nlohmann::json StreamStrategy::metrics() const {
   m["window_microbatches"] = run_.window;
   m["cores"] = cores_;
   m["balance"] = run_.balance_dynamic ? "dynamic" : "static";
-  m["copy_shares"] = run_.shares;  // samples per copy of each micro-batch, as the last group ran
-  m["copy_samples"] = run_.copy_samples;  // samples per copy over the whole run
+  m["copy_shares"] = flow_.shares();  // samples per copy of each micro-batch, as the last group ran
+  m["copy_samples"] = flow_.copy_samples();  // samples per copy over the whole run
   if (run_.slow_copy >= 0) {
     m["slowdown"] = {{"copy", run_.slow_copy}, {"factor", run_.slow_factor}};
   }

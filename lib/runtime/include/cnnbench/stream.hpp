@@ -97,25 +97,29 @@ struct Port {
   // after popping (input) or pushing (output) it, until `retain - 1` more have passed, asks for
   // this, and the executor sizes the channel to at least that many slots.
   int retain = 0;
+  // Connected by a Link (see flatten) rather than by the pipeline or splitjoin around the actor:
+  // an actor's linked ports come after its one stream input or output.
+  bool linked = false;
   std::size_t token_bytes() const { return element_bytes * elements; }
   int window() const { return peek > rate ? peek : rate; }
   std::string type() const;  // "f32[400]"
 };
 Port f32_port(std::size_t elements, int rate = 1, int peek = 0);
 Port retained(Port port, int tokens);  // port with retain = tokens
+Port linked(Port port);                // port with linked = true
 
 class Firing;
 
 // A filter of the dataflow graph. fire() reads input(p, k) for k < window and fills output(p, k)
-// for k < rate; the executor then pops/pushes the declared rates. All firings of an actor happen
-// on one thread, so an actor's own state needs no locks.
+// for k < rate; the executor then pops/pushes the declared rates. An actor fires when every input
+// holds its window and every output has room for its rate, and on nothing else: flow control is a
+// feedback edge (see Link), never a shared flag. All firings of an actor happen on one thread, so
+// an actor's own state needs no locks.
 class Actor {
  public:
   Actor(std::string name, std::vector<Port> inputs, std::vector<Port> outputs);
   virtual ~Actor() = default;
   virtual void fire(Firing& firing) = 0;
-  // An extra firing condition besides tokens and room (flow control); called by the owning thread.
-  virtual bool can_fire() const { return true; }
   virtual std::string kind() const { return "filter"; }
 
   const std::string& name() const { return name_; }
@@ -206,6 +210,12 @@ class Node {
 struct Edge {
   int from = 0, from_port = 0;  // producer actor, output port
   int to = 0, to_port = 0;      // consumer actor, input port
+  // A feedback edge closes a cycle (StreamIt's feedback loop, FastFlow's wrap-around): it starts
+  // with `initial_tokens` tokens (zero payload, default header) in its channel, so that its
+  // consumer can fire before its producer first has. Schedules, stages and the topological order
+  // treat it as absent; the balance equations and the executor treat it as any other edge.
+  bool feedback = false;
+  int initial_tokens = 0;
 };
 
 struct Graph {
@@ -213,13 +223,31 @@ struct Graph {
   std::vector<std::string> paths;  // composite path of each actor, e.g. "lenet5/c2/k0"
   std::vector<Edge> edges;
   std::string edge_name(const Edge& edge) const;  // "c1/conv -> c1/pool"
+  // Every actor after its producers, feedback edges left out; Error when the other edges cycle.
   std::vector<int> topological_order() const;
 };
 
-// Flattens a stream into actors and edges, creating the split and join actors. Every connection
-// is type-checked; a mismatch throws Error naming the edge, what one side pushes and the other
-// pops. Splitjoins of one branch add no actors.
-Graph flatten(const Node& root);
+// An edge the composites can't express, between linked ports of two actors of the stream: a
+// forward link (e.g. a side result skipping the stages between), or a feedback link from a later
+// actor back to an earlier one, which must hold at least its consumer's window of initial tokens.
+struct Link {
+  std::shared_ptr<Actor> from;
+  int from_port = 0;
+  std::shared_ptr<Actor> to;
+  int to_port = 0;
+  bool feedback = false;
+  int initial_tokens = 0;
+  static Link forward(std::shared_ptr<Actor> from, int from_port, std::shared_ptr<Actor> to,
+                      int to_port);
+  static Link back(std::shared_ptr<Actor> from, int from_port, std::shared_ptr<Actor> to,
+                   int to_port, int initial_tokens);
+};
+
+// Flattens a stream into actors and edges, creating the split and join actors, then adds the
+// links' edges after the stream's. Every connection is type-checked; a mismatch throws Error
+// naming the edge, what one side pushes and the other pops. Splitjoins of one branch add no
+// actors.
+Graph flatten(const Node& root, std::span<const Link> links = {});
 
 // ---- scheduling -------------------------------------------------------------------------------
 
@@ -260,7 +288,8 @@ Partition partition_graph(const Graph& graph, const Schedule& schedule, int core
                           double tolerance = 0.05);
 // Everything on core 0 (profiling, P = 1).
 Partition single_core_partition(const Graph& graph, const Schedule& schedule);
-// An actor's stage is its predecessors' largest, +1 when that predecessor sits on another core.
+// An actor's stage is its predecessors' largest, +1 when that predecessor sits on another core;
+// a feedback edge's producer is no predecessor.
 std::vector<int> assign_stages(const Graph& graph, std::span<const int> core_of);
 
 // The graph for Graphviz: one cluster per core, cross-core edges in red.
@@ -295,7 +324,9 @@ struct CoreStats {
 
 // The phased executor: one thread per core, each running the actors placed on it (fused into one
 // loop) in stage order, firing each one whose inputs are there and whose outputs have room.
-// Threads are created per run() and pinned to their core when options.pin is set.
+// Threads are created per run() and pinned to their core when options.pin is set. Each feedback
+// edge's channel starts with its initial tokens; the balance equations return it to that fill at
+// the end of every run().
 class Executor {
  public:
   Executor(Graph graph, Schedule schedule, Partition partition, ExecutorOptions options = {});
