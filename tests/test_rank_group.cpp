@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../lib/strategies/rank_group.hpp"
+#include "../lib/strategies/rank_share.hpp"
 #include "cnnbench/core.hpp"
 
 namespace cnnbench {

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <limits>
 
-#include "cnnbench/cluster.hpp"
+#include "cnnbench/balance.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
 
