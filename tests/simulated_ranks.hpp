@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "../lib/strategies/rank_group.hpp"
@@ -91,29 +92,15 @@ class SimulatedRank final : public RankGroup {
   bool any_thread_may_call() const override { return true; }
 
   void sum_in_rank_order(float* data, std::size_t count) override {
-    log({"sum_in_rank_order", count, false, data});
-    sum_now(data, count);
+    sum_now("sum_in_rank_order", data, count);
   }
   void sum_in_rank_order(double* data, std::size_t count) override {
-    log({"sum_in_rank_order", count, true, data});
-    sum_now(data, count);
+    sum_now("sum_in_rank_order", data, count);
   }
-  void sum(float* data, std::size_t count) override {
-    log({"sum", count, false, data});
-    sum_now(data, count);
-  }
-  void sum(double* data, std::size_t count) override {
-    log({"sum", count, true, data});
-    sum_now(data, count);
-  }
-  void start_sum(float* data, std::size_t count) override {
-    log({"start_sum", count, false, data});
-    started_.push_back([this, data, count] { sum_now(data, count); });
-  }
-  void start_sum(double* data, std::size_t count) override {
-    log({"start_sum", count, true, data});
-    started_.push_back([this, data, count] { sum_now(data, count); });
-  }
+  void sum(float* data, std::size_t count) override { sum_now("sum", data, count); }
+  void sum(double* data, std::size_t count) override { sum_now("sum", data, count); }
+  void start_sum(float* data, std::size_t count) override { start(data, count); }
+  void start_sum(double* data, std::size_t count) override { start(data, count); }
   bool progress_sums() override { return started_.empty(); }
   void wait_for_sums() override {
     log({"wait_for_sums", started_.size(), false, nullptr});
@@ -160,7 +147,8 @@ class SimulatedRank final : public RankGroup {
  private:
   // ((v_0 + v_1) + v_2) + ... into every rank's buffer.
   template <class T>
-  void sum_now(T* data, std::size_t count) {
+  void sum_now(const char* what, T* data, std::size_t count) {
+    if (what != nullptr) log({what, count, std::is_same_v<T, double>, data});
     std::vector<T> total(count);
     job_.collective(rank_, data, [&](const std::vector<const void*>& slots) {
       for (std::size_t r = 0; r < slots.size(); ++r) {
@@ -169,6 +157,13 @@ class SimulatedRank final : public RankGroup {
       }
     });
     std::copy(total.begin(), total.end(), data);
+  }
+
+  // Started sums run, unlogged, when the rank waits for them.
+  template <class T>
+  void start(T* data, std::size_t count) {
+    log({"start_sum", count, std::is_same_v<T, double>, data});
+    started_.push_back([this, data, count] { sum_now<T>(nullptr, data, count); });
   }
 
   void log(GroupCall call) {

@@ -16,6 +16,7 @@
 #include "cnnbench/data.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/train.hpp"
+#include "serial_oracle.hpp"
 #include "simulated_ranks.hpp"
 #include "tensor_compare.hpp"
 
@@ -26,13 +27,19 @@ using testing::GroupCall;
 using testing::SimulatedJob;
 using testing::SimulatedRank;
 
-constexpr std::size_t dataset_size = 256;
-constexpr std::uint64_t data_seed = 3, init_seed = 11, order_seed = 5;
-
 struct Shape {
   std::string model = "fc3";
   int ranks = 2, threads = 1, batch = 32, steps = 8;
   std::map<std::string, std::string> options;
+
+  testing::SerialRun serial() const {
+    testing::SerialRun run;
+    run.model = model;
+    run.batch = batch;
+    run.steps = steps;
+    run.dataset_size = 256;
+    return run;
+  }
 };
 
 std::string describe(const Shape& s) {
@@ -42,54 +49,19 @@ std::string describe(const Shape& s) {
   return text;
 }
 
-std::vector<std::uint32_t> step_order(int steps, int batch) {
-  std::vector<std::uint32_t> order;
-  for (std::int64_t epoch = 0; order.size() < static_cast<std::size_t>(steps) * batch; ++epoch) {
-    const auto e = epoch_order(dataset_size, order_seed, epoch, true);
-    order.insert(order.end(), e.begin(), e.end());
-  }
-  return order;
-}
-
-struct Trained {
-  std::vector<float> params, momentum;
-  std::vector<double> losses;
-  std::vector<GroupCall> calls;  // what the rank asked of its group
+// A simulated rank's run: the oracle's record, and what the rank asked of its group.
+struct Trained : testing::Trained {
+  std::vector<GroupCall> calls;
   nlohmann::json metrics;
 };
-
-// The oracle: plain mini-batch SGD on one thread, whole batch at once.
-Trained train_serially(const Shape& s) {
-  const ModelKind kind = parse_model(s.model);
-  const Dataset data = make_synthetic(dataset_size, data_seed);
-  Model model(kind);
-  init_params(model.params, kind, init_seed);
-  Workspace workspace(kind, s.batch);
-  std::vector<float> x(static_cast<std::size_t>(s.batch) * data.image_size());
-  std::vector<std::uint8_t> y(static_cast<std::size_t>(s.batch));
-  const auto order = step_order(s.steps, s.batch);
-  Trained result;
-  for (int step = 0; step < s.steps; ++step) {
-    gather_batch(x.data(), y.data(), data, order.data() + static_cast<std::ptrdiff_t>(step) * s.batch,
-                 s.batch);
-    std::fill(model.grads.begin(), model.grads.end(), 0.0f);
-    const double loss = forward_backward(kind, model.params.data(), model.grads.data(), x.data(),
-                                         y.data(), s.batch, 1.0f / s.batch, workspace);
-    sgd_step(model.params.data(), model.grads.data(), model.momentum.data(), model.params.size(),
-             SgdConfig{});
-    result.losses.push_back(loss / s.batch);
-  }
-  result.params.assign(model.params.begin(), model.params.end());
-  result.momentum.assign(model.momentum.begin(), model.momentum.end());
-  return result;
-}
 
 // Every simulated rank trains the shape; `on_step(rank, step)` runs in each rank's callback.
 std::vector<Trained> train_on_simulated_ranks(
     const Shape& s, const std::function<void(int rank, std::int64_t step)>& on_step = {}) {
+  const testing::SerialRun run = s.serial();
   const ModelKind kind = parse_model(s.model);
-  const Dataset data = make_synthetic(dataset_size, data_seed);
-  const auto order = step_order(s.steps, s.batch);
+  const Dataset data = make_synthetic(run.dataset_size, run.data_seed);
+  const auto order = testing::step_order(run);
   TrainConfig config;
   config.model = kind;
   config.strategy = "cluster";
@@ -102,7 +74,7 @@ std::vector<Trained> train_on_simulated_ranks(
   testing::run_simulated_ranks(job, [&](int rank, std::unique_ptr<SimulatedRank> group) {
     SimulatedRank& calls = *group;
     Model model(kind);
-    init_params(model.params, kind, init_seed);
+    init_params(model.params, kind, run.init_seed);
     auto strategy = make_cluster_strategy(std::move(group));
     strategy->prepare(model, data, config);
     Trained& result = results[static_cast<std::size_t>(rank)];
@@ -124,7 +96,7 @@ std::vector<Trained> train_on_simulated_ranks(
 }
 
 void expect_ranks_match_serial(const Shape& s) {
-  const Trained serial = train_serially(s);
+  const testing::Trained serial = testing::train_serially(s.serial());
   const std::vector<Trained> ranks = train_on_simulated_ranks(s);
   const ModelKind kind = parse_model(s.model);
   for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -309,18 +281,21 @@ TEST(ClusterOnSimulatedRanks, ARankThatThrowsEndsEveryRank) {
   Shape s;
   s.ranks = 3;
   s.steps = 6;
-  std::atomic<int> ranks_done{0};
+  std::vector<std::atomic<int>> steps_seen(3);
   // Returning at all is the point: ranks 0 and 2 must not wait forever in the next collective.
   try {
-    train_on_simulated_ranks(s, [&](int rank, std::int64_t step) {
-      if (rank == 1 && step == 2) throw Error("injected failure");
-      if (step == s.steps - 1) ++ranks_done;
+    train_on_simulated_ranks(s, [&](int rank, std::int64_t) {
+      if (++steps_seen[static_cast<std::size_t>(rank)] == 3 && rank == 1) {
+        throw Error("injected failure");
+      }
     });
     ADD_FAILURE() << "the job went on after a rank threw";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("fail"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(ranks_done.load(), 0);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_LT(steps_seen[static_cast<std::size_t>(rank)].load(), s.steps) << "rank " << rank;
+  }
 }
 
 TEST(ClusterOnSimulatedRanks, ReportCountsEveryRanksSamples) {
