@@ -1,7 +1,8 @@
 // The cluster strategy on ranks simulated in one process (simulated_ranks.hpp), no mpirun: 2 and
 // 3 ranks x 1 or 2 threads equal a naive serial loop and hold the same bits on every rank, the
 // overlapped exchange starts every bucket once, last layer first, and gives the bits of the
-// blocking one, a stop on any rank stops all, and a rank that throws ends every rank.
+// blocking one, a stop on any rank stops all, and a rank that throws ends every rank. Also how
+// the batch is cut over ranks and threads, and how balancing moves the cut.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../lib/strategies/cluster/cluster_shares.hpp"
 #include "../lib/strategies/cluster/cluster_strategy.hpp"
 #include "../lib/strategies/cluster/gradient_exchange.hpp"
 #include "cnnbench/core.hpp"
@@ -316,6 +318,65 @@ TEST(ClusterOnSimulatedRanks, ReportCountsEveryRanksSamples) {
   EXPECT_EQ(metrics["per_rank"][1]["last_thread_shares"], (std::vector<int>{5, 5}));
   EXPECT_EQ(metrics["per_rank"][2]["last_share"], 10);
   for (const Trained& rank : ranks) EXPECT_EQ(rank.metrics, metrics);
+}
+
+TEST(ClusterCut, EvenSharesOverRanksThenThreads) {
+  // 31 samples over 3 ranks (11, 10, 10), each share over 2 threads.
+  const std::vector<std::vector<int>> threads = {{6, 5}, {5, 5}, {5, 5}};
+  const std::vector<int> offsets = {0, 11, 21};
+  for (int rank = 0; rank < 3; ++rank) {
+    ClusterShares shares(31, 3, rank, 2, false);
+    EXPECT_EQ(shares.last_thread_shares(), (std::vector<int>{0, 0})) << "before any step";
+    const StepShares step = shares.next_step();
+    const auto r = static_cast<std::size_t>(rank);
+    EXPECT_EQ(step.rank_offset, offsets[r]);
+    EXPECT_EQ(step.thread_shares, threads[r]);
+    EXPECT_EQ(step.thread_offsets, (std::vector<int>{offsets[r], offsets[r] + threads[r][0]}));
+    EXPECT_EQ(shares.last_thread_shares(), threads[r]);
+    EXPECT_EQ(shares.max_thread_share(), 16);
+  }
+  EXPECT_EQ(ClusterShares(64, 1, 0, 2, true).max_thread_share(), 64);  // twice the even 32
+  EXPECT_EQ(ClusterShares(64, 1, 0, 3, true).max_thread_share(), 44);
+  EXPECT_THROW(ClusterShares(64, 2, 2, 1, false), Error);
+}
+
+TEST(ClusterCut, BalancingMovesSamplesOffTheSlowerPartAndKeepsTheBatch) {
+  // Two ranks, each with its own view, see the same times and agree on the new cut.
+  ClusterShares rank0(64, 2, 0, 2, true), rank1(64, 2, 1, 2, true);
+  rank0.next_step();
+  rank1.next_step();
+  rank0.balance_ranks({1.0, 3.0});  // rank 1 took three times as long
+  rank1.balance_ranks({1.0, 3.0});
+  const StepShares first = rank0.next_step(), second = rank1.next_step();
+  EXPECT_GT(first.rank_share, 32);
+  EXPECT_EQ(first.rank_share + second.rank_share, 64);
+  EXPECT_EQ(second.rank_offset, first.rank_share);
+
+  // Inside rank 0: thread 0 twice as slow gives samples to thread 1.
+  ClusterShares threads(64, 1, 0, 2, true);
+  const StepShares even = threads.next_step();
+  EXPECT_EQ(even.thread_shares, (std::vector<int>{32, 32}));
+  threads.balance_threads({2.0, 1.0});
+  const StepShares moved = threads.next_step();
+  EXPECT_LT(moved.thread_shares[0], 32);
+  EXPECT_EQ(moved.thread_shares[0] + moved.thread_shares[1], 64);
+  EXPECT_EQ(moved.thread_offsets[1], moved.thread_shares[0]);
+  // Times within 5% of each other leave the cut as it is.
+  threads.balance_threads({1.0, 1.04});
+  EXPECT_EQ(threads.next_step().thread_shares, moved.thread_shares);
+}
+
+TEST(ClusterCut, ThreadsKeepTheirProportionsWhenTheRanksShareChanges) {
+  ClusterShares rank0(64, 2, 0, 2, true);
+  EXPECT_EQ(rank0.next_step().thread_shares, (std::vector<int>{16, 16}));
+  rank0.balance_threads({3.0, 1.0});
+  const std::vector<int> moved = rank0.next_step().thread_shares;
+  EXPECT_LT(moved[0], moved[1]);
+  rank0.balance_ranks({1.0, 2.0});  // rank 0 grows
+  const StepShares grown = rank0.next_step();
+  ASSERT_GT(grown.rank_share, 32);
+  EXPECT_EQ(grown.thread_shares[0] + grown.thread_shares[1], grown.rank_share);
+  EXPECT_LT(grown.thread_shares[0], grown.thread_shares[1]);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "../factories.hpp"
 #include "cluster_metrics.hpp"
+#include "cluster_shares.hpp"
 #include "cnnbench/balance.hpp"
 #include "cnnbench/cluster.hpp"
 #include "cnnbench/config.hpp"
@@ -47,9 +48,6 @@ struct alignas(64) ThreadState {
 void sleep_seconds(double seconds) {
   if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
-
-// Compute times that differ by less than this are noise, not imbalance.
-constexpr double balance_tolerance = 0.05;
 
 class ClusterStrategy final : public Strategy {
  public:
@@ -116,7 +114,8 @@ class ClusterStrategy final : public Strategy {
     overlapping_ = options_.overlap && ranks_ > 1;
     set_blas_threads(1);
 
-    rank_shares_ = split_evenly(config.batch, ranks_);
+    shares_ = std::make_unique<ClusterShares>(config.batch, ranks_, rank_, threads_per_rank_,
+                                              options_.dynamic_balance);
     counters_ = RankCounters{};
 
     const std::string prefix = "cluster/rank" + std::to_string(rank_) + "/thread";
@@ -125,22 +124,15 @@ class ClusterStrategy final : public Strategy {
     pool_ = std::make_unique<WorkerPool>(threads_per_rank_, core_plan(), prefix);
     threads_.clear();
     threads_.resize(static_cast<std::size_t>(threads_per_rank_));
-    // A thread's share is at most ceil(batch / threads) (the whole batch may land on one rank
-    // when balancing dynamically); balancing the threads of a rank lets one take up to twice
-    // that. Each thread allocates its own buffers, on its own memory.
-    const int even_share = (config.batch + threads_per_rank_ - 1) / threads_per_rank_;
-    max_thread_share_ = options_.dynamic_balance && threads_per_rank_ > 1
-                            ? std::min(config.batch, 2 * even_share)
-                            : even_share;
-    thread_shares_.clear();
-    last_thread_shares_.clear();
+    // Each thread allocates its own buffers, on its own memory.
+    const int max_share = shares_->max_thread_share();
     const std::size_t params = model_->params.size();
     pool_->run_on_each([&](int worker) {
       ThreadState& state = threads_[static_cast<std::size_t>(worker)];
-      state.workspace = std::make_unique<Workspace>(model.kind, max_thread_share_);
+      state.workspace = std::make_unique<Workspace>(model.kind, max_share);
       state.grads.assign(params, 0.0f);
-      state.x.assign(static_cast<std::size_t>(max_thread_share_) * train.image_size(), 0.0f);
-      state.y.assign(static_cast<std::size_t>(max_thread_share_), 0);
+      state.x.assign(static_cast<std::size_t>(max_share) * train.image_size(), 0.0f);
+      state.y.assign(static_cast<std::size_t>(max_share), 0);
       if (worker > 0) {
         state.params = model_->params;
         state.momentum = model_->momentum;
@@ -195,14 +187,7 @@ class ClusterStrategy final : public Strategy {
   // of the whole global batch (all ranks).
   double run_step(const std::uint32_t* batch_indices) {
     const double step_start = now_seconds();
-    const int rank_offset = std::accumulate(rank_shares_.begin(), rank_shares_.begin() + rank_, 0);
-    const int rank_share = rank_shares_[static_cast<std::size_t>(rank_)];
-    const std::vector<int> thread_shares = thread_shares_of(rank_share);
-    last_thread_shares_ = thread_shares;
-    std::vector<int> thread_offsets(thread_shares.size(), rank_offset);
-    for (std::size_t t = 1; t < thread_shares.size(); ++t) {
-      thread_offsets[t] = thread_offsets[t - 1] + thread_shares[t - 1];
-    }
+    const StepShares shares = shares_->next_step();
     if (overlapping_) exchange_->begin_step();
 
     // Map: share s, forward + backward into gradient buffer s. Without overlap or balancing any
@@ -210,7 +195,7 @@ class ClusterStrategy final : public Strategy {
     // so a worker that a loaded machine keeps off its core does not hold the step up.
     const auto map_share = [&](int share) {
       const auto s = static_cast<std::size_t>(share);
-      compute_share(share, batch_indices + thread_offsets[s], thread_shares[s]);
+      compute_share(share, batch_indices + shares.thread_offsets[s], shares.thread_shares[s]);
     };
     if (overlapping_ || options_.dynamic_balance) {
       // Backward's callbacks call the group through worker 0 (unless any thread may); balanced
@@ -220,7 +205,11 @@ class ClusterStrategy final : public Strategy {
       pool_->run_tasks_anywhere(threads_per_rank_, map_share);
     }
     const double map_end = now_seconds();
-    if (options_.dynamic_balance) balance_threads(thread_shares);
+    if (options_.dynamic_balance) {
+      std::vector<double> seconds;
+      for (const ThreadState& state : threads_) seconds.push_back(state.compute_seconds);
+      shares_->balance_threads(seconds);
+    }
 
     double rank_loss = 0, rank_compute = 0, callback_seconds = 0;
     for (int t = 0; t < threads_per_rank_; ++t) {  // thread order: deterministic
@@ -235,9 +224,9 @@ class ClusterStrategy final : public Strategy {
     exchange[static_cast<std::size_t>(rank_) + 1] = rank_compute;
 
     counters_.steps += 1;
-    counters_.samples += rank_share;
+    counters_.samples += shares.rank_share;
     counters_.compute_s += rank_compute;
-    counters_.last_share = rank_share;
+    counters_.last_share = shares.rank_share;
     if (ranks_ == 1 && threads_per_rank_ > 1) {
       // Nothing to exchange: each replica sums the threads' gradients and steps in one dispatch.
       reduce_and_update_replicas();
@@ -267,7 +256,8 @@ class ClusterStrategy final : public Strategy {
     const double step_end = now_seconds();
     counters_.update_s += step_end - update_start;
     counters_.step_s += step_end - step_start;
-    if (options_.dynamic_balance) rebalance_ranks(exchange);
+    // Every rank's compute seconds, the same on every rank after the sum.
+    if (options_.dynamic_balance) shares_->balance_ranks({exchange.begin() + 1, exchange.end()});
     return exchange[0];
   }
 
@@ -341,50 +331,11 @@ class ClusterStrategy final : public Strategy {
     });
   }
 
-  // ---- dynamic load balancing -------------------------------------------------------------
-
-  // A rank's share over its threads: even, or (dynamic balance) as the threads' measured times
-  // moved it, since the cores of one machine need not be equally fast (a virtual machine's
-  // cores share their hosts with other guests; core 0 takes the interrupts). When the rank's
-  // share changed, the threads keep their proportions of it.
-  std::vector<int> thread_shares_of(int rank_share) {
-    if (!options_.dynamic_balance || threads_per_rank_ == 1) {
-      return split_evenly(rank_share, threads_per_rank_);
-    }
-    const int minimum = rank_share >= threads_per_rank_ ? 1 : 0;
-    if (thread_shares_.empty()) {
-      thread_shares_ = split_evenly(rank_share, threads_per_rank_);
-    } else if (std::accumulate(thread_shares_.begin(), thread_shares_.end(), 0) != rank_share) {
-      const std::vector<double> weights(thread_shares_.begin(), thread_shares_.end());
-      thread_shares_ = balance_shares(rank_share, weights, minimum, max_thread_share_);
-    }
-    return thread_shares_;
-  }
-
-  void balance_threads(const std::vector<int>& thread_shares) {
-    std::vector<double> seconds;
-    for (const ThreadState& state : threads_) seconds.push_back(state.compute_seconds);
-    const int rank_share = std::accumulate(thread_shares.begin(), thread_shares.end(), 0);
-    const int minimum = rank_share >= threads_per_rank_ ? 1 : 0;
-    thread_shares_ = equalize_times(thread_shares, seconds, minimum, max_thread_share_,
-                                    balance_tolerance);
-  }
-
-  // Every rank sees the same compute times (from the step's sum) and so computes the same new
-  // shares.
-  void rebalance_ranks(const std::vector<double>& exchange) {
-    const std::vector<double> seconds(exchange.begin() + 1, exchange.end());
-    const int minimum = config_.batch >= ranks_ ? 1 : 0;
-    rank_shares_ = equalize_times(rank_shares_, seconds, minimum, config_.batch, balance_tolerance);
-  }
-
   // ---- metrics and pin map, gathered at points every rank reaches ----------------------------
 
   void gather_counters_and_pins() {
     check_replicas_agree();
     counters_.throughput = counters_.compute_s > 0 ? counters_.samples / counters_.compute_s : 0;
-    // Every rank has the same number of threads.
-    last_thread_shares_.resize(static_cast<std::size_t>(threads_per_rank_), 0);
     ClusterShape shape;
     shape.ranks = ranks_;
     shape.threads_per_rank = threads_per_rank_;
@@ -395,7 +346,7 @@ class ClusterStrategy final : public Strategy {
     shape.slow_rank = options_.slow_rank;
     shape.slow_factor = options_.slow_factor;
     shape.parameters = model_->params.size();
-    metrics_ = cluster_metrics(shape, gather_rank_reports(*group_, counters_, last_thread_shares_));
+    metrics_ = cluster_metrics(shape, gather_rank_reports(*group_, counters_, shares_->last_thread_shares()));
     pool_->refresh_observed_cpus();
     all_pins_ = gather_pins(*group_, pool_->pin_records());
   }
@@ -423,10 +374,7 @@ class ClusterStrategy final : public Strategy {
   std::unique_ptr<WorkerPool> pool_;
   std::vector<ThreadState> threads_;
   std::unique_ptr<GradientExchange> exchange_;
-  std::vector<int> rank_shares_;         // of each global batch, by rank
-  std::vector<int> thread_shares_;       // of this rank's share, by thread (dynamic balance)
-  int max_thread_share_ = 0;             // what a thread's buffers hold
-  std::vector<int> last_thread_shares_;  // of this rank's share, by thread, last step
+  std::unique_ptr<ClusterShares> shares_;
 
   RankCounters counters_;
   nlohmann::json metrics_ = nlohmann::json::object();
