@@ -1,11 +1,12 @@
 // How a global batch is shared among MPI ranks (the GPU strategy's rule), and the one-rank group
-// a run without mpirun gets: no MPI, sums and gathers give back their input.
+// a run without mpirun gets: no MPI, sums (blocking or started) and gathers give back their input.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "../lib/strategies/rank_group.hpp"
+#include "../lib/strategies/rank_share.hpp"
 #include "cnnbench/core.hpp"
 
 namespace cnnbench {
@@ -66,6 +67,18 @@ TEST(SingleRankGroup, LeavesBuffersAsTheyAre) {
   const std::vector<double> doubles_before = doubles;
   group->sum_in_rank_order(doubles.data(), doubles.size());
   EXPECT_EQ(doubles, doubles_before);
+  group->sum(floats.data(), floats.size());
+  group->start_sum(floats.data(), floats.size());
+  EXPECT_TRUE(group->progress_sums());
+  group->wait_for_sums();
+  EXPECT_EQ(floats, floats_before);
+  group->sum(doubles.data(), doubles.size());
+  group->start_sum(doubles.data(), doubles.size());
+  group->wait_for_sums();
+  EXPECT_EQ(doubles, doubles_before);
+  EXPECT_EQ(group->node_size(), 1);
+  EXPECT_TRUE(group->any_thread_may_call());
+  EXPECT_EQ(group->gather_on_node({4, 7}), (std::vector<int>{4, 7}));
   EXPECT_EQ(group->gather_to_all("only"), std::vector<std::string>{"only"});
   EXPECT_TRUE(group->any_rank(true));
   EXPECT_FALSE(group->any_rank(false));

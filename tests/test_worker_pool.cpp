@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "cnnbench/cluster.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/worker_pool.hpp"
 
 namespace cnnbench {
 namespace {

@@ -8,16 +8,9 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/stream.hpp"
+#include "cpu_relax.hpp"
 
 namespace cnnbench::stream {
-
-namespace {
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-}  // namespace
 
 Executor::Executor(Graph graph, Schedule schedule, Partition partition, ExecutorOptions options)
     : graph_(std::move(graph)),

@@ -8,18 +8,13 @@
 #include <cstring>
 #include <utility>
 
-#include "cnnbench/cluster.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/worker_pool.hpp"
+#include "cpu_relax.hpp"
 
 namespace cnnbench {
 
 namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 // How long a waiting worker (or the dispatching thread) polls before it sleeps: longer than the
 // gap between two dispatches of one training step, short enough to give the core away between

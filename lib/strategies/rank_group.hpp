@@ -1,6 +1,7 @@
-// The MPI ranks of a job as a strategy outside strategies/cluster sees them (the GPU strategy):
-// who am I, sum this buffer over every rank, agree to stop, end the job. MPI stays behind this
-// interface, so that code using it never includes mpi.h and builds without MPI too.
+// The MPI ranks of a job as the strategies see them (cluster, GPU): who am I, sum this buffer
+// over every rank (now, or started now and finished later), agree to stop, end the job. MPI
+// stays behind this interface, so that code using it never includes mpi.h, builds without MPI
+// too, and can be tested on one process with a group that simulates several ranks.
 #pragma once
 
 #include <cstddef>
@@ -17,8 +18,13 @@ class RankGroup {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // Rank among the ranks on this machine (0 on a one-rank job): picks a device per rank.
+  // Rank among the ranks on this machine (0 on a one-rank job): picks a device or cores per
+  // rank; node_size() ranks share the machine.
   virtual int node_rank() const = 0;
+  virtual int node_size() const = 0;
+  // Whether any thread may call the group (one at a time, under the caller's lock); when false,
+  // only the thread that made the group may.
+  virtual bool any_thread_may_call() const = 0;
 
   // Collective: every rank calls it with the same count. Afterwards data[i] holds
   // ((v_0[i] + v_1[i]) + v_2[i]) + ... over ranks 0, 1, 2, ... in that order, with the same bits
@@ -26,8 +32,27 @@ class RankGroup {
   virtual void sum_in_rank_order(float* data, std::size_t count) = 0;
   virtual void sum_in_rank_order(double* data, std::size_t count) = 0;
 
+  // Collective: afterwards data[i] holds the sum of every rank's data[i] as the MPI library's
+  // allreduce adds them (MPI_SUM): an order fixed for a given library and rank count, the same
+  // bits on every rank, but not rank order. The cluster strategy's sums.
+  virtual void sum(float* data, std::size_t count) = 0;
+  virtual void sum(double* data, std::size_t count) = 0;
+
+  // The same sum, started now and finished by wait_for_sums() (MPI_Iallreduce): a gradient
+  // bucket's sum runs while backward computes the next one. Collective: every rank starts the
+  // same sums in the same order. `data` stays untouched by the caller until wait_for_sums().
+  virtual void start_sum(float* data, std::size_t count) = 0;
+  virtual void start_sum(double* data, std::size_t count) = 0;
+  // Lets the started sums advance (MPI moves them only inside its calls); true when all are done.
+  virtual bool progress_sums() = 0;
+  // Returns when every started sum has finished; their buffers then hold the sums.
+  virtual void wait_for_sums() = 0;
+
   // Collective: every rank's text, in rank order, on every rank.
   virtual std::vector<std::string> gather_to_all(const std::string& mine) = 0;
+  // Collective over the ranks of this machine, each passing the same count: their ints, in
+  // node-rank order, on each of them.
+  virtual std::vector<int> gather_on_node(const std::vector<int>& mine) = 0;
 
   // Collective: true on every rank when any rank passed true.
   virtual bool any_rank(bool mine) = 0;
@@ -68,14 +93,5 @@ std::unique_ptr<RankGroup> make_mpi_rank_group();
 // Whether the environment shows an MPI launcher started this process (OMPI_COMM_WORLD_SIZE,
 // PMI_SIZE, PMIX_RANK, ...).
 bool started_by_mpi_launcher();
-
-// Rank `rank`'s contiguous share of a global batch cut over `ranks` ranks: the first
-// batch % ranks ranks get one sample more (the cluster strategy's split_evenly rule).
-struct RankShare {
-  int offset = 0;  // first sample of the batch this rank computes
-  int count = 0;   // samples it computes
-};
-// Error naming --batch when batch < ranks (a rank without samples would only add traffic).
-RankShare rank_share(int batch, int ranks, int rank);
 
 }  // namespace cnnbench

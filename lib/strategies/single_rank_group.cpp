@@ -1,5 +1,5 @@
-// The one-rank group (every build), how a batch is shared among ranks, and how a process tells
-// that an MPI launcher started it. Builds without MPI also get join_rank_group() here.
+// The one-rank group (every build) and how a process tells that an MPI launcher started it.
+// Builds without MPI also get join_rank_group() here.
 #include <cstdlib>
 #include <string>
 
@@ -16,9 +16,18 @@ class SingleRankGroup final : public RankGroup {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   int node_rank() const override { return 0; }
+  int node_size() const override { return 1; }
+  bool any_thread_may_call() const override { return true; }
   void sum_in_rank_order(float*, std::size_t) override {}
   void sum_in_rank_order(double*, std::size_t) override {}
+  void sum(float*, std::size_t) override {}
+  void sum(double*, std::size_t) override {}
+  void start_sum(float*, std::size_t) override {}
+  void start_sum(double*, std::size_t) override {}
+  bool progress_sums() override { return true; }
+  void wait_for_sums() override {}
   std::vector<std::string> gather_to_all(const std::string& mine) override { return {mine}; }
+  std::vector<int> gather_on_node(const std::vector<int>& mine) override { return mine; }
   bool any_rank(bool mine) override { return mine; }
   void end_job_after_error(const std::string&) override {}
   void end_job_at_exit() override {}
@@ -38,19 +47,6 @@ bool started_by_mpi_launcher() {
     if (std::getenv(name) != nullptr) return true;
   }
   return false;
-}
-
-RankShare rank_share(int batch, int ranks, int rank) {
-  CNNBENCH_CHECK(ranks > 0 && rank >= 0 && rank < ranks,
-                 "rank " + std::to_string(rank) + " is not in a job of " + std::to_string(ranks) +
-                     " ranks");
-  if (batch < ranks) {
-    fail("--batch " + std::to_string(batch) + " is smaller than the " + std::to_string(ranks) +
-         " MPI ranks: every rank needs at least one sample of each batch (use --batch >= " +
-         std::to_string(ranks) + " or fewer ranks)");
-  }
-  const int base = batch / ranks, extra = batch % ranks;
-  return {rank * base + (rank < extra ? rank : extra), base + (rank < extra ? 1 : 0)};
 }
 
 #if !CNNBENCH_HAVE_MPI

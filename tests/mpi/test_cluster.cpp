@@ -36,6 +36,7 @@
 #include "cnnbench/models.hpp"
 #include "cnnbench/train.hpp"
 #include "mpirun_job.hpp"
+#include "../serial_oracle.hpp"
 #include "../tensor_compare.hpp"
 
 namespace cnnbench {
@@ -77,45 +78,22 @@ struct Case {
   }
 };
 
-// The samples of `steps` global batches: epochs' orders laid end to end.
-std::vector<std::uint32_t> step_order(int steps, int batch) {
-  std::vector<std::uint32_t> order;
-  for (std::int64_t epoch = 0; order.size() < static_cast<std::size_t>(steps) * batch; ++epoch) {
-    const auto e = epoch_order(dataset_size, order_seed, epoch, true);
-    order.insert(order.end(), e.begin(), e.end());
-  }
-  return order;
+// The run the oracle makes of a case (its data, init and order are the ranks' too).
+testing::SerialRun serial_run(const Case& c) {
+  testing::SerialRun run;
+  run.model = c.model;
+  run.batch = c.batch;
+  run.steps = c.steps;
+  run.dataset_size = dataset_size;
+  run.data_seed = data_seed;
+  run.init_seed = init_seed;
+  run.order_seed = order_seed;
+  return run;
 }
 
-struct Trained {
-  std::vector<float> params, momentum;
-  std::vector<double> losses;
-};
+using testing::Trained;
 
-// The oracle: plain mini-batch SGD on one thread, whole batch at once.
-Trained train_serially(const Case& c) {
-  const ModelKind kind = parse_model(c.model);
-  const Dataset data = make_synthetic(dataset_size, data_seed);
-  Model model(kind);
-  init_params(model.params, kind, init_seed);
-  Workspace workspace(kind, c.batch);
-  std::vector<float> x(static_cast<std::size_t>(c.batch) * data.image_size());
-  std::vector<std::uint8_t> y(static_cast<std::size_t>(c.batch));
-  const auto order = step_order(c.steps, c.batch);
-  SgdConfig sgd;
-  Trained result;
-  for (int step = 0; step < c.steps; ++step) {
-    gather_batch(x.data(), y.data(), data, order.data() + static_cast<std::ptrdiff_t>(step) * c.batch, c.batch);
-    std::fill(model.grads.begin(), model.grads.end(), 0.0f);
-    const double loss = forward_backward(kind, model.params.data(), model.grads.data(), x.data(),
-                                         y.data(), c.batch, 1.0f / c.batch, workspace);
-    sgd_step(model.params.data(), model.grads.data(), model.momentum.data(), model.params.size(), sgd);
-    result.losses.push_back(loss / c.batch);
-  }
-  result.params.assign(model.params.begin(), model.params.end());
-  result.momentum.assign(model.momentum.begin(), model.momentum.end());
-  return result;
-}
+Trained train_serially(const Case& c) { return testing::train_serially(serial_run(c)); }
 
 // ---- the rank side ------------------------------------------------------------------------------
 
@@ -168,7 +146,7 @@ TEST(ClusterRank, Run) {
     }
     losses.push_back(loss);
   };
-  const auto order = step_order(c.steps, c.batch);
+  const auto order = testing::step_order(serial_run(c));
   // Two ranges, as the driver makes them at epoch ends.
   const std::int64_t first_range = c.steps / 3;
   strategy->run_steps({order.data(), 0, first_range, 0}, on_step);

@@ -1,6 +1,7 @@
-// RankGroup over MPI_COMM_WORLD, for strategies that must not include mpi.h (the GPU strategy).
-// The sum is a reduce-scatter in rank order followed by an allgather, so every rank ends with
-// the same bits, and the bits do not depend on which algorithm the MPI library picks.
+// RankGroup over MPI_COMM_WORLD: the one place the strategies' MPI calls live. The sum in rank
+// order is a reduce-scatter in rank order followed by an allgather, so every rank ends with the
+// same bits, and the bits do not depend on which algorithm the MPI library picks; the plain sums
+// are MPI_Allreduce and MPI_Iallreduce.
 #include <mpi.h>
 
 #include <climits>
@@ -8,6 +9,7 @@
 #include <numeric>
 
 #include "../rank_group.hpp"
+#include "cnnbench/balance.hpp"
 #include "cnnbench/cluster.hpp"
 #include "cnnbench/core.hpp"
 
@@ -21,21 +23,56 @@ class MpiRankGroup final : public RankGroup {
     ensure_mpi_initialized();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
-    MPI_Comm_rank(node, &node_rank_);
-    MPI_Comm_free(&node);
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node_);
+    MPI_Comm_rank(node_, &node_rank_);
+    MPI_Comm_size(node_, &node_size_);
+    int thread_level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&thread_level);
+    any_thread_may_call_ = thread_level >= MPI_THREAD_SERIALIZED;
   }
+
+  ~MpiRankGroup() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&node_);
+  }
+
+  MpiRankGroup(const MpiRankGroup&) = delete;
+  MpiRankGroup& operator=(const MpiRankGroup&) = delete;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int node_rank() const override { return node_rank_; }
+  int node_size() const override { return node_size_; }
+  bool any_thread_may_call() const override { return any_thread_may_call_; }
 
   void sum_in_rank_order(float* data, std::size_t count) override {
     sum_typed(data, count, MPI_FLOAT, float_scratch_);
   }
   void sum_in_rank_order(double* data, std::size_t count) override {
     sum_typed(data, count, MPI_DOUBLE, double_scratch_);
+  }
+
+  void sum(float* data, std::size_t count) override { allreduce(data, count, MPI_FLOAT); }
+  void sum(double* data, std::size_t count) override { allreduce(data, count, MPI_DOUBLE); }
+
+  void start_sum(float* data, std::size_t count) override {
+    start_allreduce(data, count, MPI_FLOAT);
+  }
+  void start_sum(double* data, std::size_t count) override {
+    start_allreduce(data, count, MPI_DOUBLE);
+  }
+
+  bool progress_sums() override {
+    if (requests_.empty()) return true;
+    int done = 0;
+    MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done, MPI_STATUSES_IGNORE);
+    return done != 0;
+  }
+
+  void wait_for_sums() override {
+    MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    requests_.clear();
   }
 
   std::vector<std::string> gather_to_all(const std::string& mine) override {
@@ -57,6 +94,15 @@ class MpiRankGroup final : public RankGroup {
     return texts;
   }
 
+  std::vector<int> gather_on_node(const std::vector<int>& mine) override {
+    CNNBENCH_CHECK(mine.size() <= static_cast<std::size_t>(INT_MAX / node_size_),
+                   "gather_on_node: too many values");
+    const int count = static_cast<int>(mine.size());
+    std::vector<int> all(mine.size() * static_cast<std::size_t>(node_size_));
+    MPI_Allgather(mine.data(), count, MPI_INT, all.data(), count, MPI_INT, node_);
+    return all;
+  }
+
   bool any_rank(bool mine) override {
     int flag = mine ? 1 : 0;
     if (size_ > 1) MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -76,6 +122,24 @@ class MpiRankGroup final : public RankGroup {
   }
 
  private:
+  static int checked_count(std::size_t count) {
+    CNNBENCH_CHECK(count <= static_cast<std::size_t>(INT_MAX),
+                   "sum: " + std::to_string(count) + " elements exceed MPI's int counts");
+    return static_cast<int>(count);
+  }
+
+  void allreduce(void* data, std::size_t count, MPI_Datatype type) {
+    if (size_ == 1) return;
+    MPI_Allreduce(MPI_IN_PLACE, data, checked_count(count), type, MPI_SUM, MPI_COMM_WORLD);
+  }
+
+  void start_allreduce(void* data, std::size_t count, MPI_Datatype type) {
+    if (size_ == 1) return;
+    requests_.emplace_back();
+    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(count), type, MPI_SUM, MPI_COMM_WORLD,
+                   &requests_.back());
+  }
+
   // Rank r owns segment r of the buffer: it receives every rank's copy of that segment, sums the
   // copies in rank order and sends the sum back to all. Each rank sends and receives
   // 2 (p - 1) / p of the buffer, as a ring allreduce does.
@@ -107,7 +171,10 @@ class MpiRankGroup final : public RankGroup {
                    MPI_COMM_WORLD);
   }
 
-  int rank_ = 0, size_ = 1, node_rank_ = 0;
+  int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1;
+  MPI_Comm node_ = MPI_COMM_NULL;  // the ranks on this machine
+  bool any_thread_may_call_ = false;
+  std::vector<MPI_Request> requests_;  // sums started and not yet waited for
   std::vector<float> float_scratch_;
   std::vector<double> double_scratch_;
 };

@@ -16,6 +16,7 @@
 
 #include "../factories.hpp"
 #include "../rank_group.hpp"
+#include "../rank_share.hpp"
 #include "../strategy_options.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/gpu.hpp"

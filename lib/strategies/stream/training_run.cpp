@@ -1,7 +1,7 @@
 // The training plan's sample lookup and the flow-control table's share rule.
 #include "training_run.hpp"
 
-#include "cnnbench/cluster.hpp"
+#include "cnnbench/balance.hpp"
 #include "cnnbench/core.hpp"
 
 namespace cnnbench {

@@ -1,0 +1,113 @@
+// The cluster strategy's report: counters and thread shares summed into one table over the ranks,
+// the metrics made from the table, and the pin records gathered for rank 0.
+#include "cluster_metrics.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace cnnbench {
+
+std::vector<RankReport> gather_rank_reports(RankGroup& group, const RankCounters& mine,
+                                            const std::vector<int>& last_thread_shares) {
+  // (ranks, fields + threads): row r is rank r's, zero on every other rank, so the sum is exact.
+  const int threads = static_cast<int>(last_thread_shares.size());
+  const auto row = static_cast<std::size_t>(RankCounters::fields + threads);
+  std::vector<double> table(static_cast<std::size_t>(group.size()) * row, 0.0);
+  double* own = table.data() + static_cast<std::size_t>(group.rank()) * row;
+  const auto counters = mine.as_array();
+  std::copy(counters.begin(), counters.end(), own);
+  std::copy(last_thread_shares.begin(), last_thread_shares.end(), own + RankCounters::fields);
+  group.sum(table.data(), table.size());
+
+  std::vector<RankReport> reports;
+  for (int r = 0; r < group.size(); ++r) {
+    const double* values = table.data() + static_cast<std::size_t>(r) * row;
+    RankReport report{RankCounters::from(values), {}};
+    for (int t = 0; t < threads; ++t) {
+      report.last_thread_shares.push_back(static_cast<int>(values[RankCounters::fields + t]));
+    }
+    reports.push_back(std::move(report));
+  }
+  return reports;
+}
+
+nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<RankReport>& ranks) {
+  double exposed_sum = 0, exposed_max = 0, flight_sum = 0;
+  nlohmann::json ranks_json = nlohmann::json::array();
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const RankCounters& c = ranks[r].counters;
+    exposed_sum += c.allreduce_exposed_s;
+    exposed_max = std::max(exposed_max, c.allreduce_exposed_s);
+    flight_sum += c.allreduce_in_flight_s;
+    ranks_json.push_back({{"rank", r},
+                          {"samples", c.samples},
+                          {"last_share", c.last_share},
+                          {"last_thread_shares", ranks[r].last_thread_shares},
+                          {"compute_s", c.compute_s},
+                          {"images_per_s_compute", c.throughput},
+                          {"intra_node_reduce_s", c.reduce_s},
+                          {"allreduce_s", c.allreduce_exposed_s},
+                          {"update_s", c.update_s},
+                          {"step_s", c.step_s}});
+  }
+  const int n = shape.ranks;
+  const double steps = ranks.empty() ? 0 : ranks[0].counters.steps;
+  const double exposed_mean = exposed_sum / n;
+  const double flight_mean = flight_sum / n;
+  const double payload_per_step =
+      n > 1 ? 4.0 * static_cast<double>(shape.parameters) + 8.0 * (n + 1) : 0.0;
+  const double bus_factor = n > 1 ? 2.0 * (n - 1) / n : 0.0;
+  const double bus_bytes = payload_per_step * bus_factor * steps;
+  // Bandwidth over the time transfers were in flight (with overlap, part of it is hidden).
+  const double transfer_seconds = shape.overlap_active ? flight_mean : exposed_mean;
+  nlohmann::json metrics = {
+      {"ranks", n},
+      {"threads_per_rank", shape.threads_per_rank},
+      {"ranks_per_node", shape.ranks_per_node},
+      {"overlap", shape.overlap ? "on" : "off"},
+      {"overlap_active", shape.overlap_active},
+      {"balance", shape.dynamic_balance ? "dynamic" : "static"},
+      {"steps", steps},
+      {"allreduce",
+       {{"seconds_mean", exposed_mean},
+        {"seconds_max", exposed_max},
+        {"ms_per_step_mean", steps > 0 ? 1e3 * exposed_mean / steps : 0.0},
+        {"ms_per_step_max", steps > 0 ? 1e3 * exposed_max / steps : 0.0},
+        {"payload_bytes_per_step", payload_per_step},
+        {"bytes_moved_per_rank", bus_bytes},
+        {"bus_gbps", transfer_seconds > 0 ? bus_bytes / transfer_seconds / 1e9 : 0.0}}},
+      {"per_rank", ranks_json}};
+  if (shape.overlap_active) {
+    const double hidden = std::max(0.0, flight_mean - exposed_mean);
+    metrics["overlap_detail"] = {
+        {"in_flight_s_mean", flight_mean},
+        {"exposed_s_mean", exposed_mean},
+        {"hidden_s_mean", hidden},
+        {"hidden_fraction", flight_mean > 0 ? hidden / flight_mean : 0.0},
+        {"meaning", "in flight: first layer's allreduce start to last completion; exposed: time "
+                    "the step waited on communication; hidden = in flight - exposed"}};
+  }
+  if (shape.slow_rank >= 0) {
+    metrics["slowdown"] = {{"rank", shape.slow_rank}, {"factor", shape.slow_factor}};
+  }
+  return metrics;
+}
+
+std::vector<PinRecord> gather_pins(RankGroup& group, const std::vector<PinRecord>& own) {
+  if (group.size() == 1) return own;
+  const std::vector<std::string> texts = group.gather_to_all(pin_map_json(own).dump());
+  if (group.rank() != 0) return own;
+  std::vector<PinRecord> all;
+  for (const std::string& text : texts) {
+    for (const auto& record : nlohmann::json::parse(text)) {
+      const auto index = [&](const char* key) {
+        return record[key].is_null() ? -1 : record[key].get<int>();
+      };
+      all.push_back({record["worker"].get<std::string>(), index("core"), index("pu"),
+                     index("observed_cpu")});
+    }
+  }
+  return all;
+}
+
+}  // namespace cnnbench

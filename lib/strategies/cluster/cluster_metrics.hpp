@@ -1,0 +1,58 @@
+// The cluster strategy's report: per-rank counters gathered to every rank, the metrics built from
+// them (docs/cluster.md, "Metrics in the report"), and every rank's pin records on rank 0.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../rank_group.hpp"
+#include "cnnbench/topology.hpp"
+
+namespace cnnbench {
+
+// One rank's counters over the whole run.
+struct RankCounters {
+  double steps = 0, samples = 0, compute_s = 0, reduce_s = 0, allreduce_exposed_s = 0,
+         allreduce_in_flight_s = 0, update_s = 0, step_s = 0, last_share = 0, throughput = 0;
+  static constexpr int fields = 10;
+  std::array<double, fields> as_array() const {
+    return {steps, samples, compute_s, reduce_s, allreduce_exposed_s, allreduce_in_flight_s,
+            update_s, step_s, last_share, throughput};
+  }
+  static RankCounters from(const double* v) {
+    return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+  }
+};
+
+// A rank's counters and how its last share was cut over its threads.
+struct RankReport {
+  RankCounters counters;
+  std::vector<int> last_thread_shares;
+};
+
+// The run's shape and options, as the report states them.
+struct ClusterShape {
+  int ranks = 1, threads_per_rank = 1, ranks_per_node = 1;
+  bool overlap = true;         // --overlap on
+  bool overlap_active = false;  // on, and there are ranks to overlap with
+  bool dynamic_balance = false;
+  int slow_rank = -1;
+  double slow_factor = 1.0;
+  std::size_t parameters = 0;  // floats in a gradient
+};
+
+// Collective: every rank's report, in rank order, on every rank. `last_thread_shares` has
+// threads_per_rank entries on every rank. Exact: each value has one rank that is not zero.
+std::vector<RankReport> gather_rank_reports(RankGroup& group, const RankCounters& mine,
+                                            const std::vector<int>& last_thread_shares);
+
+// strategy_metrics of a cluster run.
+nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<RankReport>& ranks);
+
+// Collective: every rank's pin records, in rank order, on rank 0; the others keep their own.
+std::vector<PinRecord> gather_pins(RankGroup& group, const std::vector<PinRecord>& own);
+
+}  // namespace cnnbench

@@ -1,0 +1,169 @@
+// The cluster strategy's gradient sum: over the threads of a rank in thread order, then over the
+// ranks through the RankGroup, blocking or bucket by bucket during backward.
+#include "gradient_exchange.hpp"
+
+#include <algorithm>
+
+namespace cnnbench {
+
+namespace {
+
+std::vector<GradientBucket> layers_of(const ModelSpec& spec) {
+  std::vector<GradientBucket> layers;
+  std::size_t expected_offset = 0;
+  for (int t = 0; t < static_cast<int>(spec.tensors.size()); ++t) {
+    const ParamTensor& tensor = spec.tensors[static_cast<std::size_t>(t)];
+    CNNBENCH_CHECK(tensor.offset == expected_offset,
+                   "cluster: tensor " + tensor.name + " does not follow its predecessor in the flat buffer");
+    expected_offset += tensor.count;
+    const std::string layer = tensor.name.substr(0, tensor.name.find('.'));
+    if (layers.empty() || layers.back().name != layer) {
+      layers.push_back({layer, t, t, tensor.offset, tensor.offset});
+    }
+    layers.back().last_tensor = t;
+    layers.back().end = tensor.offset + tensor.count;
+  }
+  return layers;
+}
+
+// Whether bits first..last of `mask` are all set.
+bool all_bits_set(std::uint64_t mask, int first, int last) {
+  for (int bit = first; bit <= last; ++bit) {
+    if (((mask >> bit) & 1) == 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<GradientBucket> gradient_buckets(const ModelSpec& spec, std::size_t min_bytes) {
+  const std::vector<GradientBucket> layers = layers_of(spec);
+  std::vector<GradientBucket> buckets;  // last layer's bucket first
+  for (auto layer = layers.rbegin(); layer != layers.rend(); ++layer) {
+    const bool extend = !buckets.empty() &&
+                        (buckets.back().end - buckets.back().begin) * sizeof(float) < min_bytes;
+    if (!extend) {
+      buckets.push_back(*layer);
+      continue;
+    }
+    GradientBucket& bucket = buckets.back();
+    bucket.name = layer->name + "+" + bucket.name;
+    bucket.first_tensor = layer->first_tensor;
+    bucket.begin = layer->begin;
+  }
+  std::reverse(buckets.begin(), buckets.end());
+  return buckets;
+}
+
+GradientExchange::GradientExchange(RankGroup& group, const ModelSpec& spec,
+                                   std::vector<float*> thread_gradients, std::size_t count)
+    : group_(group),
+      buckets_(gradient_buckets(spec, gradient_bucket_bytes)),
+      thread_gradients_(std::move(thread_gradients)),
+      count_(count),
+      tensors_(static_cast<int>(spec.tensors.size())),
+      progress_(thread_gradients_.size()),
+      bucket_threads_done_(std::make_unique<std::atomic<int>[]>(buckets_.size())),
+      bucket_summed_(std::make_unique<std::atomic<bool>[]>(buckets_.size())) {
+  CNNBENCH_CHECK(!thread_gradients_.empty(), "cluster: a gradient exchange needs a thread");
+  CNNBENCH_CHECK(buckets_.back().end == count_,
+                 "cluster: the gradient's size does not match the model's");
+  CNNBENCH_CHECK(tensors_ <= 64 && buckets_.size() <= 64,
+                 "cluster: a model of more than 64 tensors does not fit the overlap's bit sets");
+  // One rank with several threads sums into its replicas instead; it has no node gradient.
+  if (thread_gradients_.size() > 1 && group_.size() > 1) node_sum_.assign(count, 0.0f);
+}
+
+float* GradientExchange::node_gradient() {
+  CNNBENCH_CHECK(thread_gradients_.size() == 1 || group_.size() > 1,
+                 "cluster: one rank's threads have no node gradient; their replicas sum");
+  return thread_gradients_.size() > 1 ? node_sum_.data() : thread_gradients_[0];
+}
+
+void GradientExchange::sum_threads(std::size_t begin, std::size_t end) {
+  if (thread_gradients_.size() == 1) return;  // thread 0's buffer is the node's
+  float* sum = node_gradient();
+  std::copy(thread_gradients_[0] + begin, thread_gradients_[0] + end, sum + begin);
+  for (std::size_t t = 1; t < thread_gradients_.size(); ++t) {
+    const float* part = thread_gradients_[t];
+    for (std::size_t i = begin; i < end; ++i) sum[i] += part[i];
+  }
+}
+
+void GradientExchange::sum_over_ranks(std::vector<double>& exchange) {
+  if (group_.size() == 1) return;
+  group_.sum(node_gradient(), count_);
+  group_.sum(exchange.data(), exchange.size());
+}
+
+void GradientExchange::begin_step() {
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    bucket_threads_done_[b].store(0, std::memory_order_relaxed);
+    bucket_summed_[b].store(false, std::memory_order_relaxed);
+  }
+  std::fill(progress_.begin(), progress_.end(), ThreadProgress{});
+  next_bucket_to_start_ = static_cast<int>(buckets_.size()) - 1;
+  buckets_started_ = 0;
+  first_start_time_ = 0;
+  calls_seconds_ = 0;
+}
+
+void GradientExchange::gradients_ready(int thread, int first_tensor, int last_tensor) {
+  const double start = now_seconds();
+  ThreadProgress& progress = progress_[static_cast<std::size_t>(thread)];
+  for (int t = std::max(first_tensor, 0); t <= std::min(last_tensor, tensors_ - 1); ++t) {
+    progress.announced |= std::uint64_t{1} << t;
+  }
+  const int threads = static_cast<int>(thread_gradients_.size());
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    const GradientBucket& bucket = buckets_[b];
+    const std::uint64_t bit = std::uint64_t{1} << b;
+    if ((progress.counted & bit) ||
+        !all_bits_set(progress.announced, bucket.first_tensor, bucket.last_tensor)) {
+      continue;
+    }
+    progress.counted |= bit;
+    // The last thread to finish a bucket sums it for the node.
+    if (bucket_threads_done_[b].fetch_add(1, std::memory_order_acq_rel) + 1 == threads) {
+      sum_threads(bucket.begin, bucket.end);
+      bucket_summed_[b].store(true, std::memory_order_release);
+    }
+  }
+  if (thread == 0 || group_.any_thread_may_call()) {
+    std::unique_lock lock(group_mutex_, std::try_to_lock);
+    if (lock.owns_lock()) start_ready_buckets();
+  }
+  progress.callback_seconds += now_seconds() - start;
+}
+
+double GradientExchange::callback_seconds(int thread) const {
+  return progress_[static_cast<std::size_t>(thread)].callback_seconds;
+}
+
+void GradientExchange::start_ready_buckets() {
+  const double start = now_seconds();
+  while (next_bucket_to_start_ >= 0 &&
+         bucket_summed_[static_cast<std::size_t>(next_bucket_to_start_)].load(std::memory_order_acquire)) {
+    const GradientBucket& bucket = buckets_[static_cast<std::size_t>(next_bucket_to_start_)];
+    if (buckets_started_++ == 0) first_start_time_ = start;
+    group_.start_sum(node_gradient() + bucket.begin, bucket.end - bucket.begin);
+    --next_bucket_to_start_;
+  }
+  if (buckets_started_ > 0) group_.progress_sums();
+  calls_seconds_ += now_seconds() - start;
+}
+
+OverlapTimes GradientExchange::finish_step(std::vector<double>& exchange) {
+  std::lock_guard lock(group_mutex_);
+  const double start = now_seconds();
+  const double calls_before = calls_seconds_;
+  start_ready_buckets();  // every bucket is summed over the threads by now: starts what is left
+  CNNBENCH_CHECK(next_bucket_to_start_ < 0, "cluster: a layer's gradients were never announced");
+  group_.start_sum(exchange.data(), exchange.size());
+  group_.wait_for_sums();
+  const double end = now_seconds();
+  calls_seconds_ = calls_before;  // the wait is counted once, as exposed time
+  return {end - start + calls_before, end - first_start_time_, calls_before};
+}
+
+}  // namespace cnnbench

@@ -1,0 +1,105 @@
+// How a rank's gradients reach every rank in the cluster strategy: the threads' buffers are
+// summed in thread order into the node's gradient, and that is summed over the ranks, either
+// after backward (one blocking sum) or bucket by bucket while backward still runs (overlap).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "../rank_group.hpp"
+#include "cnnbench/core.hpp"
+#include "cnnbench/models.hpp"
+
+namespace cnnbench {
+
+// Consecutive tensors of one or more layers (e.g. f3.weight + f3.bias): one sum over the ranks,
+// started as soon as backward has finished them. Tensors lie contiguously, so a bucket is one
+// range of floats of the flat gradient.
+struct GradientBucket {
+  std::string name;  // its layers, "f2+f3"
+  int first_tensor = 0, last_tensor = 0;
+  std::size_t begin = 0, end = 0;  // floats in the flat buffer
+};
+
+// The model's layers (a tensor "layer.what" belongs to "layer"), merged from the last one back
+// into buckets of at least `min_bytes` (the first bucket takes whatever is left): every sum
+// costs a collective's latency, so a small layer does not get one of its own.
+std::vector<GradientBucket> gradient_buckets(const ModelSpec& spec, std::size_t min_bytes);
+
+// Buckets of at least this size: on one machine a collective costs ~10 us of latency, a 64 KB
+// sum about as much again.
+constexpr std::size_t gradient_bucket_bytes = 64 * 1024;
+
+// Where the time of an overlapped exchange went, for the report.
+struct OverlapTimes {
+  double exposed_s = 0;    // the step waited on communication (calls during backward included)
+  double in_flight_s = 0;  // first bucket's start to the last sum's end
+  double calls_s = 0;      // spent in the group's calls from backward's callbacks
+};
+
+class GradientExchange {
+ public:
+  // thread_gradients: each thread's flat gradient (`count` floats), summed in thread order.
+  // With several threads and ranks the node's sum gets its own buffer, else it is thread 0's.
+  GradientExchange(RankGroup& group, const ModelSpec& spec,
+                   std::vector<float*> thread_gradients, std::size_t count);
+
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+  // The threads' gradients summed (after sum_threads or the overlapped step); then, after the
+  // ranks' sum, the batch's whole gradient.
+  float* node_gradient();
+
+  // node_gradient()[begin, end) = ((g0 + g1) + g2) + ... over the threads' buffers.
+  void sum_threads(std::size_t begin, std::size_t end);
+
+  // Without overlap, after the map and sum_threads: sums the node's gradient over the ranks,
+  // then `exchange` (loss and times), each in one blocking call.
+  void sum_over_ranks(std::vector<double>& exchange);
+
+  // ---- overlap: a bucket's sum over the ranks starts once every thread has finished it ----
+
+  void begin_step();
+  // Thread `thread` has finished the gradients of tensors first..last (backward's callback).
+  // The last thread to finish a bucket sums it over the threads; buckets whose node sum is done
+  // are started in the fixed order last -> first (the same on every rank, as collectives
+  // require), and the sums in flight are given a chance to progress.
+  void gradients_ready(int thread, int first_tensor, int last_tensor);
+  // This step's seconds in gradients_ready on `thread`.
+  double callback_seconds(int thread) const;
+  // After the map: starts what is left and `exchange`, waits for all of it.
+  OverlapTimes finish_step(std::vector<double>& exchange);
+
+ private:
+  // Called with group_mutex_ held.
+  void start_ready_buckets();
+
+  // Per thread, this step; cache-line aligned, as each thread writes its own.
+  struct alignas(64) ThreadProgress {
+    std::uint64_t announced = 0;  // bit t: tensor t is final
+    std::uint64_t counted = 0;    // bit b: this thread has counted bucket b as done
+    double callback_seconds = 0;
+  };
+
+  RankGroup& group_;
+  std::vector<GradientBucket> buckets_;
+  std::vector<float*> thread_gradients_;
+  std::size_t count_ = 0;           // floats of a gradient
+  aligned_vector<float> node_sum_;  // several threads and ranks only
+  int tensors_ = 0;
+
+  std::vector<ThreadProgress> progress_;
+  std::unique_ptr<std::atomic<int>[]> bucket_threads_done_;
+  std::unique_ptr<std::atomic<bool>[]> bucket_summed_;
+  std::mutex group_mutex_;  // one thread at a time in the group's calls
+  int next_bucket_to_start_ = -1;  // guarded by group_mutex_
+  int buckets_started_ = 0;        // guarded by group_mutex_
+  double first_start_time_ = 0;    // guarded by group_mutex_
+  double calls_seconds_ = 0;       // guarded by group_mutex_
+};
+
+}  // namespace cnnbench

@@ -1,0 +1,383 @@
+// The cluster strategy on ranks simulated in one process (simulated_ranks.hpp), no mpirun: 2 and
+// 3 ranks x 1 or 2 threads equal a naive serial loop and hold the same bits on every rank, the
+// overlapped exchange starts every bucket once, last layer first, and gives the bits of the
+// blocking one, a stop on any rank stops all, and a rank that throws ends every rank. Also how
+// the batch is cut over ranks and threads, and how balancing moves the cut.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "../lib/strategies/cluster/cluster_shares.hpp"
+#include "../lib/strategies/cluster/cluster_strategy.hpp"
+#include "../lib/strategies/cluster/gradient_exchange.hpp"
+#include "cnnbench/core.hpp"
+#include "cnnbench/data.hpp"
+#include "cnnbench/models.hpp"
+#include "cnnbench/train.hpp"
+#include "serial_oracle.hpp"
+#include "simulated_ranks.hpp"
+#include "tensor_compare.hpp"
+
+namespace cnnbench {
+namespace {
+
+using testing::GroupCall;
+using testing::SimulatedJob;
+using testing::SimulatedRank;
+
+struct Shape {
+  std::string model = "fc3";
+  int ranks = 2, threads = 1, batch = 32, steps = 8;
+  std::map<std::string, std::string> options;
+
+  testing::SerialRun serial() const {
+    testing::SerialRun run;
+    run.model = model;
+    run.batch = batch;
+    run.steps = steps;
+    run.dataset_size = 256;
+    return run;
+  }
+};
+
+std::string describe(const Shape& s) {
+  std::string text = s.model + " " + std::to_string(s.ranks) + " ranks x " +
+                     std::to_string(s.threads) + " threads";
+  for (const auto& [key, value] : s.options) text += " --" + key + " " + value;
+  return text;
+}
+
+// A simulated rank's run: the oracle's record, and what the rank asked of its group.
+struct Trained : testing::Trained {
+  std::vector<GroupCall> calls;
+  nlohmann::json metrics;
+};
+
+// Every simulated rank trains the shape; `on_step(rank, step)` runs in each rank's callback.
+std::vector<Trained> train_on_simulated_ranks(
+    const Shape& s, const std::function<void(int rank, std::int64_t step)>& on_step = {}) {
+  const testing::SerialRun run = s.serial();
+  const ModelKind kind = parse_model(s.model);
+  const Dataset data = make_synthetic(run.dataset_size, run.data_seed);
+  const auto order = testing::step_order(run);
+  TrainConfig config;
+  config.model = kind;
+  config.strategy = "cluster";
+  config.batch = s.batch;
+  config.threads = s.threads;
+  config.pin = false;  // the simulated ranks share this machine's cores
+  config.options = s.options;
+  SimulatedJob job(s.ranks);
+  std::vector<Trained> results(static_cast<std::size_t>(s.ranks));
+  testing::run_simulated_ranks(job, [&](int rank, std::unique_ptr<SimulatedRank> group) {
+    SimulatedRank& calls = *group;
+    Model model(kind);
+    init_params(model.params, kind, run.init_seed);
+    auto strategy = make_cluster_strategy(std::move(group));
+    strategy->prepare(model, data, config);
+    Trained& result = results[static_cast<std::size_t>(rank)];
+    const auto record = [&](std::int64_t step, double loss) {
+      if (on_step) on_step(rank, step);
+      result.losses.push_back(loss);
+    };
+    // Two ranges, as the driver makes them at epoch ends.
+    const std::int64_t first_range = s.steps / 3;
+    strategy->run_steps({order.data(), 0, first_range, 0}, record);
+    strategy->run_steps({order.data(), first_range, s.steps - first_range, first_range}, record);
+    strategy->sync_to(model);
+    result.params.assign(model.params.begin(), model.params.end());
+    result.momentum.assign(model.momentum.begin(), model.momentum.end());
+    result.calls = calls.calls();
+    result.metrics = strategy->metrics();
+  });
+  return results;
+}
+
+void expect_ranks_match_serial(const Shape& s) {
+  const testing::Trained serial = testing::train_serially(s.serial());
+  const std::vector<Trained> ranks = train_on_simulated_ranks(s);
+  const ModelKind kind = parse_model(s.model);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const std::string what = describe(s) + ", rank " + std::to_string(r);
+    expect_tensors_close(ranks[r].params, serial.params, kind, 1e-4, what + " (vs serial)");
+    expect_tensors_close(ranks[r].momentum, serial.momentum, kind, 1e-4, what + " momentum");
+    ASSERT_EQ(ranks[r].losses.size(), serial.losses.size()) << what;
+    for (std::size_t i = 0; i < serial.losses.size(); ++i) {
+      EXPECT_NEAR(ranks[r].losses[i], serial.losses[i], 1e-4 * std::abs(serial.losses[i])) << what;
+    }
+    // The sums have the same bits on every rank, so the ranks take the same steps.
+    EXPECT_EQ(ranks[r].params, ranks[0].params) << what << " differs from rank 0";
+    EXPECT_EQ(ranks[r].losses, ranks[0].losses) << what << " differs from rank 0";
+  }
+}
+
+TEST(ClusterOnSimulatedRanks, EveryShapeMatchesSerial) {
+  for (const std::string overlap : {"on", "off"}) {
+    for (const auto& [ranks, threads] : std::vector<std::pair<int, int>>{{2, 1}, {2, 2}, {3, 1}}) {
+      Shape s;
+      s.ranks = ranks;
+      s.threads = threads;
+      s.options = {{"overlap", overlap}};
+      expect_ranks_match_serial(s);
+    }
+  }
+}
+
+TEST(ClusterOnSimulatedRanks, Lenet5MatchesSerial) {
+  for (const std::string overlap : {"on", "off"}) {
+    Shape s;
+    s.model = "lenet5";
+    s.ranks = 2;
+    s.threads = 2;
+    s.steps = 4;
+    s.options = {{"overlap", overlap}};
+    expect_ranks_match_serial(s);
+  }
+}
+
+TEST(ClusterOnSimulatedRanks, DynamicBalanceKeepsTheSumAndMatchesSerial) {
+  Shape s;
+  s.ranks = 2;
+  s.threads = 2;
+  s.options = {{"balance", "dynamic"}};
+  expect_ranks_match_serial(s);
+}
+
+// FC-3's backward runs whole between its callbacks, so the overlapped exchange adds the same
+// numbers in the same order as the blocking one: a bucket summed before every thread had
+// finished it, or started twice, would change the bits.
+TEST(ClusterOnSimulatedRanks, OverlapGivesTheBitsOfTheBlockingSum) {
+  Shape on, off;
+  on.ranks = off.ranks = 2;
+  on.threads = off.threads = 2;
+  on.options = {{"overlap", "on"}};
+  off.options = {{"overlap", "off"}};
+  const auto overlapped = train_on_simulated_ranks(on);
+  const auto blocking = train_on_simulated_ranks(off);
+  for (std::size_t r = 0; r < overlapped.size(); ++r) {
+    EXPECT_EQ(overlapped[r].params, blocking[r].params) << "rank " << r;
+    EXPECT_EQ(overlapped[r].momentum, blocking[r].momentum) << "rank " << r;
+    EXPECT_EQ(overlapped[r].losses, blocking[r].losses) << "rank " << r;
+  }
+}
+
+// The calls of one step that sum gradients or the step's loss and times.
+// (The metrics' table, summed at range ends, is left out: it is not 3 doubles on 2 ranks.)
+std::vector<std::vector<GroupCall>> sums_by_step(const std::vector<GroupCall>& calls) {
+  std::vector<std::vector<GroupCall>> steps(1);
+  for (const GroupCall& call : calls) {
+    if (call.what == "sum" && call.is_double && call.count != 3) continue;  // metrics table
+    steps.back().push_back(call);
+    const bool ends_step = call.what == "wait_for_sums" || (call.what == "sum" && call.is_double);
+    if (ends_step) steps.emplace_back();
+  }
+  steps.pop_back();
+  return steps;
+}
+
+TEST(ClusterOnSimulatedRanks, OverlapStartsEveryBucketOnceLastLayerFirst) {
+  for (const std::string model : {"fc3", "lenet5"}) {
+    Shape s;
+    s.model = model;
+    s.ranks = 2;
+    s.threads = 2;
+    s.steps = 3;
+    s.options = {{"overlap", "on"}};
+    const auto ranks = train_on_simulated_ranks(s);
+    const ModelSpec& spec = model_spec(parse_model(model));
+    const auto buckets = gradient_buckets(spec, gradient_bucket_bytes);
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      const auto steps = sums_by_step(ranks[r].calls);
+      ASSERT_EQ(steps.size(), static_cast<std::size_t>(s.steps)) << model << " rank " << r;
+      for (const auto& step : steps) {
+        // Buckets last to first, then the loss and times (ranks + 1 doubles), then one wait.
+        ASSERT_EQ(step.size(), buckets.size() + 2) << model << " rank " << r;
+        const float* base = static_cast<const float*>(step[0].data) - buckets.back().begin;
+        for (std::size_t k = 0; k < buckets.size(); ++k) {
+          const GradientBucket& bucket = buckets[buckets.size() - 1 - k];
+          EXPECT_EQ(step[k].what, "start_sum");
+          EXPECT_FALSE(step[k].is_double);
+          EXPECT_EQ(step[k].count, bucket.end - bucket.begin) << bucket.name;
+          EXPECT_EQ(step[k].data, base + bucket.begin) << bucket.name;
+        }
+        EXPECT_EQ(step[buckets.size()].what, "start_sum");
+        EXPECT_TRUE(step[buckets.size()].is_double);
+        EXPECT_EQ(step[buckets.size()].count, 3u);
+        EXPECT_EQ(step.back().what, "wait_for_sums");
+        EXPECT_EQ(step.back().count, buckets.size() + 1);
+      }
+    }
+  }
+}
+
+TEST(ClusterOnSimulatedRanks, WithoutOverlapOneBlockingSumOfTheWholeGradient) {
+  Shape s;
+  s.ranks = 2;
+  s.threads = 2;
+  s.steps = 3;
+  s.options = {{"overlap", "off"}};
+  const auto ranks = train_on_simulated_ranks(s);
+  const std::size_t parameters = model_spec(ModelKind::fc3).param_count;
+  for (const Trained& rank : ranks) {
+    const auto steps = sums_by_step(rank.calls);
+    ASSERT_EQ(steps.size(), 3u);
+    for (const auto& step : steps) {
+      ASSERT_EQ(step.size(), 2u);
+      EXPECT_EQ(step[0].what, "sum");
+      EXPECT_FALSE(step[0].is_double);
+      EXPECT_EQ(step[0].count, parameters);
+      EXPECT_EQ(step[1].what, "sum");
+      EXPECT_TRUE(step[1].is_double);
+    }
+  }
+}
+
+TEST(GradientBuckets, LayersMergeFromTheLastOneBackIntoBucketsOfAtLeast64KB) {
+  const auto names = [](ModelKind kind) {
+    std::vector<std::string> out;
+    for (const auto& bucket : gradient_buckets(model_spec(kind), gradient_bucket_bytes)) {
+      out.push_back(bucket.name);
+    }
+    return out;
+  };
+  EXPECT_EQ(names(ModelKind::lenet5), (std::vector<std::string>{"c1+c2", "f1+f2+f3"}));
+  EXPECT_EQ(names(ModelKind::fc3), (std::vector<std::string>{"f1", "f2+f3"}));
+  for (const ModelKind kind : {ModelKind::lenet5, ModelKind::fc3}) {
+    const ModelSpec& spec = model_spec(kind);
+    const auto buckets = gradient_buckets(spec, gradient_bucket_bytes);
+    std::size_t next = 0;
+    int next_tensor = 0;
+    for (std::size_t b = 0; b < buckets.size(); ++b) {
+      EXPECT_EQ(buckets[b].begin, next);
+      EXPECT_EQ(buckets[b].first_tensor, next_tensor);
+      if (b > 0) {
+        EXPECT_GE((buckets[b].end - buckets[b].begin) * sizeof(float), gradient_bucket_bytes);
+      }
+      next = buckets[b].end;
+      next_tensor = buckets[b].last_tensor + 1;
+    }
+    EXPECT_EQ(next, spec.param_count);
+    EXPECT_EQ(next_tensor, static_cast<int>(spec.tensors.size()));
+  }
+  // Every layer its own bucket when any size will do.
+  EXPECT_EQ(gradient_buckets(model_spec(ModelKind::fc3), 1).size(), 3u);
+}
+
+TEST(ClusterOnSimulatedRanks, AStopOnAnyRankStopsEveryRank) {
+  SimulatedJob job(3);
+  std::vector<char> stopped(3), kept_on(3);
+  testing::run_simulated_ranks(job, [&](int rank, std::unique_ptr<SimulatedRank> group) {
+    auto strategy = make_cluster_strategy(std::move(group));
+    stopped[static_cast<std::size_t>(rank)] = strategy->agree_to_stop(rank == 1);
+    kept_on[static_cast<std::size_t>(rank)] = !strategy->agree_to_stop(false);
+  });
+  EXPECT_EQ(stopped, (std::vector<char>{1, 1, 1}));
+  EXPECT_EQ(kept_on, (std::vector<char>{1, 1, 1}));
+}
+
+TEST(ClusterOnSimulatedRanks, ARankThatThrowsEndsEveryRank) {
+  Shape s;
+  s.ranks = 3;
+  s.steps = 6;
+  std::vector<std::atomic<int>> steps_seen(3);
+  // Returning at all is the point: ranks 0 and 2 must not wait forever in the next collective.
+  try {
+    train_on_simulated_ranks(s, [&](int rank, std::int64_t) {
+      if (++steps_seen[static_cast<std::size_t>(rank)] == 3 && rank == 1) {
+        throw Error("injected failure");
+      }
+    });
+    ADD_FAILURE() << "the job went on after a rank threw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fail"), std::string::npos) << e.what();
+  }
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_LT(steps_seen[static_cast<std::size_t>(rank)].load(), s.steps) << "rank " << rank;
+  }
+}
+
+TEST(ClusterOnSimulatedRanks, ReportCountsEveryRanksSamples) {
+  Shape s;
+  s.ranks = 3;
+  s.threads = 2;
+  s.batch = 31;  // shares of 11, 10, 10 over the ranks; 6 + 5, 5 + 5 over their threads
+  const auto ranks = train_on_simulated_ranks(s);
+  const nlohmann::json& metrics = ranks[0].metrics;
+  EXPECT_EQ(metrics["ranks"], 3);
+  EXPECT_EQ(metrics["threads_per_rank"], 2);
+  EXPECT_EQ(metrics["steps"], s.steps);
+  ASSERT_EQ(metrics["per_rank"].size(), 3u);
+  double samples = 0;
+  for (const auto& rank : metrics["per_rank"]) samples += rank["samples"].get<double>();
+  EXPECT_EQ(samples, static_cast<double>(s.steps) * s.batch);
+  EXPECT_EQ(metrics["per_rank"][0]["last_thread_shares"], (std::vector<int>{6, 5}));
+  EXPECT_EQ(metrics["per_rank"][1]["last_thread_shares"], (std::vector<int>{5, 5}));
+  EXPECT_EQ(metrics["per_rank"][2]["last_share"], 10);
+  for (const Trained& rank : ranks) EXPECT_EQ(rank.metrics, metrics);
+}
+
+TEST(ClusterCut, EvenSharesOverRanksThenThreads) {
+  // 31 samples over 3 ranks (11, 10, 10), each share over 2 threads.
+  const std::vector<std::vector<int>> threads = {{6, 5}, {5, 5}, {5, 5}};
+  const std::vector<int> offsets = {0, 11, 21};
+  for (int rank = 0; rank < 3; ++rank) {
+    ClusterShares shares(31, 3, rank, 2, false);
+    EXPECT_EQ(shares.last_thread_shares(), (std::vector<int>{0, 0})) << "before any step";
+    const StepShares step = shares.next_step();
+    const auto r = static_cast<std::size_t>(rank);
+    EXPECT_EQ(step.rank_offset, offsets[r]);
+    EXPECT_EQ(step.thread_shares, threads[r]);
+    EXPECT_EQ(step.thread_offsets, (std::vector<int>{offsets[r], offsets[r] + threads[r][0]}));
+    EXPECT_EQ(shares.last_thread_shares(), threads[r]);
+    EXPECT_EQ(shares.max_thread_share(), 16);
+  }
+  EXPECT_EQ(ClusterShares(64, 1, 0, 2, true).max_thread_share(), 64);  // twice the even 32
+  EXPECT_EQ(ClusterShares(64, 1, 0, 3, true).max_thread_share(), 44);
+  EXPECT_THROW(ClusterShares(64, 2, 2, 1, false), Error);
+}
+
+TEST(ClusterCut, BalancingMovesSamplesOffTheSlowerPartAndKeepsTheBatch) {
+  // Two ranks, each with its own view, see the same times and agree on the new cut.
+  ClusterShares rank0(64, 2, 0, 2, true), rank1(64, 2, 1, 2, true);
+  rank0.next_step();
+  rank1.next_step();
+  rank0.balance_ranks({1.0, 3.0});  // rank 1 took three times as long
+  rank1.balance_ranks({1.0, 3.0});
+  const StepShares first = rank0.next_step(), second = rank1.next_step();
+  EXPECT_GT(first.rank_share, 32);
+  EXPECT_EQ(first.rank_share + second.rank_share, 64);
+  EXPECT_EQ(second.rank_offset, first.rank_share);
+
+  // Inside rank 0: thread 0 twice as slow gives samples to thread 1.
+  ClusterShares threads(64, 1, 0, 2, true);
+  const StepShares even = threads.next_step();
+  EXPECT_EQ(even.thread_shares, (std::vector<int>{32, 32}));
+  threads.balance_threads({2.0, 1.0});
+  const StepShares moved = threads.next_step();
+  EXPECT_LT(moved.thread_shares[0], 32);
+  EXPECT_EQ(moved.thread_shares[0] + moved.thread_shares[1], 64);
+  EXPECT_EQ(moved.thread_offsets[1], moved.thread_shares[0]);
+  // Times within 5% of each other leave the cut as it is.
+  threads.balance_threads({1.0, 1.04});
+  EXPECT_EQ(threads.next_step().thread_shares, moved.thread_shares);
+}
+
+TEST(ClusterCut, ThreadsKeepTheirProportionsWhenTheRanksShareChanges) {
+  ClusterShares rank0(64, 2, 0, 2, true);
+  EXPECT_EQ(rank0.next_step().thread_shares, (std::vector<int>{16, 16}));
+  rank0.balance_threads({3.0, 1.0});
+  const std::vector<int> moved = rank0.next_step().thread_shares;
+  EXPECT_LT(moved[0], moved[1]);
+  rank0.balance_ranks({1.0, 2.0});  // rank 0 grows
+  const StepShares grown = rank0.next_step();
+  ASSERT_GT(grown.rank_share, 32);
+  EXPECT_EQ(grown.thread_shares[0] + grown.thread_shares[1], grown.rank_share);
+  EXPECT_LT(grown.thread_shares[0], grown.thread_shares[1]);
+}
+
+}  // namespace
+}  // namespace cnnbench
