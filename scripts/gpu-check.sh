@@ -108,9 +108,9 @@ trap 'fact signal INT; exit 130' INT
 fact deadline_s "$DEADLINE_S"
 # The stages in order; those not reached when the deadline passes are reported as skipped.
 printf '%s\n' nvidia-smi unpack-deps configure build cnnbench-info test_gpu_runtime test_gpu_kernels \
-  test_gpu_strategy cnnbench-lenet5-b1024 cnnbench-lenet5-b256 cnnbench-lenet5-b64 \
-  cnnbench-lenet5-b1024-stream cnnbench-fc3-b1024 cnnbench-fc3-b256 cnnbench-fc3-b64 \
-  cnnbench-fc3-b1024-stream torch-baseline two-ranks > "$WORK/state/planned.txt"
+  test_gpu_module test_gpu_strategy cnnbench-lenet5-b1024 cnnbench-lenet5-b256 \
+  cnnbench-lenet5-b64 cnnbench-lenet5-b1024-stream cnnbench-fc3-b1024 cnnbench-fc3-b256 \
+  cnnbench-fc3-b64 cnnbench-fc3-b1024-stream torch-baseline two-ranks > "$WORK/state/planned.txt"
 fact dry_run "$DRY_RUN"
 fact isolate "$ISOLATE"
 
@@ -236,7 +236,7 @@ rm -rf "$BUILD_DIR"
 stage configure 180 cmake -S "$SOURCE" -B "$BUILD_DIR" "${CONFIGURE_FLAGS[@]}" \
   || stage_failed configure "configure failed (see logs/configure.log)"
 grep "cnnbench:" "$LOGS/configure.log"
-TARGETS=(cnnbench_cli test_gpu_runtime test_gpu_kernels test_gpu_strategy)
+TARGETS=(cnnbench_cli cnnbench_gpu test_gpu_runtime test_gpu_kernels test_gpu_module test_gpu_strategy)
 if grep -q "cnnbench: MPI on" "$LOGS/configure.log" && [[ ${#MPIRUN[@]} -gt 0 ]]; then
   TARGETS+=(test_gpu_ranks)
 else
@@ -283,6 +283,7 @@ gtest() {  # gtest NAME CAP DEVICE_ONLY
 say "GPU tests"
 gtest test_gpu_runtime 60 0
 gtest test_gpu_kernels 120 0
+gtest test_gpu_module 60 0
 gtest test_gpu_strategy 240 1
 [[ " ${TARGETS[*]} " == *" test_gpu_ranks "* ]] && gtest test_gpu_ranks 240 1
 

@@ -218,6 +218,7 @@ void print_gpus(std::ostream& out, const nlohmann::json& gpu) {
   if (!gpu.at("runtime").get<std::string>().empty()) {
     print_row(out, "CUDA runtime", gpu.at("runtime").get<std::string>());
   }
+  if (gpu.contains("module")) print_row(out, "module", gpu.at("module").get<std::string>());
 }
 
 int run_info(const InfoOptions& options) {

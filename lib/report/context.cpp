@@ -20,9 +20,6 @@
 #if CNNBENCH_HAVE_MPI
 #include <mpi.h>
 #endif
-#if CNNBENCH_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 extern char** environ;
 
@@ -106,15 +103,10 @@ nlohmann::json simd_json() {
 
 }  // namespace
 
-std::string cuda_version_string() {
-#if CNNBENCH_HAVE_CUDA
-  int version = 0;
-  if (cudaRuntimeGetVersion(&version) != cudaSuccess || version <= 0) return "";
-  return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
-#else
-  return "";
+#if !CNNBENCH_HAVE_CUDA
+// Builds with CUDA get it from the GPU module's loader (strategies/gpu/module_loader.cpp).
+std::string cuda_version_string() { return ""; }
 #endif
-}
 
 std::string mpi_version_string() {
 #if CNNBENCH_HAVE_MPI

@@ -11,6 +11,7 @@ std::unique_ptr<Strategy> make_serial_strategy();
 std::unique_ptr<Strategy> make_blas_strategy();
 std::unique_ptr<Strategy> make_stream_strategy();
 std::unique_ptr<Strategy> make_cluster_strategy();  // only with CNNBENCH_HAVE_MPI
-std::unique_ptr<Strategy> make_gpu_strategy();      // only with CNNBENCH_HAVE_CUDA
+// Only with CNNBENCH_HAVE_CUDA: loads the GPU module (gpu/module_loader.cpp) and asks it.
+std::unique_ptr<Strategy> make_gpu_strategy();
 
 }  // namespace cnnbench

@@ -1,13 +1,16 @@
 // Lists the CUDA devices and versions; an absent driver or device gives an empty list and a
-// reason instead of an error, so `cnnbench info` works on any machine.
+// reason instead of an error, so that `cnnbench info` works on any machine.
 #include <string>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "cnnbench/gpu.hpp"
+#include "cnnbench/core.hpp"
+#include "cuda_check.hpp"
+#include "device_count.hpp"
+#include "module.hpp"
 
-namespace cnnbench {
+namespace cnnbench::gpu {
 
 namespace {
 // CUDA encodes versions as 1000 * major + 10 * minor.
@@ -15,39 +18,52 @@ std::string cuda_version_string(int version) {
   if (version <= 0) return "";
   return std::to_string(version / 1000) + "." + std::to_string((version % 1000) / 10);
 }
-
-std::string no_device_reason(cudaError_t status) {
-  if (status == cudaSuccess) return "no CUDA device found";
-  return std::string("no CUDA device: cudaGetDeviceCount failed: ") + cudaGetErrorName(status) +
-         ": " + cudaGetErrorString(status);
-}
 }  // namespace
 
-std::vector<GpuDevice> list_gpu_devices() {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the error so later calls start clean
-    return {};
+DeviceCount count_devices() {
+  DeviceCount out;
+  const cudaError_t status = cudaGetDeviceCount(&out.count);
+  if (status != cudaSuccess) {
+    (void)cudaGetLastError();
+    out.count = 0;
+    out.runtime_failed = true;
+    out.reason = std::string("no CUDA device: cudaGetDeviceCount failed: ") +
+                 cudaGetErrorName(status) + ": " + cudaGetErrorString(status);
+  } else if (out.count == 0) {
+    out.reason = "no CUDA device found";
   }
+  return out;
+}
+
+GpuDevice describe_device(int index) {
+  cudaDeviceProp prop{};
+  CNNBENCH_CUDA(cudaGetDeviceProperties(&prop, index));
+  GpuDevice d;
+  d.index = index;
+  d.name = prop.name;
+  d.compute_major = prop.major;
+  d.compute_minor = prop.minor;
+  d.memory_bytes = prop.totalGlobalMem;
+  d.multiprocessors = prop.multiProcessorCount;
+  char bus_id[32] = {};
+  if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, index) == cudaSuccess) d.pci_bus_id = bus_id;
+  return d;
+}
+
+std::vector<GpuDevice> list_devices() {
+  const int count = count_devices().count;
   std::vector<GpuDevice> devices;
   for (int i = 0; i < count; ++i) {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
-    GpuDevice d;
-    d.index = i;
-    d.name = prop.name;
-    d.compute_major = prop.major;
-    d.compute_minor = prop.minor;
-    d.memory_bytes = prop.totalGlobalMem;
-    d.multiprocessors = prop.multiProcessorCount;
-    char bus_id[32] = {};
-    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, i) == cudaSuccess) d.pci_bus_id = bus_id;
-    devices.push_back(d);
+    try {
+      devices.push_back(describe_device(i));
+    } catch (const Error&) {
+      (void)cudaGetLastError();  // a device the runtime cannot describe is left out
+    }
   }
   return devices;
 }
 
-GpuRuntime gpu_runtime() {
+GpuRuntime describe_runtime() {
   GpuRuntime out;
   int runtime = 0, driver = 0;
   if (cudaRuntimeGetVersion(&runtime) == cudaSuccess) {
@@ -61,13 +77,8 @@ GpuRuntime gpu_runtime() {
     out.cublas_version =
         std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
   }
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess || count == 0) {
-    (void)cudaGetLastError();
-    out.unavailable_reason = no_device_reason(status);
-  }
+  out.unavailable_reason = count_devices().reason;
   return out;
 }
 
-}  // namespace cnnbench
+}  // namespace cnnbench::gpu

@@ -5,8 +5,6 @@
 // second stream, double-buffered, so the copy of step i+1 runs under the compute of step i.
 // Under mpirun every rank drives one device and computes its share of each global batch; the
 // gradients meet in pinned host memory, are summed over the ranks, and go back for the update.
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -14,36 +12,32 @@
 #include <string>
 #include <vector>
 
-#include "../factories.hpp"
 #include "../rank_group.hpp"
 #include "../rank_share.hpp"
 #include "../strategy_options.hpp"
 #include "cnnbench/core.hpp"
-#include "cnnbench/gpu.hpp"
 #include "cnnbench/topology.hpp"
+#include "cuda_api.hpp"
+#include "device_count.hpp"
 #include "device_memory.hpp"
 #include "device_upload.hpp"
 #include "graph_runner.hpp"
+#include "module.hpp"
+#include "rank_metrics.hpp"
 #include "step_launch.hpp"
+#include "step_layout.hpp"
 
-namespace cnnbench {
+namespace cnnbench::gpu {
 
 namespace {
-
-using namespace gpu;
 
 enum class DataMode { resident, stream };
 
 int device_count_or_fail() {
-  int count = 0;
-  const cudaError_t status = cudaGetDeviceCount(&count);
-  if (status != cudaSuccess) {
-    (void)cudaGetLastError();
-    fail(std::string("no CUDA device: cudaGetDeviceCount failed: ") + cudaGetErrorName(status) +
-         ": " + cudaGetErrorString(status) + " (strategy 'gpu' needs an NVIDIA GPU and driver)");
-  }
-  if (count == 0) fail("no CUDA device found (strategy 'gpu' needs an NVIDIA GPU)");
-  return count;
+  const DeviceCount devices = count_devices();
+  if (devices.count > 0) return devices.count;
+  fail(devices.reason + " (strategy 'gpu' needs an NVIDIA GPU" +
+       (devices.runtime_failed ? " and driver)" : ")"));
 }
 
 // --device K, or `fallback` (rank on this machine modulo the device count) when not given.
@@ -63,46 +57,6 @@ int parse_device(const TrainConfig& config, int count, int fallback) {
 enum class StepPart { whole_step, forward_backward, update };
 constexpr int step_parts = 3;
 
-// The CUDA runtime behind upload_and_settle and GraphRunner; captures and launches on `stream`.
-struct CudaApi {
-  using Graph = cudaGraph_t;
-  using Exec = GraphExec;
-  cudaStream_t stream = nullptr;
-
-  static std::string message(cudaError_t status) {
-    if (status == cudaSuccess) return "";
-    return std::string(cudaGetErrorName(status)) + ": " + cudaGetErrorString(status);
-  }
-  void copy_async(void* device, const void* host, std::size_t bytes, cudaStream_t on) {
-    CNNBENCH_CUDA(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, on));
-  }
-  void zero_async(void* device, std::size_t bytes, cudaStream_t on) {
-    CNNBENCH_CUDA(cudaMemsetAsync(device, 0, bytes, on));
-  }
-  void synchronize_device() { CNNBENCH_CUDA(cudaDeviceSynchronize()); }
-  std::string begin_capture() {
-    return message(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  }
-  std::string end_capture(cudaGraph_t& graph) {
-    return message(cudaStreamEndCapture(stream, &graph));
-  }
-  std::string instantiate(GraphExec& exec, cudaGraph_t graph) {
-    cudaGraphExec_t made = nullptr;
-    const cudaError_t status = cudaGraphInstantiate(&made, graph, 0);
-    if (status == cudaSuccess) exec = GraphExec(made);
-    return message(status);
-  }
-  void launch(const GraphExec& exec) { CNNBENCH_CUDA(cudaGraphLaunch(exec.get(), stream)); }
-  void destroy_graph(cudaGraph_t graph) { (void)cudaGraphDestroy(graph); }
-  void clear_error() { (void)cudaGetLastError(); }
-};
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "";
-  return name;
-}
-
 DataMode parse_data_mode(const TrainConfig& config) {
   const std::string text = option_or(config, "gpu-data", "resident");
   if (text == "resident") return DataMode::resident;
@@ -115,53 +69,6 @@ bool parse_graph(const TrainConfig& config) {
   if (text == "on") return true;
   if (text == "off") return false;
   fail("--gpu-graph " + text + ": expected on or off");
-}
-
-// Carves aligned arrays out of one device allocation: first a sizing pass (base == nullptr).
-class Carver {
- public:
-  explicit Carver(char* base) : base_(base) {}
-  template <class T>
-  T* take(std::size_t count) {
-    if (count == 0) return nullptr;
-    offset_ = (offset_ + 255) / 256 * 256;
-    T* p = base_ ? reinterpret_cast<T*>(base_ + offset_) : nullptr;
-    offset_ += count * sizeof(T);
-    return p;
-  }
-  std::size_t bytes() const { return offset_; }
-
- private:
-  char* base_;
-  std::size_t offset_ = 0;
-};
-
-StepBuffers carve_step_buffers(Carver& carve, bool lenet5, int B) {
-  const StepBufferSizes n = step_buffer_floats(lenet5, B);
-  const auto batch = static_cast<std::size_t>(B);
-  StepBuffers w;
-  w.batch = B;
-  w.x = carve.take<float>(n.x);
-  w.y = carve.take<std::uint8_t>(batch);
-  w.a1 = carve.take<float>(n.a1);
-  w.p1 = carve.take<float>(n.p1);
-  w.a2 = carve.take<float>(n.a2);
-  w.p2 = carve.take<float>(n.p2);
-  w.h1 = carve.take<float>(n.h1);
-  w.h2 = carve.take<float>(n.h2);
-  w.logits = carve.take<float>(n.logits);
-  w.da1 = carve.take<float>(n.a1);
-  w.dp1 = carve.take<float>(n.p1);
-  w.da2 = carve.take<float>(n.a2);
-  w.dp2 = carve.take<float>(n.p2);
-  w.dh1 = carve.take<float>(n.h1);
-  w.dh2 = carve.take<float>(n.h2);
-  w.dlogits = carve.take<float>(n.logits);
-  w.sample_loss = carve.take<float>(batch);
-  w.conv_partials = carve.take<float>(n.conv_partials);
-  w.ones = carve.take<float>(batch);
-  w.step = carve.take<int>(1);
-  return w;
 }
 
 class GpuStrategy final : public Strategy {
@@ -211,16 +118,17 @@ class GpuStrategy final : public Strategy {
     nlohmann::json m = {{"device", device_},
                         {"device_name", device_name_},
                         {"gpu_data", mode_ == DataMode::resident ? "resident" : "stream"},
-                        {"cuda_graph", graph_in_use()},
+                        {"cuda_graph", graphs_.in_use()},
                         {"dataset_upload_seconds", dataset_upload_seconds_},
                         {"copy_seconds", copy_seconds_},
                         {"copy_bytes", copy_bytes_},
                         {"compute_seconds", compute_seconds_},
-                        {"copy_hidden_fraction", hidden_fraction()},
+                        {"copy_hidden_fraction",
+                         copy_seconds_ > 0 ? overlap_seconds_ / copy_seconds_ : 0.0},
                         {"steps", steps_run_},
                         {"ranks", ranks_ ? ranks_->size() : 1}};
     if (!graphs_.note().empty()) m["cuda_graph_note"] = graphs_.note();
-    const GpuRuntime runtime = gpu_runtime();
+    const GpuRuntime runtime = describe_runtime();
     m["cuda_runtime"] = runtime.runtime_version;
     m["cuda_driver"] = runtime.driver_version;
     m["cublas"] = runtime.cublas_version;
@@ -261,11 +169,9 @@ class GpuStrategy final : public Strategy {
     }
 
     CNNBENCH_CUDA(cudaSetDevice(device_));
-    cudaDeviceProp prop{};
-    CNNBENCH_CUDA(cudaGetDeviceProperties(&prop, device_));
-    device_name_ = prop.name;
-    char bus_id[32] = {};
-    if (cudaDeviceGetPCIBusId(bus_id, sizeof bus_id, device_) == cudaSuccess) pci_bus_id_ = bus_id;
+    const GpuDevice described = describe_device(device_);
+    device_name_ = described.name;
+    pci_bus_id_ = described.pci_bus_id;
     compute_ = make_stream();
     copy_ = make_stream();
     blas_ = std::make_unique<CublasHandle>();
@@ -336,33 +242,7 @@ class GpuStrategy final : public Strategy {
     grads_ = DeviceBuffer<float>(n);
     momentum_ = DeviceBuffer<float>(n);
 
-    StepLaunch& s = launch_[0];
-    s.lenet5 = model.kind == ModelKind::lenet5;
-    s.params = params_.data();
-    s.grads = grads_.data();
-    s.momentum = momentum_.data();
-    s.param_count = n;
-    s.grad_scale = 1.0f / static_cast<float>(config.batch);
-    s.lr = config.sgd.lr;
-    s.momentum_factor = config.sgd.momentum;
-    s.weight_decay = config.sgd.weight_decay;
-    // Named views in state_dict order, for the parameters and for their gradients.
-    const auto& tensors = model.spec().tensors;
-    auto views = [&tensors](float* flat) {
-      std::array<float*, 10> at{};
-      for (std::size_t i = 0; i < tensors.size() && i < at.size(); ++i) {
-        at[i] = flat + tensors[i].offset;
-      }
-      return at;
-    };
-    const auto p = views(params_.data()), g = views(grads_.data());
-    if (s.lenet5) {
-      s.lenet5_params = {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8], p[9]};
-      s.lenet5_grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9]};
-    } else {
-      s.fc3_params = {p[0], p[1], p[2], p[3], p[4], p[5]};
-      s.fc3_grads = {g[0], g[1], g[2], g[3], g[4], g[5]};
-    }
+    set_model_tensors(launch_[0], model, config, params_.data(), grads_.data(), momentum_.data());
     return {{params_.data(), model.params.data(), sizeof(float) * n},
             {momentum_.data(), model.momentum.data(), sizeof(float) * n},
             {grads_.data(), nullptr, sizeof(float) * n}};
@@ -370,11 +250,8 @@ class GpuStrategy final : public Strategy {
 
   // Activations for this rank's share of the batch (the whole batch on one rank).
   void allocate_step_buffers(bool lenet5) {
-    Carver sizing(nullptr);
-    carve_step_buffers(sizing, lenet5, share_.count);
-    step_memory_ = DeviceBuffer<char>(sizing.bytes());
-    Carver carve(step_memory_.data());
-    launch_[0].buffers = carve_step_buffers(carve, lenet5, share_.count);
+    step_memory_ = DeviceBuffer<char>(step_memory_bytes(lenet5, share_.count));
+    launch_[0].buffers = carve_step_buffers(step_memory_.data(), lenet5, share_.count);
     launch_[1] = launch_[0];
   }
 
@@ -554,58 +431,22 @@ class GpuStrategy final : public Strategy {
     overlap_seconds_ += std::clamp(copy + compute - span, 0.0, copy);
   }
 
-  double hidden_fraction() const {
-    return copy_seconds_ > 0 ? overlap_seconds_ / copy_seconds_ : 0.0;
-  }
-
-  bool graph_in_use() const { return graphs_.in_use(); }
-
   // Collective: every rank's device, timings and pin record, so that rank 0 can report them.
   void gather_rank_metrics() {
-    const nlohmann::json mine = {
-        {"rank", ranks_->rank()},
-        {"host", host_name()},
-        {"device", device_},
-        {"device_name", device_name_},
-        {"pci_bus_id", pci_bus_id_},
-        {"batch_offset", share_.offset},
-        {"samples_per_step", share_.count},
-        {"allreduce_s", allreduce_seconds_},
-        {"compute_s", compute_seconds_},
-        {"pin", {{"worker", own_pin_record().worker},
-                 {"core", pinned_pu_ < 0 ? -1 : pin_core_},
-                 {"pu", pinned_pu_},
-                 {"observed_cpu", current_cpu()}}}};
-    const std::vector<std::string> all = ranks_->gather_to_all(mine.dump());
-    per_rank_metrics_ = nlohmann::json::array();
-    all_pins_.clear();
-    double sum = 0, max = 0;
-    for (const std::string& text : all) {
-      nlohmann::json rank = nlohmann::json::parse(text);
-      const nlohmann::json pin = rank.at("pin");
-      all_pins_.push_back({pin.at("worker").get<std::string>(), pin.at("core").get<int>(),
-                           pin.at("pu").get<int>(), pin.at("observed_cpu").get<int>()});
-      rank.erase("pin");
-      const double seconds = rank.at("allreduce_s").get<double>();
-      sum += seconds;
-      max = std::max(max, seconds);
-      per_rank_metrics_.push_back(std::move(rank));
-    }
-    const int ranks = ranks_->size();
-    const double mean = sum / ranks;
+    const nlohmann::json mine = rank_entry(*ranks_,
+                                           {{"device", device_},
+                                            {"device_name", device_name_},
+                                            {"pci_bus_id", pci_bus_id_},
+                                            {"batch_offset", share_.offset},
+                                            {"samples_per_step", share_.count},
+                                            {"allreduce_s", allreduce_seconds_},
+                                            {"compute_s", compute_seconds_}},
+                                           own_pin_record());
     const double payload = static_cast<double>(sizeof(float) * grads_.size());
-    // Reduce-scatter + allgather: each rank sends (and receives) 2 (p - 1) / p of the payload.
-    const double moved = payload * 2.0 * (ranks - 1) / ranks * static_cast<double>(allreduce_steps_);
-    allreduce_metrics_ = {
-        {"method", "host-staged: gradients device -> pinned host, MPI reduce-scatter summed in "
-                   "rank order + allgather, host -> device; one exchange per step"},
-        {"seconds_mean", mean},
-        {"seconds_max", max},
-        {"ms_per_step_mean", allreduce_steps_ > 0 ? 1e3 * mean / allreduce_steps_ : 0.0},
-        {"ms_per_step_max", allreduce_steps_ > 0 ? 1e3 * max / allreduce_steps_ : 0.0},
-        {"payload_bytes_per_step", payload},
-        {"bytes_moved_per_rank", moved},
-        {"gbps_per_rank", mean > 0 ? moved / mean / 1e9 : 0.0}};
+    RankMetrics all = gpu::gather_rank_metrics(*ranks_, mine, payload, allreduce_steps_);
+    per_rank_metrics_ = std::move(all.per_rank);
+    allreduce_metrics_ = std::move(all.allreduce);
+    all_pins_ = std::move(all.pins);
   }
 
   // Configuration
@@ -653,6 +494,6 @@ class GpuStrategy final : public Strategy {
 
 }  // namespace
 
-std::unique_ptr<Strategy> make_gpu_strategy() { return std::make_unique<GpuStrategy>(); }
+std::unique_ptr<Strategy> make_gpu_strategy_on_device() { return std::make_unique<GpuStrategy>(); }
 
-}  // namespace cnnbench
+}  // namespace cnnbench::gpu

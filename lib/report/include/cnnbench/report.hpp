@@ -23,7 +23,8 @@ nlohmann::json collect_context();
 // {"serial": {"available": true, "description": ...}, "gpu": {"available": false, "reason": ...}}.
 nlohmann::json build_features();
 
-// The CUDA runtime version ("12.4"), "" in builds without CUDA or when the runtime won't say.
+// The CUDA toolkit version the GPU module was built with ("13.0"), "" in builds without CUDA; a
+// CPU run names it without loading CUDA (a GPU run's metrics carry the runtime's own version).
 std::string cuda_version_string();
 // The MPI library's own version line ("Open MPI v4.1.6, ..."), "" in builds without MPI.
 std::string mpi_version_string();

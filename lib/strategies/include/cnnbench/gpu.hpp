@@ -1,5 +1,6 @@
 // CUDA devices visible to this process, for `cnnbench info` and run reports. Without CUDA in the
-// build, or without a driver or device at run time, the list is empty and the reason says why.
+// build, without the GPU module (libcnnbench-gpu.so, loaded on the first call), or without a
+// driver or device at run time, the list is empty and the reason says why.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,7 @@ struct GpuRuntime {
   std::string driver_version;       // highest CUDA version the driver supports; empty if none
   std::string cublas_version;       // e.g. "13.0.0"; empty without CUDA
   std::string unavailable_reason;   // why no device is listed; empty when some are
+  std::string module_path;          // where libcnnbench-gpu.so was loaded from; empty if not
 };
 
 #if CNNBENCH_HAVE_CUDA
@@ -34,11 +36,13 @@ GpuRuntime gpu_runtime();
 #else
 inline std::vector<GpuDevice> list_gpu_devices() { return {}; }
 inline GpuRuntime gpu_runtime() {
-  return {"", "", "", "built without CUDA (no CUDA toolkit found or CNNBENCH_WITH_CUDA=OFF)"};
+  GpuRuntime out;
+  out.unavailable_reason = "built without CUDA (no CUDA toolkit found or CNNBENCH_WITH_CUDA=OFF)";
+  return out;
 }
 #endif
 
-// {"runtime": ..., "driver": ..., "cublas": ..., "devices": [...], "reason": ...}
+// {"runtime": ..., "driver": ..., "cublas": ..., "devices": [...], "reason": ..., "module": ...}
 inline nlohmann::json gpu_info_json() {
   const GpuRuntime runtime = gpu_runtime();
   nlohmann::json devices = nlohmann::json::array();
@@ -55,6 +59,7 @@ inline nlohmann::json gpu_info_json() {
                         {"driver", runtime.driver_version},
                         {"cublas", runtime.cublas_version},
                         {"devices", devices}};
+  if (!runtime.module_path.empty()) out["module"] = runtime.module_path;
   if (!runtime.unavailable_reason.empty()) out["reason"] = runtime.unavailable_reason;
   return out;
 }
