@@ -10,9 +10,12 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/stream.hpp"
+#include "error_message.hpp"
 
 namespace cnnbench::stream {
 namespace {
+
+using test::error_of;
 
 // An actor whose firing is a lambda: the tests' building block.
 class LambdaActor final : public Actor {
@@ -63,16 +66,6 @@ Node collecting_sink(const std::string& name, std::size_t elements,
       into->emplace_back(values.begin(), values.end());
     }
   });
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // ---- rates and schedules ------------------------------------------------------------------------
