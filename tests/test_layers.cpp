@@ -540,42 +540,48 @@ TEST(MaxPool, TiesGoToTheFirstMaximumInRowMajorOrder) {
 
 // --- backward accumulates parameter gradients and overwrites dinp ----------------------------
 
+// backward(dinp, dweight, dbias) twice from zero parameter gradients: they must double (backward
+// adds into them) while dinp stays as the first call left it (backward overwrites it).
+void expect_accumulates_and_overwrites(std::size_t inputs, std::size_t weights, std::size_t biases,
+                                       const std::function<void(float*, float*, float*)>& backward,
+                                       const std::string& layer) {
+  Floats dweight(weights, 0.0f), dbias(biases, 0.0f), dinp(inputs, NAN);
+  backward(dinp.data(), dweight.data(), dbias.data());
+  const Floats once_dweight = dweight, once_dbias = dbias, once_dinp = dinp;
+  backward(dinp.data(), dweight.data(), dbias.data());
+  Floats twice_dweight = once_dweight, twice_dbias = once_dbias;
+  for (auto& x : twice_dweight) x *= 2.0f;
+  for (auto& x : twice_dbias) x *= 2.0f;
+  EXPECT_TRUE(close(dweight, twice_dweight, 1e-6)) << layer << " dweight";
+  EXPECT_TRUE(close(dbias, twice_dbias, 1e-6)) << layer << " dbias";
+  EXPECT_TRUE(close(dinp, once_dinp, 0.0)) << layer << " dinp";
+}
+
 TEST(Backward, AccumulatesParameterGradientsAndOverwritesInputGradient) {
   Rng rng(5);
   {
     const int B = 3, in = 11, out = 7;
     const Floats inp = random_floats(B * in, rng), weight = random_floats(out * in, rng);
     const Floats dout = random_floats(B * out, rng);
-    Floats dweight(out * in, 0.0f), dbias(out, 0.0f), dinp(B * in, NAN);
-    dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
-                   weight.data(), B, in, out);
-    const Floats once_dweight = dweight, once_dbias = dbias, once_dinp = dinp;
-    dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
-                   weight.data(), B, in, out);
-    Floats twice_dweight = once_dweight, twice_dbias = once_dbias;
-    for (auto& x : twice_dweight) x *= 2.0f;
-    for (auto& x : twice_dbias) x *= 2.0f;
-    EXPECT_TRUE(close(dweight, twice_dweight, 1e-6)) << "dense dweight";
-    EXPECT_TRUE(close(dbias, twice_dbias, 1e-6)) << "dense dbias";
-    EXPECT_TRUE(close(dinp, once_dinp, 0.0)) << "dense dinp";
+    expect_accumulates_and_overwrites(
+        inp.size(), weight.size(), out,
+        [&](float* dinp, float* dweight, float* dbias) {
+          dense_backward(dinp, dweight, dbias, dout.data(), inp.data(), weight.data(), B, in, out);
+        },
+        "dense");
   }
   {
     const Conv2dShape s{2, 3, 7, 6, 4, 3, 1};
     const Floats inp = random_floats(2 * 3 * 7 * 6, rng), weight = random_floats(4 * 3 * 3 * 3, rng);
     const Floats dout = random_floats(2 * 4 * s.out_height() * s.out_width(), rng);
     Floats scratch(s.scratch_floats());
-    Floats dweight(weight.size(), 0.0f), dbias(4, 0.0f), dinp(inp.size(), NAN);
-    conv2d_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
-                    weight.data(), s, scratch.data());
-    const Floats once_dweight = dweight, once_dbias = dbias, once_dinp = dinp;
-    conv2d_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
-                    weight.data(), s, scratch.data());
-    Floats twice_dweight = once_dweight, twice_dbias = once_dbias;
-    for (auto& x : twice_dweight) x *= 2.0f;
-    for (auto& x : twice_dbias) x *= 2.0f;
-    EXPECT_TRUE(close(dweight, twice_dweight, 1e-6)) << "conv dweight";
-    EXPECT_TRUE(close(dbias, twice_dbias, 1e-6)) << "conv dbias";
-    EXPECT_TRUE(close(dinp, once_dinp, 0.0)) << "conv dinp";
+    expect_accumulates_and_overwrites(
+        inp.size(), weight.size(), 4,
+        [&](float* dinp, float* dweight, float* dbias) {
+          conv2d_backward(dinp, dweight, dbias, dout.data(), inp.data(), weight.data(), s,
+                          scratch.data());
+        },
+        "conv");
   }
 }
 
