@@ -6,23 +6,17 @@ cnnbench does; FP32 (no TF32); timed between CUDA synchronisations after a warm-
 usage: gpu_torch.py --model lenet5 --batch 1024 --steps 2000 [--device 0] [--json OUT]
 Prints one JSON object (and writes it to OUT): images_per_s, seconds, versions, device.
 """
-import argparse
 import json
 import sys
 import time
 
-from torch_nets import build_model
+from torch_nets import baseline_parser, build_model, training_step
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="lenet5", choices=["fc3", "lenet5"])
-    parser.add_argument("--batch", type=int, default=1024)
-    parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--warmup", type=int, default=50)
-    parser.add_argument("--samples", type=int, default=60000)
+    parser = baseline_parser(__doc__.splitlines()[0], batch=1024, steps=1000, warmup=50,
+                             samples=60000)
     parser.add_argument("--device", type=int, default=0)
-    parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--json", help="also write the result here")
     args = parser.parse_args()
 
@@ -36,24 +30,9 @@ def main():
     device = torch.device("cuda", args.device)
     torch.manual_seed(1)
 
-    model = build_model(torch, args.model).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    loss_fn = torch.nn.CrossEntropyLoss()
+    model = build_model(args.model).to(device)
     # The data set stays on the device as bytes, like cnnbench's resident mode.
-    images = torch.randint(0, 256, (args.samples, 1, 28, 28), dtype=torch.uint8, device=device)
-    labels = torch.randint(0, 10, (args.samples,), dtype=torch.int64, device=device)
-    steps_per_epoch = args.samples // args.batch
-    order = torch.randperm(args.samples, device=device)
-
-    def step(k):
-        idx = order[(k % steps_per_epoch) * args.batch:(k % steps_per_epoch + 1) * args.batch]
-        x = images.index_select(0, idx).float().div_(255.0)
-        y = labels.index_select(0, idx)
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        optimizer.step()
-        return loss
+    step = training_step(model, args, device)
 
     for k in range(args.warmup):
         step(k)

@@ -9,7 +9,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <utility>
+
+#include "cnnbench/core.hpp"
 
 namespace cnnbench::fuzz {
 
@@ -33,6 +37,19 @@ class InputFile {
     return path_;
   }
   const std::filesystem::path& path() const { return path_; }
+
+  // Writes the input and reads it back with read(path): what that returns, or nothing where it
+  // rejects the input with a cnnbench::Error, a fine outcome for any bytes.
+  template <class Read>
+  auto read_back(const std::uint8_t* data, std::size_t size, Read read) const
+      -> std::optional<decltype(read(std::declval<const std::filesystem::path&>()))> {
+    write(data, size);
+    try {
+      return read(path_);
+    } catch (const cnnbench::Error&) {
+      return std::nullopt;
+    }
+  }
 
  private:
   std::filesystem::path path_;

@@ -11,15 +11,11 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const cnnbench::fuzz::InputFile file("report.json");
-  file.write(data, size);
-  nlohmann::json report;
-  try {
-    report = cnnbench::read_report(file.path());
-  } catch (const cnnbench::Error&) {
-    return 0;
-  }
-  (void)cnnbench::report_points(report);
-  const cnnbench::Comparison comparison = cnnbench::compare_reports(report, report, 0.05, 0.05);
+  const auto report =
+      file.read_back(data, size, [](const auto& path) { return cnnbench::read_report(path); });
+  if (!report) return 0;
+  (void)cnnbench::report_points(*report);
+  const cnnbench::Comparison comparison = cnnbench::compare_reports(*report, *report, 0.05, 0.05);
   (void)cnnbench::comparison_json(comparison).dump();
   return 0;
 }

@@ -32,15 +32,11 @@ bool same_tensors(const cnnbench::SafetensorsFile& a, const cnnbench::Safetensor
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const cnnbench::fuzz::InputFile file("input.safetensors");
   static const cnnbench::fuzz::InputFile rewritten("rewritten.safetensors");
-  file.write(data, size);
-  cnnbench::SafetensorsFile content;
-  try {
-    content = cnnbench::read_safetensors(file.path());
-  } catch (const cnnbench::Error&) {
-    return 0;
-  }
-  cnnbench::write_safetensors(rewritten.path(), content);
-  if (!same_tensors(content, cnnbench::read_safetensors(rewritten.path()))) __builtin_trap();
+  const auto content =
+      file.read_back(data, size, [](const auto& path) { return cnnbench::read_safetensors(path); });
+  if (!content) return 0;
+  cnnbench::write_safetensors(rewritten.path(), *content);
+  if (!same_tensors(*content, cnnbench::read_safetensors(rewritten.path()))) __builtin_trap();
 
   for (const cnnbench::ModelKind kind : {cnnbench::ModelKind::fc3, cnnbench::ModelKind::lenet5}) {
     cnnbench::Model model(kind);

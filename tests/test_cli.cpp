@@ -15,20 +15,15 @@
 
 #include "cnnbench/core.hpp"
 #include "run_cli.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
 using cnnbench::test::CliResult;
+using cnnbench::test::fresh_temp_dir;
 using cnnbench::test::run_cli;
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("cnnbench-test-cli-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 TEST(Cli, UsageErrorsExitTwo) {
   for (const std::string args : {"", "train --batch 0", "train --model vgg16", "train --steps 5 --epochs 2",
@@ -43,7 +38,7 @@ TEST(Cli, RuntimeErrorsExitOneWithTheCause) {
   struct Case {
     std::string args, expected;
   };
-  const fs::path dir = temp_dir("errors");
+  const fs::path dir = fresh_temp_dir("cli-errors");
   for (const Case& c : std::vector<Case>{
            {"train --synthetic 100 --strategy quantum", "unknown strategy 'quantum'"},
            {"train --data " + dir.string(), "train-images-idx3-ubyte"},
@@ -59,7 +54,7 @@ TEST(Cli, RuntimeErrorsExitOneWithTheCause) {
 }
 
 TEST(Cli, ResumeThroughTheCliIsBitExact) {
-  const fs::path dir = temp_dir("resume");
+  const fs::path dir = fresh_temp_dir("cli-resume");
   const std::string common = "train --model lenet5 --synthetic 300 --batch 32 --seed 9 --quiet";
   ASSERT_EQ(run_cli(common + " --steps 7 --save " + (dir / "half.st").string()).code, 0);
   ASSERT_EQ(run_cli(common + " --steps 14 --resume " + (dir / "half.st").string() + " --save " +
@@ -69,7 +64,7 @@ TEST(Cli, ResumeThroughTheCliIsBitExact) {
 }
 
 TEST(Cli, ReportHasTheMetricsAndStdoutWorks) {
-  const fs::path dir = temp_dir("report");
+  const fs::path dir = fresh_temp_dir("cli-report");
   const fs::path report = dir / "run.json";
   const CliResult r = run_cli("train --model fc3 --synthetic 256 --steps 4 --eval --quiet --report " +
                               report.string());
@@ -103,7 +98,7 @@ TEST(Cli, SummaryLineNamesModelStrategyAndSpeed) {
 // SIGINT or SIGTERM mid-run: a checkpoint is written, the exit code says interrupted (130), and
 // --resume then ends bit for bit where the uninterrupted run ends.
 TEST(Cli, InterruptedRunCheckpointsAndResumesExactly) {
-  const fs::path dir = temp_dir("interrupt");
+  const fs::path dir = fresh_temp_dir("cli-interrupt");
   const std::string common = "train --model fc3 --synthetic 512 --batch 8 --quiet --steps 15000";
   ASSERT_EQ(run_cli(common + " --save " + (dir / "straight.st").string()).code, 0);
   for (const int signal : {SIGINT, SIGTERM}) {

@@ -26,20 +26,15 @@
 #include "cnnbench/checkpoint.hpp"
 #include "cnnbench/safetensors.hpp"
 #include "run_cli.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
 using cnnbench::test::CliResult;
+using cnnbench::test::fresh_temp_dir;
 using cnnbench::test::run_cli;
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("cnnbench-test-faults-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 void write_bytes(const fs::path& file, const std::string& bytes) {
   std::ofstream out(file, std::ios::binary | std::ios::trunc);
@@ -111,7 +106,7 @@ void check_full_disk_keeps_earlier_files(const fs::path& dir, const std::string&
 // A real full disk: a 640 KiB tmpfs (a LeNet-5 checkpoint with momentum is ~490 KiB) in a private
 // mount namespace, so the mount disappears with this process. Needs root (CAP_SYS_ADMIN).
 TEST(FullDisk, TmpfsFullKeepsEarlierCheckpointAndReport) {
-  const fs::path dir = temp_dir("tmpfs");
+  const fs::path dir = fresh_temp_dir("faults-tmpfs");
   if (::unshare(CLONE_NEWNS) != 0) GTEST_SKIP() << "no private mount namespace: " << std::strerror(errno);
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
       ::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=640k") != 0) {
@@ -138,25 +133,32 @@ TEST(FullDisk, TmpfsFullKeepsEarlierCheckpointAndReport) {
 // Without root: a file-size limit fails writes the way a full disk does (EFBIG instead of ENOSPC),
 // on any file system. SIGXFSZ is ignored so that write() returns the error.
 TEST(FullDisk, FileSizeLimitKeepsEarlierCheckpointAndReport) {
-  const fs::path dir = temp_dir("fsize");
+  const fs::path dir = fresh_temp_dir("faults-fsize");
   // ulimit -f counts 512-byte blocks in sh: 512 bytes, below a checkpoint and a report.
   check_full_disk_keeps_earlier_files(dir, "trap '' XFSZ; ulimit -f 1;", [] {}, "File too large");
 }
 
 // ---- data sets ----------------------------------------------------------------------------------
 
-TEST(DataSet, MissingFilesNameTheFileAndHowToFetchIt) {
-  const fs::path dir = temp_dir("missing");
+// `cnnbench train --data dir` must exit 1 with a message that names dir/file and says `cause`;
+// `what` heads the failure messages.
+void expect_data_error(const fs::path& dir, const std::string& file, const std::string& cause,
+                       const std::string& what = "") {
   const CliResult r = run_cli("train --data " + dir.string() + " --steps 1 --quiet");
-  EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_TRUE(contains(r.output, (dir / "train-images-idx3-ubyte").string())) << r.output;
-  EXPECT_TRUE(contains(r.output, "datasets/fetch_mnist.sh")) << r.output;
+  EXPECT_EQ(r.code, 1) << what << r.output;
+  EXPECT_TRUE(contains(r.output, (dir / file).string())) << what << r.output;
+  EXPECT_TRUE(contains(r.output, cause)) << what << r.output;
+}
+
+TEST(DataSet, MissingFilesNameTheFileAndHowToFetchIt) {
+  const fs::path dir = fresh_temp_dir("faults-missing");
+  expect_data_error(dir, "train-images-idx3-ubyte", "datasets/fetch_mnist.sh");
 }
 
 // Valid labels beside images that are garbled in different ways: each error names the images
 // file and the byte offset of the problem.
 TEST(DataSet, GarbledImagesNameTheFileAndOffset) {
-  const fs::path dir = temp_dir("garbled");
+  const fs::path dir = fresh_temp_dir("faults-garbled");
   const std::uint32_t count = 64;
   std::string labels = idx_header({count});
   for (std::uint32_t i = 0; i < count; ++i) labels += static_cast<char>(i % 10);
@@ -174,28 +176,22 @@ TEST(DataSet, GarbledImagesNameTheFileAndOffset) {
   };
   for (const Case& c : cases) {
     write_bytes(dir / "train-images-idx3-ubyte", c.images);
-    const CliResult r = run_cli("train --data " + dir.string() + " --steps 1 --quiet");
-    EXPECT_EQ(r.code, 1) << c.name << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, (dir / "train-images-idx3-ubyte").string())) << c.name << "\n" << r.output;
-    EXPECT_TRUE(contains(r.output, c.expected)) << c.name << "\n" << r.output;
+    expect_data_error(dir, "train-images-idx3-ubyte", c.expected, c.name + "\n");
   }
 }
 
 TEST(DataSet, CorruptGzipNamesTheFile) {
   if (std::system("command -v gzip >/dev/null 2>&1") != 0) GTEST_SKIP() << "gzip is not installed";
-  const fs::path dir = temp_dir("corrupt-gz");
+  const fs::path dir = fresh_temp_dir("faults-corrupt-gz");
   write_bytes(dir / "train-images-idx3-ubyte.gz", std::string("\x1f\x8b\x08\x00not really gzip", 18));
   write_bytes(dir / "train-labels-idx1-ubyte", idx_header({1}) + std::string(1, '\0'));
-  const CliResult r = run_cli("train --data " + dir.string() + " --steps 1 --quiet");
-  EXPECT_EQ(r.code, 1) << r.output;
-  EXPECT_TRUE(contains(r.output, (dir / "train-images-idx3-ubyte.gz").string())) << r.output;
-  EXPECT_TRUE(contains(r.output, "gzip")) << r.output;
+  expect_data_error(dir, "train-images-idx3-ubyte.gz", "gzip");
 }
 
 // ---- checkpoints --------------------------------------------------------------------------------
 
 TEST(Checkpoint, OtherModelIsRefusedNamingBothModels) {
-  const fs::path dir = temp_dir("other-model");
+  const fs::path dir = fresh_temp_dir("faults-other-model");
   const fs::path fc3 = dir / "fc3.safetensors";
   ASSERT_EQ(run_cli("train --model fc3 --synthetic 256 --batch 32 --steps 1 --quiet --save " + fc3.string()).code, 0);
   for (const std::string flag : {"--resume", "--init"}) {
@@ -208,7 +204,7 @@ TEST(Checkpoint, OtherModelIsRefusedNamingBothModels) {
 
 // f3.weight transposed: the same number of values, the wrong shape.
 TEST(Checkpoint, WrongShapeTensorIsRefusedNamingTensorAndShapes) {
-  const fs::path dir = temp_dir("wrong-shape");
+  const fs::path dir = fresh_temp_dir("faults-wrong-shape");
   const fs::path good = dir / "good.safetensors";
   const fs::path bad = dir / "bad.safetensors";
   cnnbench::Model model(cnnbench::ModelKind::lenet5);
@@ -290,7 +286,7 @@ bool throws_format_error(Call call) {
 // never grows by anything like the claim. The control child that does allocate the claim shows
 // that the measurement would catch it.
 TEST(BoundedResources, HugeClaimsAreRefusedWithoutAllocating) {
-  const fs::path dir = temp_dir("huge");
+  const fs::path dir = fresh_temp_dir("faults-huge");
   constexpr std::uint64_t kClaim = 256ull << 20;
   constexpr std::uint64_t kAllowedGrowth = 64ull << 20;
   const fs::path idx = dir / "huge.idx";

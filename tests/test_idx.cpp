@@ -10,28 +10,14 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/data.hpp"
+#include "temp_dir.hpp"
 
 namespace cnnbench {
 namespace {
 
 using Bytes = std::vector<std::uint8_t>;
 
-// A fresh folder per test, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("cnnbench-test-idx-" + std::to_string(::getpid()) + "-" + info->name());
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using test::TempDir;
 
 void write_bytes(const std::filesystem::path& file, const Bytes& bytes) {
   std::ofstream out(file, std::ios::binary);
@@ -213,6 +199,19 @@ void write_mnist(const std::filesystem::path& dir, const std::string& prefix, By
   write_bytes(dir / (prefix + "-labels-idx1-ubyte"), label_file);
 }
 
+// load_mnist(dir, split) must throw a FormatError, which check() then looks at; `accepted` says
+// what it should not have accepted.
+template <class Check>
+void expect_mnist_format_error(const std::filesystem::path& dir, Split split,
+                               const std::string& accepted, Check check) {
+  try {
+    load_mnist(dir, split);
+    ADD_FAILURE() << accepted;
+  } catch (const FormatError& e) {
+    check(e);
+  }
+}
+
 TEST(LoadMnist, ReadsBothSplits) {
   TempDir dir;
   write_mnist(dir.path(), "train", {3, 1, 4, 1, 5});
@@ -232,14 +231,12 @@ TEST(LoadMnist, ReadsBothSplits) {
 TEST(LoadMnist, LabelAboveNineNamesFileAndOffset) {
   TempDir dir;
   write_mnist(dir.path(), "train", {3, 1, 4, 10, 5});
-  try {
-    load_mnist(dir.path(), Split::train);
-    ADD_FAILURE() << "accepted label 10";
-  } catch (const FormatError& e) {
-    EXPECT_EQ(e.file(), dir.path() / "train-labels-idx1-ubyte");
-    EXPECT_EQ(e.offset(), 8u + 3u);
-    EXPECT_NE(std::string(e.what()).find("found 10"), std::string::npos) << e.what();
-  }
+  expect_mnist_format_error(
+      dir.path(), Split::train, "accepted label 10", [&](const FormatError& e) {
+        EXPECT_EQ(e.file(), dir.path() / "train-labels-idx1-ubyte");
+        EXPECT_EQ(e.offset(), 8u + 3u);
+        EXPECT_NE(std::string(e.what()).find("found 10"), std::string::npos) << e.what();
+      });
 }
 
 TEST(LoadMnist, RejectsMismatchedCountsAndSizes) {
@@ -248,22 +245,18 @@ TEST(LoadMnist, RejectsMismatchedCountsAndSizes) {
   Bytes labels = idx_header({2});
   labels.insert(labels.end(), {1, 2});
   write_bytes(dir.path() / "train-labels-idx1-ubyte", labels);
-  try {
-    load_mnist(dir.path(), Split::train);
-    ADD_FAILURE() << "accepted 3 images with 2 labels";
-  } catch (const FormatError& e) {
-    EXPECT_EQ(e.file(), dir.path() / "train-labels-idx1-ubyte");
-    EXPECT_EQ(e.offset(), 4u);
-  }
+  expect_mnist_format_error(dir.path(), Split::train, "accepted 3 images with 2 labels",
+                            [&](const FormatError& e) {
+                              EXPECT_EQ(e.file(), dir.path() / "train-labels-idx1-ubyte");
+                              EXPECT_EQ(e.offset(), 4u);
+                            });
 
   write_mnist(dir.path(), "t10k", {1, 2}, 27);
-  try {
-    load_mnist(dir.path(), Split::test);
-    ADD_FAILURE() << "accepted 27x28 images";
-  } catch (const FormatError& e) {
-    EXPECT_EQ(e.file(), dir.path() / "t10k-images-idx3-ubyte");
-    EXPECT_EQ(e.offset(), 8u);
-  }
+  expect_mnist_format_error(dir.path(), Split::test, "accepted 27x28 images",
+                            [&](const FormatError& e) {
+                              EXPECT_EQ(e.file(), dir.path() / "t10k-images-idx3-ubyte");
+                              EXPECT_EQ(e.offset(), 8u);
+                            });
 }
 
 TEST(LoadMnist, MissingFilesSayHowToFetch) {

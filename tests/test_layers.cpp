@@ -315,45 +315,77 @@ Floats relu_of(Floats v) {
   return v;
 }
 
-// (B,K,H,W) <-> (B,H,W,K).
-Floats to_channels_last(const Floats& v, int B, int K, int H, int W) {
+// (B,K,H,W) <-> (B,H,W,K): moves the channels last (to_last) or first.
+Floats move_channels(const Floats& v, int B, int K, int H, int W, bool to_last) {
   Floats out(v.size());
   for (int b = 0; b < B; ++b)
     for (int k = 0; k < K; ++k)
-      for (int p = 0; p < H * W; ++p)
-        out[(std::size_t(b) * H * W + p) * K + k] = v[(std::size_t(b) * K + k) * H * W + p];
+      for (int p = 0; p < H * W; ++p) {
+        const std::size_t first = (std::size_t(b) * K + k) * H * W + p;
+        const std::size_t last = (std::size_t(b) * H * W + p) * K + k;
+        if (to_last) {
+          out[last] = v[first];
+        } else {
+          out[first] = v[last];
+        }
+      }
   return out;
+}
+Floats to_channels_last(const Floats& v, int B, int K, int H, int W) {
+  return move_channels(v, B, K, H, W, true);
 }
 Floats to_channels_first(const Floats& v, int B, int K, int H, int W) {
-  Floats out(v.size());
-  for (int b = 0; b < B; ++b)
-    for (int k = 0; k < K; ++k)
-      for (int p = 0; p < H * W; ++p)
-        out[(std::size_t(b) * K + k) * H * W + p] = v[(std::size_t(b) * H * W + p) * K + k];
-  return out;
+  return move_channels(v, B, K, H, W, false);
 }
+
+// One convolution's operands for a fused kernel and its naive twin: random input, weights and
+// bias (drawn in that order), and the naive forward output (B,K,Ho,Wo) before any ReLU.
+struct ConvCase {
+  explicit ConvCase(const Conv2dShape& shape, Rng& rng)
+      : s(shape),
+        inp(random_floats(std::size_t(s.batch) * s.in_channels * s.height * s.width, rng)),
+        weight(random_floats(std::size_t(s.out_channels) * s.in_channels * 25, rng)),
+        bias(random_floats(s.out_channels, rng)),
+        expected(std::size_t(s.batch) * s.out_channels * s.out_height() * s.out_width()) {
+    naive::conv2d_forward(expected.data(), inp.data(), weight.data(), bias.data(), s);
+  }
+  Conv2dShape s;
+  Floats inp, weight, bias, expected;
+};
+
+// The parameter gradients a fused kernel adds into (random starting values, drawn after dout) and
+// what the naive backward makes of the same starting values and dout (channels first).
+struct ConvGradients {
+  ConvGradients(const ConvCase& c, const Floats& dout_first, Rng& rng)
+      : dweight(random_floats(c.weight.size(), rng)),
+        dbias(random_floats(c.s.out_channels, rng)),
+        expected_dinp(c.inp.size()),
+        expected_dweight(dweight),
+        expected_dbias(dbias) {
+    naive::conv2d_backward(expected_dinp.data(), expected_dweight.data(), expected_dbias.data(),
+                           dout_first.data(), c.inp.data(), c.weight.data(), c.s);
+  }
+  void expect_parameters_match_naive() const {
+    EXPECT_TRUE(matches_naive(dweight, expected_dweight)) << "dweight";
+    EXPECT_TRUE(matches_naive(dbias, expected_dbias)) << "dbias";
+  }
+  Floats dweight, dbias, expected_dinp, expected_dweight, expected_dbias;
+};
 
 // c1 on one shape: forward (with ReLU) and the parameter gradients.
 void expect_single_channel_matches_naive(int B, int K, int H, int W, Rng& rng) {
   SCOPED_TRACE("B" + std::to_string(B) + " K" + std::to_string(K) + " " + std::to_string(H) +
                "x" + std::to_string(W));
-  const Conv2dShape s{B, 1, H, W, K, 5, 2};
-  const Floats inp = random_floats(std::size_t(B) * H * W, rng);
-  const Floats weight = random_floats(std::size_t(K) * 25, rng);
-  const Floats bias = random_floats(K, rng);
-  Floats out(std::size_t(B) * K * H * W, NAN), expected(out.size());
-  conv5x5_pad2_relu_forward(out.data(), inp.data(), weight.data(), bias.data(), B, K, H, W);
-  naive::conv2d_forward(expected.data(), inp.data(), weight.data(), bias.data(), s);
-  EXPECT_TRUE(matches_naive(out, relu_of(expected))) << "forward";
+  const ConvCase c(Conv2dShape{B, 1, H, W, K, 5, 2}, rng);
+  Floats out(c.expected.size(), NAN);
+  conv5x5_pad2_relu_forward(out.data(), c.inp.data(), c.weight.data(), c.bias.data(), B, K, H, W);
+  EXPECT_TRUE(matches_naive(out, relu_of(c.expected))) << "forward";
 
   const Floats dout = random_floats(out.size(), rng);
-  Floats dweight = random_floats(weight.size(), rng), dbias = random_floats(K, rng);
-  Floats expected_dweight = dweight, expected_dbias = dbias, unused_dinp(inp.size());
-  conv5x5_pad2_backward_weights(dweight.data(), dbias.data(), dout.data(), inp.data(), B, K, H, W);
-  naive::conv2d_backward(unused_dinp.data(), expected_dweight.data(), expected_dbias.data(),
-                         dout.data(), inp.data(), weight.data(), s);
-  EXPECT_TRUE(matches_naive(dweight, expected_dweight)) << "dweight";
-  EXPECT_TRUE(matches_naive(dbias, expected_dbias)) << "dbias";
+  ConvGradients g(c, dout, rng);
+  conv5x5_pad2_backward_weights(g.dweight.data(), g.dbias.data(), dout.data(), c.inp.data(), B, K,
+                                H, W);
+  g.expect_parameters_match_naive();
 }
 
 // Every row width 16..28 (row tails of every length on 4-, 8- and 16-lane targets) and kernel
@@ -374,38 +406,29 @@ TEST(FusedConv, SingleChannelPad2MatchesNaiveOnEveryTarget) {
 void expect_sixteen_matches_naive(int B, int C, int H, int W, Rng& rng, bool with_dinp = true) {
   SCOPED_TRACE("B" + std::to_string(B) + " C" + std::to_string(C) + " " + std::to_string(H) +
                "x" + std::to_string(W) + (with_dinp ? "" : " without dinp"));
-  const Conv2dShape s{B, C, H, W, 16, 5, 0};
-  const int Ho = s.out_height(), Wo = s.out_width();
-  const Floats inp = random_floats(std::size_t(B) * C * H * W, rng);
-  const Floats weight = random_floats(std::size_t(16) * C * 25, rng);
-  const Floats bias = random_floats(16, rng);
+  const ConvCase c(Conv2dShape{B, C, H, W, 16, 5, 0}, rng);
+  const int Ho = c.s.out_height(), Wo = c.s.out_width();
   Floats scratch(conv5x5_to16_scratch_floats(C));
-  Floats out(std::size_t(B) * 16 * Ho * Wo, NAN), expected(out.size());
-  conv5x5_to16_relu_forward(out.data(), inp.data(), weight.data(), bias.data(), B, C, H, W,
+  Floats out(c.expected.size(), NAN);
+  conv5x5_to16_relu_forward(out.data(), c.inp.data(), c.weight.data(), c.bias.data(), B, C, H, W,
                             scratch.data());
-  naive::conv2d_forward(expected.data(), inp.data(), weight.data(), bias.data(), s);
-  EXPECT_TRUE(matches_naive(out, to_channels_last(relu_of(expected), B, 16, Ho, Wo)))
+  EXPECT_TRUE(matches_naive(out, to_channels_last(relu_of(c.expected), B, 16, Ho, Wo)))
       << "forward";
   Floats partial(out.size(), NAN);
-  conv5x5_to16_forward(partial.data(), inp.data(), weight.data(), bias.data(), B, C, H, W,
+  conv5x5_to16_forward(partial.data(), c.inp.data(), c.weight.data(), c.bias.data(), B, C, H, W,
                        scratch.data());
-  EXPECT_TRUE(matches_naive(partial, to_channels_last(expected, B, 16, Ho, Wo)))
+  EXPECT_TRUE(matches_naive(partial, to_channels_last(c.expected, B, 16, Ho, Wo)))
       << "forward without ReLU";
 
   const Floats dout = random_floats(out.size(), rng);  // channels last
-  Floats dinp(inp.size(), NAN), dweight = random_floats(weight.size(), rng),
-      dbias = random_floats(16, rng);
-  Floats expected_dinp(inp.size()), expected_dweight = dweight, expected_dbias = dbias;
-  conv5x5_to16_backward(with_dinp ? dinp.data() : nullptr, dweight.data(), dbias.data(),
-                        dout.data(), inp.data(), weight.data(), B, C, H, W, scratch.data());
-  const Floats dout_first = to_channels_first(dout, B, 16, Ho, Wo);
-  naive::conv2d_backward(expected_dinp.data(), expected_dweight.data(), expected_dbias.data(),
-                         dout_first.data(), inp.data(), weight.data(), s);
+  ConvGradients g(c, to_channels_first(dout, B, 16, Ho, Wo), rng);
+  Floats dinp(c.inp.size(), NAN);
+  conv5x5_to16_backward(with_dinp ? dinp.data() : nullptr, g.dweight.data(), g.dbias.data(),
+                        dout.data(), c.inp.data(), c.weight.data(), B, C, H, W, scratch.data());
   if (with_dinp) {
-    EXPECT_TRUE(matches_naive(dinp, expected_dinp)) << "dinp";
+    EXPECT_TRUE(matches_naive(dinp, g.expected_dinp)) << "dinp";
   }
-  EXPECT_TRUE(matches_naive(dweight, expected_dweight)) << "dweight";
-  EXPECT_TRUE(matches_naive(dbias, expected_dbias)) << "dbias";
+  g.expect_parameters_match_naive();
 }
 
 // LeNet-5's c2, channel counts 1..7 (every remainder of the channel blocks), images 5x5..16x16
@@ -517,42 +540,48 @@ TEST(MaxPool, TiesGoToTheFirstMaximumInRowMajorOrder) {
 
 // --- backward accumulates parameter gradients and overwrites dinp ----------------------------
 
+// backward(dinp, dweight, dbias) twice from zero parameter gradients: they must double (backward
+// adds into them) while dinp stays as the first call left it (backward overwrites it).
+void expect_accumulates_and_overwrites(std::size_t inputs, std::size_t weights, std::size_t biases,
+                                       const std::function<void(float*, float*, float*)>& backward,
+                                       const std::string& layer) {
+  Floats dweight(weights, 0.0f), dbias(biases, 0.0f), dinp(inputs, NAN);
+  backward(dinp.data(), dweight.data(), dbias.data());
+  const Floats once_dweight = dweight, once_dbias = dbias, once_dinp = dinp;
+  backward(dinp.data(), dweight.data(), dbias.data());
+  Floats twice_dweight = once_dweight, twice_dbias = once_dbias;
+  for (auto& x : twice_dweight) x *= 2.0f;
+  for (auto& x : twice_dbias) x *= 2.0f;
+  EXPECT_TRUE(close(dweight, twice_dweight, 1e-6)) << layer << " dweight";
+  EXPECT_TRUE(close(dbias, twice_dbias, 1e-6)) << layer << " dbias";
+  EXPECT_TRUE(close(dinp, once_dinp, 0.0)) << layer << " dinp";
+}
+
 TEST(Backward, AccumulatesParameterGradientsAndOverwritesInputGradient) {
   Rng rng(5);
   {
     const int B = 3, in = 11, out = 7;
     const Floats inp = random_floats(B * in, rng), weight = random_floats(out * in, rng);
     const Floats dout = random_floats(B * out, rng);
-    Floats dweight(out * in, 0.0f), dbias(out, 0.0f), dinp(B * in, NAN);
-    dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
-                   weight.data(), B, in, out);
-    const Floats once_dweight = dweight, once_dbias = dbias, once_dinp = dinp;
-    dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
-                   weight.data(), B, in, out);
-    Floats twice_dweight = once_dweight, twice_dbias = once_dbias;
-    for (auto& x : twice_dweight) x *= 2.0f;
-    for (auto& x : twice_dbias) x *= 2.0f;
-    EXPECT_TRUE(close(dweight, twice_dweight, 1e-6)) << "dense dweight";
-    EXPECT_TRUE(close(dbias, twice_dbias, 1e-6)) << "dense dbias";
-    EXPECT_TRUE(close(dinp, once_dinp, 0.0)) << "dense dinp";
+    expect_accumulates_and_overwrites(
+        inp.size(), weight.size(), out,
+        [&](float* dinp, float* dweight, float* dbias) {
+          dense_backward(dinp, dweight, dbias, dout.data(), inp.data(), weight.data(), B, in, out);
+        },
+        "dense");
   }
   {
     const Conv2dShape s{2, 3, 7, 6, 4, 3, 1};
     const Floats inp = random_floats(2 * 3 * 7 * 6, rng), weight = random_floats(4 * 3 * 3 * 3, rng);
     const Floats dout = random_floats(2 * 4 * s.out_height() * s.out_width(), rng);
     Floats scratch(s.scratch_floats());
-    Floats dweight(weight.size(), 0.0f), dbias(4, 0.0f), dinp(inp.size(), NAN);
-    conv2d_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
-                    weight.data(), s, scratch.data());
-    const Floats once_dweight = dweight, once_dbias = dbias, once_dinp = dinp;
-    conv2d_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
-                    weight.data(), s, scratch.data());
-    Floats twice_dweight = once_dweight, twice_dbias = once_dbias;
-    for (auto& x : twice_dweight) x *= 2.0f;
-    for (auto& x : twice_dbias) x *= 2.0f;
-    EXPECT_TRUE(close(dweight, twice_dweight, 1e-6)) << "conv dweight";
-    EXPECT_TRUE(close(dbias, twice_dbias, 1e-6)) << "conv dbias";
-    EXPECT_TRUE(close(dinp, once_dinp, 0.0)) << "conv dinp";
+    expect_accumulates_and_overwrites(
+        inp.size(), weight.size(), 4,
+        [&](float* dinp, float* dweight, float* dbias) {
+          conv2d_backward(dinp, dweight, dbias, dout.data(), inp.data(), weight.data(), s,
+                          scratch.data());
+        },
+        "conv");
   }
 }
 
@@ -611,6 +640,18 @@ TEST(FiniteDifferences, Conv2d) {
   }
 }
 
+// The loss the pooling gradients are checked against: <forward(inp), projection>, reading inp as
+// it is at each call (numeric_gradient moves its elements).
+std::function<double()> pool_loss(void (*forward)(float*, const float*, int, int, int),
+                                  const Floats& inp, const Floats& projection, int planes, int H,
+                                  int W) {
+  return [forward, &inp, &projection, planes, H, W] {
+    Floats y(projection.size());
+    forward(y.data(), inp.data(), planes, H, W);
+    return projected(y, projection);
+  };
+}
+
 TEST(FiniteDifferences, MaxPoolWithoutTies) {
   Rng rng(8);
   const int planes = 2, H = 7, W = 6;
@@ -620,11 +661,7 @@ TEST(FiniteDifferences, MaxPoolWithoutTies) {
   for (std::size_t i = inp.size() - 1; i > 0; --i) std::swap(inp[i], inp[rng.below(i + 1)]);
   for (auto& x : inp) x = 0.01f * x - 0.3f;
   const Floats projection = random_floats(planes * (H / 2) * (W / 2), rng);
-  auto loss = [&] {
-    Floats y(projection.size());
-    maxpool2x2_forward(y.data(), inp.data(), planes, H, W);
-    return projected(y, projection);
-  };
+  const auto loss = pool_loss(maxpool2x2_forward, inp, projection, planes, H, W);
   Floats dinp(inp.size(), NAN);
   maxpool2x2_backward(dinp.data(), projection.data(), inp.data(), planes, H, W);
   EXPECT_TRUE(close(dinp, numeric_gradient(inp, 1e-3f, loss), kLinearGradTolerance));
@@ -635,11 +672,7 @@ TEST(FiniteDifferences, AvgPool) {
   const int planes = 2, H = 5, W = 6;
   Floats inp = random_floats(planes * H * W, rng);
   const Floats projection = random_floats(planes * (H / 2) * (W / 2), rng);
-  auto loss = [&] {
-    Floats y(projection.size());
-    avgpool2x2_forward(y.data(), inp.data(), planes, H, W);
-    return projected(y, projection);
-  };
+  const auto loss = pool_loss(avgpool2x2_forward, inp, projection, planes, H, W);
   Floats dinp(inp.size(), NAN);
   avgpool2x2_backward(dinp.data(), projection.data(), planes, H, W);
   EXPECT_TRUE(close(dinp, numeric_gradient(inp, 0.25f, loss), kLinearGradTolerance));

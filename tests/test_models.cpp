@@ -36,6 +36,18 @@ TEST(ModelSpec, ShapesAndOrderArePyTorchs) {
   EXPECT_THROW(parse_model("vgg16"), Error);
 }
 
+// The derived sizes are PyTorch's LeNet-5 activations, worked out by hand.
+TEST(ModelSizes, Lenet5ActivationsAreTheHandWorkedShapes) {
+  EXPECT_EQ(Lenet5Sizes::p1_side, 14);  // 28 / 2
+  EXPECT_EQ(Lenet5Sizes::a2_side, 10);  // 14 - 5 + 1
+  EXPECT_EQ(Lenet5Sizes::p2_side, 5);
+  EXPECT_EQ(Lenet5Sizes::flat, 400);  // 16 * 5 * 5
+  EXPECT_EQ(Lenet5Sizes::a1_floats, 6 * 28 * 28);
+  EXPECT_EQ(Lenet5Sizes::p1_floats, 6 * 14 * 14);
+  EXPECT_EQ(Lenet5Sizes::a2_floats, 16 * 10 * 10);
+  EXPECT_EQ(Fc3Sizes::input, 784);
+}
+
 TEST(ModelSpec, FlopsPerImageMatchHandCount) {
   // conv: 2*C*K*R*R*Ho*Wo, dense: 2*in*out; backward = dW + dX, no dX for the first layer.
   const double c1 = 2.0 * 1 * 6 * 25 * 28 * 28, c2 = 2.0 * 6 * 16 * 25 * 10 * 10;

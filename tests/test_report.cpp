@@ -46,36 +46,32 @@ double multiset_mad(const std::vector<double>& values) {
   return multiset_median(deviations);
 }
 
+// summarize(values) against statistics worked out by hand.
+void expect_summary(const std::vector<double>& values, double median, double min, double max,
+                    double mean, double mad) {
+  const Summary s = summarize(values);
+  EXPECT_DOUBLE_EQ(s.median, median);
+  EXPECT_DOUBLE_EQ(s.min, min);
+  EXPECT_DOUBLE_EQ(s.max, max);
+  EXPECT_DOUBLE_EQ(s.mean, mean);
+  EXPECT_DOUBLE_EQ(s.mad, mad);
+}
+
 TEST(Summarize, HandCheckedOddSet) {
   // Sorted: 1 2 3 4 100; median 3; deviations 2 1 0 1 97 -> sorted 0 1 1 2 97, MAD 1.
-  const std::vector<double> values = {4, 100, 1, 3, 2};
-  const Summary s = summarize(values);
-  EXPECT_DOUBLE_EQ(s.median, 3);
-  EXPECT_DOUBLE_EQ(s.min, 1);
-  EXPECT_DOUBLE_EQ(s.max, 100);
-  EXPECT_DOUBLE_EQ(s.mean, 22);
-  EXPECT_DOUBLE_EQ(s.mad, 1);
+  expect_summary({4, 100, 1, 3, 2}, /*median=*/3, /*min=*/1, /*max=*/100, /*mean=*/22, /*mad=*/1);
 }
 
 TEST(Summarize, HandCheckedEvenSet) {
   // Sorted: 1 1 2 2 4 6 9 10; median (2+4)/2 = 3; deviations 2 2 1 1 1 3 6 7 -> sorted
   // 1 1 1 2 2 3 6 7, MAD (2+2)/2 = 2.
-  const std::vector<double> values = {9, 1, 2, 6, 1, 4, 2, 10};
-  const Summary s = summarize(values);
-  EXPECT_DOUBLE_EQ(s.median, 3);
-  EXPECT_DOUBLE_EQ(s.min, 1);
-  EXPECT_DOUBLE_EQ(s.max, 10);
-  EXPECT_DOUBLE_EQ(s.mean, 35.0 / 8);
-  EXPECT_DOUBLE_EQ(s.mad, 2);
+  expect_summary({9, 1, 2, 6, 1, 4, 2, 10}, /*median=*/3, /*min=*/1, /*max=*/10, /*mean=*/35.0 / 8,
+                 /*mad=*/2);
 }
 
 TEST(Summarize, OneValue) {
-  const std::vector<double> values = {0.25};
-  const Summary s = summarize(values);
-  EXPECT_EQ(s.median, 0.25);
-  EXPECT_EQ(s.min, 0.25);
-  EXPECT_EQ(s.max, 0.25);
-  EXPECT_EQ(s.mean, 0.25);
+  const Summary s = summarize(std::vector<double>{0.25});
+  for (const double statistic : {s.median, s.min, s.max, s.mean}) EXPECT_EQ(statistic, 0.25);
   EXPECT_EQ(s.mad, 0);
 }
 

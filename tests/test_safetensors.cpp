@@ -14,29 +14,14 @@
 #include "cnnbench/models.hpp"
 #include "cnnbench/checkpoint.hpp"
 #include "cnnbench/safetensors.hpp"
+#include "error_message.hpp"
+#include "temp_dir.hpp"
 
 namespace cnnbench {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("cnnbench-test-safetensors-" + std::to_string(::getpid()) + "-" + info->name());
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::permissions(path_, std::filesystem::perms::owner_all, ignored);
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using test::error_of;
+using test::TempDir;
 
 void write_raw(const std::filesystem::path& file, const std::string& bytes) {
   std::ofstream out(file, std::ios::binary);
@@ -168,62 +153,53 @@ std::vector<Malformed> malformed_files() {
   cases.push_back({"header length huge", le64(~0ULL) + "{}", "", 0});
   cases.push_back({"not JSON", safetensors_bytes("{not json}", 0), "", 8});
   cases.push_back({"JSON but not an object", safetensors_bytes("[1, 2]  ", 0), "", 8});
-  cases.push_back({"wrong dtype",
-                   one_tensor("w", R"("dtype":"F16","shape":[2],"data_offsets":[0,4])", 4), "'w'",
-                   8});
-  cases.push_back({"dtype not a string",
-                   one_tensor("w", R"("dtype":3,"shape":[1],"data_offsets":[0,4])", 4), "'w'", 8});
-  cases.push_back({"negative shape",
-                   one_tensor("n", R"("dtype":"F32","shape":[-1,2],"data_offsets":[0,8])", 8),
-                   "'n'", 8});
-  cases.push_back({"fractional shape",
-                   one_tensor("n", R"("dtype":"F32","shape":[2.5],"data_offsets":[0,8])", 8), "'n'",
-                   8});
-  cases.push_back({"shape not an array",
-                   one_tensor("n", R"("dtype":"F32","shape":2,"data_offsets":[0,8])", 8), "'n'",
-                   8});
-  cases.push_back(
-      {"missing data_offsets", one_tensor("m", R"("dtype":"F32","shape":[2])", 8), "'m'", 8});
-  cases.push_back(
-      {"unknown key",
-       one_tensor("u", R"("dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1)", 8), "'u'",
-       8});
-  cases.push_back({"offsets out of range",
-                   one_tensor("o", R"("dtype":"F32","shape":[2],"data_offsets":[0,1000])", 8),
-                   "'o'", 8});
-  cases.push_back({"begin after end",
-                   one_tensor("o", R"("dtype":"F32","shape":[0],"data_offsets":[8,4])", 8), "'o'",
-                   8});
-  cases.push_back({"negative offset",
-                   one_tensor("o", R"("dtype":"F32","shape":[2],"data_offsets":[-8,0])", 8), "'o'",
-                   8});
-  cases.push_back({"size does not match shape",
-                   one_tensor("s", R"("dtype":"F32","shape":[3],"data_offsets":[0,8])", 8), "'s'",
-                   8});
-  cases.push_back(
-      {"shape product overflows",
-       one_tensor("s", R"("dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8])", 8),
-       "'s'", 8});
-  {
-    const std::string header =
-        "{" + good_x + "," + entry("y", R"("dtype":"F32","shape":[2],"data_offsets":[4,12])") + "}";
-    cases.push_back({"overlap", safetensors_bytes(header, 12), "'y'", 8 + header.size() + 4});
-  }
-  {
-    const std::string header = "{" + good_x + "," +
-                               entry("y", R"("dtype":"F32","shape":[2],"data_offsets":[12,20])") +
-                               "}";
-    cases.push_back({"gap", safetensors_bytes(header, 20), "'y'", 8 + header.size() + 8});
-  }
-  {
-    const std::string header =
-        "{" + entry("y", R"("dtype":"F32","shape":[2],"data_offsets":[4,12])") + "}";
-    cases.push_back({"gap at the start", safetensors_bytes(header, 12), "'y'", 8 + header.size()});
-  }
-  {
-    const std::string header = "{" + good_x + "}";
+  // One entry that is wrong in itself: the message names its tensor; the header starts at byte 8.
+  struct BadEntry {
+    const char *name, *tensor, *body;
+    std::size_t data_bytes;
+  };
+  const BadEntry bad_entries[] = {
+      {"wrong dtype", "w", R"("dtype":"F16","shape":[2],"data_offsets":[0,4])", 4},
+      {"dtype not a string", "w", R"("dtype":3,"shape":[1],"data_offsets":[0,4])", 4},
+      {"negative shape", "n", R"("dtype":"F32","shape":[-1,2],"data_offsets":[0,8])", 8},
+      {"fractional shape", "n", R"("dtype":"F32","shape":[2.5],"data_offsets":[0,8])", 8},
+      {"shape not an array", "n", R"("dtype":"F32","shape":2,"data_offsets":[0,8])", 8},
+      {"missing data_offsets", "m", R"("dtype":"F32","shape":[2])", 8},
+      {"unknown key", "u", R"("dtype":"F32","shape":[2],"data_offsets":[0,8],"extra":1)", 8},
+      {"offsets out of range", "o", R"("dtype":"F32","shape":[2],"data_offsets":[0,1000])", 8},
+      {"begin after end", "o", R"("dtype":"F32","shape":[0],"data_offsets":[8,4])", 8},
+      {"negative offset", "o", R"("dtype":"F32","shape":[2],"data_offsets":[-8,0])", 8},
+      {"size does not match shape", "s", R"("dtype":"F32","shape":[3],"data_offsets":[0,8])", 8},
+      {"shape product overflows", "s",
+       R"("dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8])", 8},
+  };
+  for (const BadEntry& e : bad_entries) {
     cases.push_back(
-        {"trailing bytes", safetensors_bytes(header, 12), "'x'", 8 + header.size() + 8});
+        {e.name, one_tensor(e.tensor, e.body, e.data_bytes), "'" + std::string(e.tensor) + "'", 8});
+  }
+  // Entries each fine alone, wrong together or against the data: the message names the tensor,
+  // the offset is `in_data` bytes into the data, after the 8-byte length and the header.
+  struct BadLayout {
+    const char* name;
+    std::string header;
+    std::size_t data_bytes;
+    const char* tensor;
+    std::size_t in_data;
+  };
+  const BadLayout bad_layouts[] = {
+      {"overlap",
+       "{" + good_x + "," + entry("y", R"("dtype":"F32","shape":[2],"data_offsets":[4,12])") + "}",
+       12, "'y'", 4},
+      {"gap",
+       "{" + good_x + "," + entry("y", R"("dtype":"F32","shape":[2],"data_offsets":[12,20])") + "}",
+       20, "'y'", 8},
+      {"gap at the start",
+       "{" + entry("y", R"("dtype":"F32","shape":[2],"data_offsets":[4,12])") + "}", 12, "'y'", 0},
+      {"trailing bytes", "{" + good_x + "}", 12, "'x'", 8},
+  };
+  for (const BadLayout& l : bad_layouts) {
+    cases.push_back({l.name, safetensors_bytes(l.header, l.data_bytes), l.tensor,
+                     8 + l.header.size() + l.in_data});
   }
   cases.push_back({"metadata value not a string",
                    safetensors_bytes(R"({"__metadata__":{"step":1}})", 0), "'step'", 8});
@@ -273,15 +249,6 @@ Model random_model(ModelKind kind, std::uint64_t seed) {
 
 bool same_bits(const aligned_vector<float>& a, const aligned_vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(Checkpoint, RoundTripIsBitExact) {

@@ -12,9 +12,12 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/stream.hpp"
+#include "error_message.hpp"
 
 namespace cnnbench::stream {
 namespace {
+
+using test::error_of;
 
 // An actor whose firing is a lambda: the tests' building block.
 class LambdaActor final : public Actor {
@@ -76,16 +79,6 @@ Partition placed_on(const Graph& graph, const Schedule& schedule, int cores,
   partition.core_of = std::move(core_of);
   partition.stage_of = assign_stages(graph, partition.core_of);
   return partition;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // ---- rates and schedules ------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "../lib/strategies/stream/training_graph.hpp"
 #include "cnnbench/core.hpp"
@@ -17,6 +18,7 @@
 #include "cnnbench/models.hpp"
 #include "cnnbench/train.hpp"
 #include "tensor_compare.hpp"
+#include "error_message.hpp"
 
 namespace cnnbench {
 namespace {
@@ -219,14 +221,9 @@ TEST(StreamStrategy, AsyncTrainsAndReportsStaleness) {
 }
 
 TEST(StreamStrategy, BadOptionsNameTheFlag) {
-  auto message = [](TrainConfig config) {
-    try {
-      auto strategy = make_strategy("stream");
-      strategy->prepare(initial(config.model), data(), config);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+  auto message = [](const TrainConfig& config) {
+    return test::error_of(
+        [&] { make_strategy("stream")->prepare(initial(config.model), data(), config); });
   };
   EXPECT_NE(message(config_for(ModelKind::fc3, 2, "strict", 3)).find("--microbatches"),
             std::string::npos);
@@ -241,13 +238,7 @@ TEST(StreamStrategy, BadOptionsNameTheFlag) {
     const char* value;
     const char* expected;
   };
-  const BadOption cases[] = {
-      {ModelKind::lenet5, "strict", "widths", "c9=2", "--widths"},
-      {ModelKind::lenet5, "strict", "widths", "c1k", "--widths"},
-      {ModelKind::lenet5, "strict", "widths", "c1k=0", "--widths"},
-      {ModelKind::lenet5, "strict", "widths", "c1k=7", "--widths"},
-      {ModelKind::lenet5, "strict", "widths", "f1=x", "--widths"},
-      {ModelKind::lenet5, "strict", "widths", "f1=2,,f2=2", "--widths"},
+  std::vector<BadOption> cases = {
       {ModelKind::fc3, "strict", "widths", "c1k=2", "has no layer 'c1k'"},
       {ModelKind::lenet5, "strict", "widths", "s=3", "--widths s=3: must divide the micro-batch of 4"},
       {ModelKind::lenet5, "strict", "balance", "even", "--balance: unknown mode 'even'"},
@@ -255,6 +246,10 @@ TEST(StreamStrategy, BadOptionsNameTheFlag) {
       {ModelKind::lenet5, "strict", "slowdown", "0:0.5", "--slowdown 0:0.5"},
       {ModelKind::lenet5, "async", "widths", "s=2", "--consistency async"},
   };
+  // --widths on LeNet-5 that name no layer, give no width or one out of range, or are malformed.
+  for (const char* widths : {"c9=2", "c1k", "c1k=0", "c1k=7", "f1=x", "f1=2,,f2=2"}) {
+    cases.push_back({ModelKind::lenet5, "strict", "widths", widths, "--widths"});
+  }
   for (const BadOption& bad : cases) {
     TrainConfig config = config_for(bad.model, 2, bad.consistency, 4);
     config.options[bad.key] = bad.value;

@@ -13,18 +13,13 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
 #include "cnnbench/train.hpp"
+#include "temp_dir.hpp"
 
 namespace cnnbench {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path temp_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("cnnbench-test-training-" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using test::fresh_temp_dir;
 
 TrainConfig small_config(ModelKind kind, std::int64_t steps) {
   TrainConfig c;
@@ -37,7 +32,7 @@ TrainConfig small_config(ModelKind kind, std::int64_t steps) {
 }
 
 TEST(RunTraining, ResumeEqualsUninterruptedBitForBit) {
-  const fs::path dir = temp_dir("resume");
+  const fs::path dir = fresh_temp_dir("training-resume");
   const Dataset data = make_synthetic(200, 5);  // 6 steps per epoch: the run crosses epochs
   for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
     RunOptions first;
@@ -61,7 +56,7 @@ TEST(RunTraining, ResumeEqualsUninterruptedBitForBit) {
 }
 
 TEST(RunTraining, ResumeWithOtherSeedOrBatchIsAnError) {
-  const fs::path dir = temp_dir("resume-mismatch");
+  const fs::path dir = fresh_temp_dir("training-resume-mismatch");
   const Dataset data = make_synthetic(100, 1);
   RunOptions save;
   save.save = dir / "a.safetensors";
@@ -83,7 +78,7 @@ TEST(RunTraining, ResumeWithOtherSeedOrBatchIsAnError) {
 }
 
 TEST(RunTraining, InitLoadsWeightsAndStepsZeroKeepsThem) {
-  const fs::path dir = temp_dir("init");
+  const fs::path dir = fresh_temp_dir("training-init");
   const Dataset data = make_synthetic(100, 1);
   RunOptions save;
   save.save = dir / "init.safetensors";

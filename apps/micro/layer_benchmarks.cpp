@@ -31,12 +31,9 @@ void register_dense_kernel(const DenseLayer layer, const std::string& prefix, De
         const auto weight = random_buffer(std::size_t(layer.out) * layer.in, 2);
         const auto bias = random_buffer(layer.out, 3);
         aligned_vector<float> out(std::size_t(B) * layer.out);
-        for (auto _ : state) {
+        time_kernel(state, layer.forward_flops(B), out.data(), [&] {
           forward(out.data(), inp.data(), weight.data(), bias.data(), B, layer.in, layer.out);
-          benchmark::DoNotOptimize(out.data());
-          benchmark::ClobberMemory();
-        }
-        set_flops(state, layer.forward_flops(B));
+        });
       })->Apply(with_batches);
 
   benchmark::RegisterBenchmark(
@@ -48,13 +45,10 @@ void register_dense_kernel(const DenseLayer layer, const std::string& prefix, De
         aligned_vector<float> dinp(std::size_t(B) * layer.in);
         aligned_vector<float> dweight(weight.size()), dbias(layer.out);
         float* dinp_or_null = layer.needs_dinp ? dinp.data() : nullptr;
-        for (auto _ : state) {
+        time_kernel(state, layer.backward_flops(B), dweight.data(), [&] {
           backward(dinp_or_null, dweight.data(), dbias.data(), dout.data(), inp.data(),
                    weight.data(), B, layer.in, layer.out);
-          benchmark::DoNotOptimize(dweight.data());
-          benchmark::ClobberMemory();
-        }
-        set_flops(state, layer.backward_flops(B));
+        });
       })->Apply(with_batches);
 }
 
@@ -78,90 +72,113 @@ void register_conv(const ConvLayer layer) {
   benchmark::RegisterBenchmark(
       ("conv2d_forward/" + std::string(layer.name)).c_str(), [layer](benchmark::State& state) {
         const Conv2dShape s = layer.shape(int(state.range(0)));
-        const auto inp = random_buffer(std::size_t(s.batch) * s.in_channels * s.height * s.width, 1);
-        const auto weight = random_buffer(
-            std::size_t(s.out_channels) * s.in_channels * s.kernel * s.kernel, 2);
+        const auto inp = random_buffer(input_floats(s), 1);
+        const auto weight = random_buffer(weight_floats(s), 2);
         const auto bias = random_buffer(s.out_channels, 3);
-        aligned_vector<float> out(std::size_t(s.batch) * s.out_channels * s.out_height() *
-                                  s.out_width());
+        aligned_vector<float> out(output_floats(s));
         aligned_vector<float> scratch(s.scratch_floats());
-        for (auto _ : state) {
+        time_kernel(state, conv_product_flops(s), out.data(), [&] {
           conv2d_forward(out.data(), inp.data(), weight.data(), bias.data(), s, scratch.data());
-          benchmark::DoNotOptimize(out.data());
-          benchmark::ClobberMemory();
-        }
-        set_flops(state, conv_product_flops(s));
+        });
       })->Apply(with_batches);
 
   benchmark::RegisterBenchmark(
       ("conv2d_backward/" + std::string(layer.name)).c_str(), [layer](benchmark::State& state) {
         const Conv2dShape s = layer.shape(int(state.range(0)));
-        const auto inp = random_buffer(std::size_t(s.batch) * s.in_channels * s.height * s.width, 1);
-        const auto weight = random_buffer(
-            std::size_t(s.out_channels) * s.in_channels * s.kernel * s.kernel, 2);
-        const auto dout = random_buffer(
-            std::size_t(s.batch) * s.out_channels * s.out_height() * s.out_width(), 4);
+        const auto inp = random_buffer(input_floats(s), 1);
+        const auto weight = random_buffer(weight_floats(s), 2);
+        const auto dout = random_buffer(output_floats(s), 4);
         aligned_vector<float> dinp(inp.size()), dweight(weight.size()), dbias(s.out_channels);
         aligned_vector<float> scratch(s.scratch_floats());
         float* dinp_or_null = layer.needs_dinp ? dinp.data() : nullptr;
-        for (auto _ : state) {
+        time_kernel(state, conv_backward_flops(layer, s.batch), dweight.data(), [&] {
           conv2d_backward(dinp_or_null, dweight.data(), dbias.data(), dout.data(), inp.data(),
                           weight.data(), s, scratch.data());
-          benchmark::DoNotOptimize(dweight.data());
-          benchmark::ClobberMemory();
-        }
-        set_flops(state, conv_backward_flops(layer, s.batch));
+        });
       })->Apply(with_batches);
 }
 
 // --- the fused LeNet-5 kernels of the serial fast path ------------------------------------------
 
-// Each through register_fused (micro_common.hpp); flops as for the plain layers.
+// Each through register_fused (micro_common.hpp); flops as for the plain layers. Buffers live in
+// the closure; each benchmark keeps its own.
 void register_fused_lenet5() {
-  const double c1_flops = conv_product_flops({1, 1, 28, 28, 6, 5, 2});
-  const double c2_flops = conv_product_flops({1, 6, 14, 14, 16, 5, 0});
-  // Buffers live in the closure; each benchmark keeps its own.
-  register_fused("conv5x5_pad2_relu_forward/lenet5.c1", c1_flops, [](int B) {
-    auto inp = random_buffer(std::size_t(B) * 784, 1), weight = random_buffer(150, 2),
-         bias = random_buffer(6, 3);
-    auto out = std::make_shared<aligned_vector<float>>(std::size_t(B) * 6 * 784);
-    return [=] { conv5x5_pad2_relu_forward(out->data(), inp.data(), weight.data(), bias.data(), B, 6, 28, 28); };
+  const ConvLayer c1 = kLenet5Conv[0], c2 = kLenet5Conv[1];
+  const PoolLayer pool1 = kLenet5Pool[0], pool2 = kLenet5Pool[1];
+  const int channels = c2.in_channels;  // c1's output, c2's input
+  const int side1 = c1.size, side2 = c2.size, a2_side = pool2.size;
+  const double c1_flops = conv_product_flops(c1.shape(1));
+  const double c2_flops = conv_product_flops(c2.shape(1));
+  register_fused("conv5x5_pad2_relu_forward/lenet5.c1", c1_flops, [=](int B) {
+    const Conv2dShape s = c1.shape(B);
+    auto inp = random_buffer(input_floats(s), 1), weight = random_buffer(weight_floats(s), 2),
+         bias = random_buffer(s.out_channels, 3);
+    auto out = std::make_shared<aligned_vector<float>>(output_floats(s));
+    return [=] {
+      conv5x5_pad2_relu_forward(out->data(), inp.data(), weight.data(), bias.data(), B, channels,
+                                side1, side1);
+    };
   });
-  register_fused("conv5x5_pad2_backward_weights/lenet5.c1", c1_flops, [](int B) {
-    auto inp = random_buffer(std::size_t(B) * 784, 1), dout = random_buffer(std::size_t(B) * 6 * 784, 2);
-    auto dweight = std::make_shared<aligned_vector<float>>(150), dbias = std::make_shared<aligned_vector<float>>(6);
-    return [=] { conv5x5_pad2_backward_weights(dweight->data(), dbias->data(), dout.data(), inp.data(), B, 6, 28, 28); };
+  register_fused("conv5x5_pad2_backward_weights/lenet5.c1", c1_flops, [=](int B) {
+    const Conv2dShape s = c1.shape(B);
+    auto inp = random_buffer(input_floats(s), 1), dout = random_buffer(output_floats(s), 2);
+    auto dweight = std::make_shared<aligned_vector<float>>(weight_floats(s)),
+         dbias = std::make_shared<aligned_vector<float>>(s.out_channels);
+    return [=] {
+      conv5x5_pad2_backward_weights(dweight->data(), dbias->data(), dout.data(), inp.data(), B,
+                                    channels, side1, side1);
+    };
   });
-  register_fused("conv5x5_to16_relu_forward/lenet5.c2", c2_flops, [](int B) {
-    auto inp = random_buffer(std::size_t(B) * 6 * 196, 1), weight = random_buffer(2400, 2),
-         bias = random_buffer(16, 3);
-    auto out = std::make_shared<aligned_vector<float>>(std::size_t(B) * 1600);
-    auto scratch = std::make_shared<aligned_vector<float>>(conv5x5_to16_scratch_floats(6));
-    return [=] { conv5x5_to16_relu_forward(out->data(), inp.data(), weight.data(), bias.data(), B, 6, 14, 14, scratch->data()); };
+  register_fused("conv5x5_to16_relu_forward/lenet5.c2", c2_flops, [=](int B) {
+    const Conv2dShape s = c2.shape(B);
+    auto inp = random_buffer(input_floats(s), 1), weight = random_buffer(weight_floats(s), 2),
+         bias = random_buffer(s.out_channels, 3);
+    auto out = std::make_shared<aligned_vector<float>>(output_floats(s));
+    auto scratch = std::make_shared<aligned_vector<float>>(conv5x5_to16_scratch_floats(channels));
+    return [=] {
+      conv5x5_to16_relu_forward(out->data(), inp.data(), weight.data(), bias.data(), B, channels,
+                                side2, side2, scratch->data());
+    };
   });
-  register_fused("conv5x5_to16_backward/lenet5.c2", 2 * c2_flops, [](int B) {
-    auto inp = random_buffer(std::size_t(B) * 6 * 196, 1), weight = random_buffer(2400, 2),
-         dout = random_buffer(std::size_t(B) * 1600, 3);
+  register_fused("conv5x5_to16_backward/lenet5.c2", 2 * c2_flops, [=](int B) {
+    const Conv2dShape s = c2.shape(B);
+    auto inp = random_buffer(input_floats(s), 1), weight = random_buffer(weight_floats(s), 2),
+         dout = random_buffer(output_floats(s), 3);
     auto dinp = std::make_shared<aligned_vector<float>>(inp.size());
-    auto dweight = std::make_shared<aligned_vector<float>>(2400), dbias = std::make_shared<aligned_vector<float>>(16);
-    auto scratch = std::make_shared<aligned_vector<float>>(conv5x5_to16_scratch_floats(6));
-    return [=] { conv5x5_to16_backward(dinp->data(), dweight->data(), dbias->data(), dout.data(), inp.data(), weight.data(), B, 6, 14, 14, scratch->data()); };
+    auto dweight = std::make_shared<aligned_vector<float>>(weight.size()),
+         dbias = std::make_shared<aligned_vector<float>>(s.out_channels);
+    auto scratch = std::make_shared<aligned_vector<float>>(conv5x5_to16_scratch_floats(channels));
+    return [=] {
+      conv5x5_to16_backward(dinp->data(), dweight->data(), dbias->data(), dout.data(), inp.data(),
+                            weight.data(), B, channels, side2, side2, scratch->data());
+    };
   });
-  register_fused("maxpool2x2_relu_backward/lenet5.pool1", 3.0 * 6 * 196, [](int B) {
-    auto inp = random_buffer(std::size_t(B) * 6 * 784, 1), dout = random_buffer(std::size_t(B) * 6 * 196, 2);
+  // The pools' input is the convolution's output, their gradient a quarter of it.
+  register_fused("maxpool2x2_relu_backward/lenet5.pool1", pool1.flops(1), [=](int B) {
+    const std::size_t in = output_floats(c1.shape(B));
+    auto inp = random_buffer(in, 1), dout = random_buffer(in / 4, 2);
     auto dinp = std::make_shared<aligned_vector<float>>(inp.size());
-    return [=] { maxpool2x2_relu_backward(dinp->data(), dout.data(), inp.data(), B * 6, 28, 28); };
+    return [=] {
+      maxpool2x2_relu_backward(dinp->data(), dout.data(), inp.data(), B * channels, side1, side1);
+    };
   });
-  register_fused("maxpool2x2_channels_last16_forward/lenet5.pool2", 3.0 * 400, [](int B) {
-    auto inp = random_buffer(std::size_t(B) * 1600, 1);
-    auto out = std::make_shared<aligned_vector<float>>(std::size_t(B) * 400);
-    return [=] { maxpool2x2_channels_last16_forward(out->data(), inp.data(), B, 10, 10); };
+  register_fused("maxpool2x2_channels_last16_forward/lenet5.pool2", pool2.flops(1), [=](int B) {
+    const std::size_t in = output_floats(c2.shape(B));
+    auto inp = random_buffer(in, 1);
+    auto out = std::make_shared<aligned_vector<float>>(in / 4);
+    return
+        [=] { maxpool2x2_channels_last16_forward(out->data(), inp.data(), B, a2_side, a2_side); };
   });
-  register_fused("maxpool2x2_relu_channels_last16_backward/lenet5.pool2", 3.0 * 400, [](int B) {
-    auto inp = random_buffer(std::size_t(B) * 1600, 1), dout = random_buffer(std::size_t(B) * 400, 2);
-    auto dinp = std::make_shared<aligned_vector<float>>(inp.size());
-    return [=] { maxpool2x2_relu_channels_last16_backward(dinp->data(), dout.data(), inp.data(), B, 10, 10); };
-  });
+  register_fused("maxpool2x2_relu_channels_last16_backward/lenet5.pool2", pool2.flops(1),
+                 [=](int B) {
+                   const std::size_t in = output_floats(c2.shape(B));
+                   auto inp = random_buffer(in, 1), dout = random_buffer(in / 4, 2);
+                   auto dinp = std::make_shared<aligned_vector<float>>(inp.size());
+                   return [=] {
+                     maxpool2x2_relu_channels_last16_backward(dinp->data(), dout.data(), inp.data(),
+                                                              B, a2_side, a2_side);
+                   };
+                 });
 }
 
 // --- pooling, ReLU, softmax cross-entropy -----------------------------------------------------
@@ -172,12 +189,10 @@ void register_pool(const PoolLayer layer) {
         const int planes = int(state.range(0)) * layer.channels;
         const auto inp = random_buffer(std::size_t(planes) * layer.size * layer.size, 1);
         aligned_vector<float> out(inp.size() / 4);
-        for (auto _ : state) {
+        // 3 comparisons per window
+        time_kernel(state, 3.0 * double(out.size()), out.data(), [&] {
           maxpool2x2_forward(out.data(), inp.data(), planes, layer.size, layer.size);
-          benchmark::DoNotOptimize(out.data());
-          benchmark::ClobberMemory();
-        }
-        set_flops(state, 3.0 * double(out.size()));  // 3 comparisons per window
+        });
       })->Apply(with_batches);
 
   benchmark::RegisterBenchmark(
@@ -186,12 +201,9 @@ void register_pool(const PoolLayer layer) {
         const auto inp = random_buffer(std::size_t(planes) * layer.size * layer.size, 1);
         const auto dout = random_buffer(inp.size() / 4, 2);
         aligned_vector<float> dinp(inp.size());
-        for (auto _ : state) {
+        time_kernel(state, 3.0 * double(dout.size()), dinp.data(), [&] {
           maxpool2x2_backward(dinp.data(), dout.data(), inp.data(), planes, layer.size, layer.size);
-          benchmark::DoNotOptimize(dinp.data());
-          benchmark::ClobberMemory();
-        }
-        set_flops(state, 3.0 * double(dout.size()));
+        });
       })->Apply(with_batches);
 }
 
@@ -206,12 +218,7 @@ void register_relu(const ReluSite site) {
         const std::size_t n = std::size_t(state.range(0)) * site.features;
         const auto inp = random_buffer(n, 1);
         aligned_vector<float> out(n);
-        for (auto _ : state) {
-          relu_forward(out.data(), inp.data(), n);
-          benchmark::DoNotOptimize(out.data());
-          benchmark::ClobberMemory();
-        }
-        set_flops(state, double(n));
+        time_kernel(state, double(n), out.data(), [&] { relu_forward(out.data(), inp.data(), n); });
       })->Apply(with_batches);
 
   benchmark::RegisterBenchmark(
@@ -220,12 +227,8 @@ void register_relu(const ReluSite site) {
         const auto out = random_buffer(n, 1);
         const auto dout = random_buffer(n, 2);
         aligned_vector<float> dinp(n);
-        for (auto _ : state) {
-          relu_backward(dinp.data(), dout.data(), out.data(), n);
-          benchmark::DoNotOptimize(dinp.data());
-          benchmark::ClobberMemory();
-        }
-        set_flops(state, double(n));
+        time_kernel(state, double(n), dinp.data(),
+                    [&] { relu_backward(dinp.data(), dout.data(), out.data(), n); });
       })->Apply(with_batches);
 }
 
@@ -270,13 +273,10 @@ void register_sgemm() {
     const auto a = random_buffer(std::size_t(n) * n, 1);
     const auto b = random_buffer(std::size_t(n) * n, 2);
     aligned_vector<float> c(std::size_t(n) * n);
-    for (auto _ : state) {
+    time_kernel(state, 2.0 * n * n * n, c.data(), [&] {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(),
                   n, 0.0f, c.data(), n);
-      benchmark::DoNotOptimize(c.data());
-      benchmark::ClobberMemory();
-    }
-    set_flops(state, 2.0 * n * n * n);
+    });
   })->ArgName("n")->Arg(64)->Arg(256)->Arg(1024);
 }
 
@@ -285,20 +285,20 @@ void register_sgemm() {
 void register_layer_benchmarks() {
   // FC-3 and LeNet-5's shapes: micro_common.hpp.
   for (const DenseLayer& layer : kFc3Dense) register_dense(layer);
-  register_relu({"fc3.f1", 300});
-  register_relu({"fc3.f2", 100});
+  register_relu({"fc3.f1", Fc3Sizes::hidden1});
+  register_relu({"fc3.f2", Fc3Sizes::hidden2});
 
   for (const ConvLayer& layer : kLenet5Conv) register_conv(layer);
   for (const PoolLayer& layer : kLenet5Pool) register_pool(layer);
   for (const DenseLayer& layer : kLenet5Dense) register_dense(layer);
-  register_relu({"lenet5.c1", 6 * 28 * 28});
-  register_relu({"lenet5.c2", 16 * 10 * 10});
-  register_relu({"lenet5.f1", 120});
-  register_relu({"lenet5.f2", 84});
+  register_relu({"lenet5.c1", Lenet5Sizes::a1_floats});
+  register_relu({"lenet5.c2", Lenet5Sizes::a2_floats});
+  register_relu({"lenet5.f1", Lenet5Sizes::hidden1});
+  register_relu({"lenet5.f2", Lenet5Sizes::hidden2});
 
   register_fused_lenet5();
 
-  register_softmax_xent(10);
+  register_softmax_xent(Fc3Sizes::classes);
   register_sgemm();
 }
 

@@ -11,6 +11,7 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
+#include "cnnbench/models.hpp"
 
 namespace cnnbench::micro {
 
@@ -33,18 +34,25 @@ inline void with_batches(benchmark::internal::Benchmark* bench) {
   for (int batch : kBatches) bench->Arg(batch);
 }
 
+// The timed loop of every kernel row: calls body() once per iteration, keeps what it wrote
+// (`result`, or nothing) from being optimised away, and reports `flops` per call.
+template <class Body>
+void time_kernel(benchmark::State& state, double flops, const float* result, Body body) {
+  for (auto _ : state) {
+    body();
+    if (result != nullptr) benchmark::DoNotOptimize(result);
+    benchmark::ClobberMemory();
+  }
+  set_flops(state, flops);
+}
+
 // One kernel at batch B: `run` gets the batch, sets up (untimed) and returns the body, which is
 // timed; flops_per_sample * B is the work of one call.
 template <class Run>
 void register_fused(const std::string& name, double flops_per_sample, Run run) {
   benchmark::RegisterBenchmark(name.c_str(), [flops_per_sample, run](benchmark::State& state) {
     const int B = int(state.range(0));
-    auto body = run(B);
-    for (auto _ : state) {
-      body();
-      benchmark::ClobberMemory();
-    }
-    set_flops(state, flops_per_sample * B);
+    time_kernel(state, flops_per_sample * B, nullptr, run(B));
   })->Apply(with_batches);
 }
 
@@ -71,6 +79,17 @@ struct ConvLayer {
   }
 };
 
+// Floats of a convolution's input (B,C,H,W), weight (K,C,R,R) and output (B,K,Ho,Wo).
+inline std::size_t input_floats(const Conv2dShape& s) {
+  return std::size_t(s.batch) * s.in_channels * s.height * s.width;
+}
+inline std::size_t weight_floats(const Conv2dShape& s) {
+  return std::size_t(s.out_channels) * s.in_channels * s.kernel * s.kernel;
+}
+inline std::size_t output_floats(const Conv2dShape& s) {
+  return std::size_t(s.batch) * s.out_channels * s.out_height() * s.out_width();
+}
+
 inline double conv_product_flops(const Conv2dShape& s) {
   return 2.0 * s.batch * s.out_channels * s.in_channels * s.kernel * s.kernel * s.out_height() *
          s.out_width();
@@ -88,14 +107,21 @@ struct PoolLayer {
   double flops(int B) const { return 3.0 * B * channels * (size / 2) * (size / 2); }
 };
 
-// FC-3: f1 784->300, ReLU, f2 300->100, ReLU, f3 100->10.
-inline constexpr DenseLayer kFc3Dense[] = {
-    {"fc3.f1", 784, 300, false}, {"fc3.f2", 300, 100, true}, {"fc3.f3", 100, 10, true}};
-// LeNet-5: c1 1->6 k5 pad2 (28x28), pool1, c2 6->16 k5 (14x14 -> 10x10), pool2, f1..f3.
-inline constexpr ConvLayer kLenet5Conv[] = {{"lenet5.c1", 1, 28, 6, 5, 2, false},
-                                            {"lenet5.c2", 6, 14, 16, 5, 0, true}};
-inline constexpr PoolLayer kLenet5Pool[] = {{"lenet5.pool1", 6, 28}, {"lenet5.pool2", 16, 10}};
+// The shapes of models.hpp's Fc3Sizes and Lenet5Sizes.
+inline constexpr DenseLayer kFc3Dense[] = {{"fc3.f1", Fc3Sizes::input, Fc3Sizes::hidden1, false},
+                                           {"fc3.f2", Fc3Sizes::hidden1, Fc3Sizes::hidden2, true},
+                                           {"fc3.f3", Fc3Sizes::hidden2, Fc3Sizes::classes, true}};
+inline constexpr ConvLayer kLenet5Conv[] = {
+    {"lenet5.c1", 1, Lenet5Sizes::side, Lenet5Sizes::c1_channels, Lenet5Sizes::kernel,
+     Lenet5Sizes::c1_pad, false},
+    {"lenet5.c2", Lenet5Sizes::c1_channels, Lenet5Sizes::p1_side, Lenet5Sizes::c2_channels,
+     Lenet5Sizes::kernel, 0, true}};
+inline constexpr PoolLayer kLenet5Pool[] = {
+    {"lenet5.pool1", Lenet5Sizes::c1_channels, Lenet5Sizes::side},
+    {"lenet5.pool2", Lenet5Sizes::c2_channels, Lenet5Sizes::a2_side}};
 inline constexpr DenseLayer kLenet5Dense[] = {
-    {"lenet5.f1", 400, 120, true}, {"lenet5.f2", 120, 84, true}, {"lenet5.f3", 84, 10, true}};
+    {"lenet5.f1", Lenet5Sizes::flat, Lenet5Sizes::hidden1, true},
+    {"lenet5.f2", Lenet5Sizes::hidden1, Lenet5Sizes::hidden2, true},
+    {"lenet5.f3", Lenet5Sizes::hidden2, Lenet5Sizes::classes, true}};
 
 }  // namespace cnnbench::micro

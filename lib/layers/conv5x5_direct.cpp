@@ -147,6 +147,12 @@ HWY_INLINE void keep_in_register([[maybe_unused]] FloatVec& v) {
 }
 
 HWY_INLINE FloatVec relu(FloatVec v) { return hn::Max(v, hn::Zero(FloatTag())); }
+// Tap kx of N kernels whose taps lie `taps` floats apart (w[j * taps + kx]), each in every lane.
+template <int N>
+HWY_INLINE void broadcast_tap(FloatVec (&wv)[N], const float* w, int kx) {
+#pragma GCC unroll 8
+  for (int j = 0; j < N; ++j) wv[j] = hn::Set(FloatTag(), w[j * taps + kx]);
+}
 HWY_INLINE float sum_of_lanes(FloatVec v) { return hn::GetLane(hn::SumOfLanes(FloatTag(), v)); }
 
 // --- c1: one input channel, pad 2, rows of 16..28 pixels --------------------------------------
@@ -185,12 +191,12 @@ HWY_NOINLINE void c1_rows(float* out, const PaddedPlane& tile, const float* weig
       const float* w = weight + k0 * taps + ky * 5;
 #pragma GCC unroll 5
       for (int kx = 0; kx < 5; ++kx) {
+        const float* row_at_tap = row + kx;
         FloatVec wv[KC];
-#pragma GCC unroll 8
-        for (int j = 0; j < KC; ++j) wv[j] = hn::Set(d, w[j * taps + kx]);
+        broadcast_tap(wv, w, kx);
 #pragma GCC unroll 8
         for (int v = 0; v < V; ++v) {
-          const FloatVec pixels = hn::LoadU(d, row + x[v] + kx);
+          const FloatVec pixels = hn::LoadU(d, row_at_tap + x[v]);
 #pragma GCC unroll 8
           for (int j = 0; j < KC; ++j) acc[j][v] = hn::MulAdd(wv[j], pixels, acc[j][v]);
         }
@@ -566,8 +572,7 @@ HWY_NOINLINE void dinp_rows(float* dinp_b, const DoutTile& tile, const float* we
 #pragma GCC unroll 5
       for (int kx = 0; kx < 5; ++kx) {
         FloatVec wv[CB];
-#pragma GCC unroll 6
-        for (int j = 0; j < CB; ++j) wv[j] = hn::Set(d, w[j * taps + kx]);
+        broadcast_tap(wv, w, kx);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
 #pragma GCC unroll 4

@@ -21,22 +21,30 @@
 HWY_BEFORE_NAMESPACE();
 namespace cnnbench::HWY_NAMESPACE {
 
-// inp (planes,H,W) -> out (planes,H/2,W/2)
-void maxpool_forward(float* out, const float* inp, int planes, int H, int W) {
+// inp (planes,H,W) -> out (planes,H/2,W/2): out[ox] = window(top, bottom, ox) over the rows
+// top and bottom of each 2x2 window. Inlined into each pool, so each loop vectorises on its own.
+template <class Window>
+HWY_INLINE void pool_forward(float* out, const float* inp, int planes, int H, int W,
+                             Window window) {
   const int Ho = H / 2, Wo = W / 2;
   for (int p = 0; p < planes; ++p) {
     for (int oy = 0; oy < Ho; ++oy) {
       const float* __restrict__ top = inp + (std::size_t(p) * H + 2 * oy) * W;
       const float* __restrict__ bottom = top + W;
       float* __restrict__ dst = out + (std::size_t(p) * Ho + oy) * Wo;
-      for (int ox = 0; ox < Wo; ++ox) {
-        const float upper = top[2 * ox] >= top[2 * ox + 1] ? top[2 * ox] : top[2 * ox + 1];
-        const float lower =
-            bottom[2 * ox] >= bottom[2 * ox + 1] ? bottom[2 * ox] : bottom[2 * ox + 1];
-        dst[ox] = upper >= lower ? upper : lower;
-      }
+      for (int ox = 0; ox < Wo; ++ox) dst[ox] = window(top, bottom, ox);
     }
   }
+}
+
+void maxpool_forward(float* out, const float* inp, int planes, int H, int W) {
+  pool_forward(out, inp, planes, H, W,
+               [](const float* __restrict__ top, const float* __restrict__ bottom, int ox) {
+                 const float upper = top[2 * ox] >= top[2 * ox + 1] ? top[2 * ox] : top[2 * ox + 1];
+                 const float lower =
+                     bottom[2 * ox] >= bottom[2 * ox + 1] ? bottom[2 * ox] : bottom[2 * ox + 1];
+                 return upper >= lower ? upper : lower;
+               });
 }
 
 namespace {
@@ -163,19 +171,13 @@ void maxpool_relu_channels_last16_backward(float* dinp, const float* dout, const
   }
 }
 
-// inp (planes,H,W) -> out (planes,H/2,W/2): mean of each window.
+// The mean of each window.
 void avgpool_forward(float* out, const float* inp, int planes, int H, int W) {
-  const int Ho = H / 2, Wo = W / 2;
-  for (int p = 0; p < planes; ++p) {
-    for (int oy = 0; oy < Ho; ++oy) {
-      const float* __restrict__ top = inp + (std::size_t(p) * H + 2 * oy) * W;
-      const float* __restrict__ bottom = top + W;
-      float* __restrict__ dst = out + (std::size_t(p) * Ho + oy) * Wo;
-      for (int ox = 0; ox < Wo; ++ox) {
-        dst[ox] = 0.25f * ((top[2 * ox] + top[2 * ox + 1]) + (bottom[2 * ox] + bottom[2 * ox + 1]));
-      }
-    }
-  }
+  pool_forward(out, inp, planes, H, W,
+               [](const float* __restrict__ top, const float* __restrict__ bottom, int ox) {
+                 return 0.25f *
+                        ((top[2 * ox] + top[2 * ox + 1]) + (bottom[2 * ox] + bottom[2 * ox + 1]));
+               });
 }
 
 // Each window's gradient is shared equally by its four inputs.

@@ -12,14 +12,15 @@ namespace cnnbench {
 
 namespace {
 constexpr int classes = 10;
+using L = Lenet5Sizes;
 
 }  // namespace
 
 // Activations (forward) and their gradients (backward) for up to max_batch samples.
 struct Workspace::Buffers {
   int max_batch = 0;
-  // FC-3: h1 (B,300), h2 (B,100); LeNet-5: a1 (B,6,28,28), p1 (B,6,14,14), a2 (B,10,10,16)
-  // channels last, p2 (B,400) = (B,16,5,5), h1 (B,120), h2 (B,84). logits (B,10) for both.
+  // FC-3: h1, h2; LeNet-5: a1, p1, a2 channels last (B,10,10,16), p2, h1, h2 (Fc3Sizes and
+  // Lenet5Sizes give their shapes). logits (B,10) for both.
   aligned_vector<float> a1, p1, a2, p2, h1, h2, logits;
   aligned_vector<float> da1, dp1, da2, dp2, dh1, dh2, dlogits;
   aligned_vector<float> conv_scratch;
@@ -35,16 +36,16 @@ Workspace::Workspace(ModelKind kind, int max_batch) : buffers_(std::make_unique<
     grad.assign(n * per, 0.0f);
   };
   if (kind == ModelKind::fc3) {
-    both(b.h1, b.dh1, 300);
-    both(b.h2, b.dh2, 100);
+    both(b.h1, b.dh1, Fc3Sizes::hidden1);
+    both(b.h2, b.dh2, Fc3Sizes::hidden2);
   } else {
-    both(b.a1, b.da1, 6 * 28 * 28);
-    both(b.p1, b.dp1, 6 * 14 * 14);
-    both(b.a2, b.da2, 16 * 10 * 10);
-    both(b.p2, b.dp2, 400);
-    both(b.h1, b.dh1, 120);
-    both(b.h2, b.dh2, 84);
-    b.conv_scratch.assign(conv5x5_to16_scratch_floats(6), 0.0f);
+    both(b.a1, b.da1, L::a1_floats);
+    both(b.p1, b.dp1, L::p1_floats);
+    both(b.a2, b.da2, L::a2_floats);
+    both(b.p2, b.dp2, L::flat);
+    both(b.h1, b.dh1, L::hidden1);
+    both(b.h2, b.dh2, L::hidden2);
+    b.conv_scratch.assign(conv5x5_to16_scratch_floats(L::c1_channels), 0.0f);
   }
   both(b.logits, b.dlogits, classes);
 }
@@ -56,12 +57,14 @@ int Workspace::max_batch() const { return buffers_->max_batch; }
 
 namespace {
 
-// Named pointers into a flat buffer (parameters or gradients), in state_dict order.
-struct Fc3View {
+// Named pointers into a flat buffer (parameters or gradients), in state_dict order. Both models
+// end in the same three dense layers f1, f2, f3.
+struct DenseHeadView {
   float *f1w, *f1b, *f2w, *f2b, *f3w, *f3b;
 };
 struct Lenet5View {
-  float *c1w, *c1b, *c2w, *c2b, *f1w, *f1b, *f2w, *f2b, *f3w, *f3b;
+  float *c1w, *c1b, *c2w, *c2b;
+  DenseHeadView head;
 };
 
 // Pointer to tensor i (state_dict order) of a flat buffer.
@@ -69,14 +72,14 @@ float* tensor_at(ModelKind kind, const float* flat, int i) {
   return const_cast<float*>(flat) + model_spec(kind).tensors[static_cast<std::size_t>(i)].offset;
 }
 
-Fc3View fc3_view(const float* flat) {
+DenseHeadView fc3_view(const float* flat) {
   auto at = [flat](int i) { return tensor_at(ModelKind::fc3, flat, i); };
   return {at(0), at(1), at(2), at(3), at(4), at(5)};
 }
 
 Lenet5View lenet5_view(const float* flat) {
   auto at = [flat](int i) { return tensor_at(ModelKind::lenet5, flat, i); };
-  return {at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7), at(8), at(9)};
+  return {at(0), at(1), at(2), at(3), {at(4), at(5), at(6), at(7), at(8), at(9)}};
 }
 
 void check_batch(const Workspace& ws, int n) {
@@ -85,72 +88,79 @@ void check_batch(const Workspace& ws, int n) {
                                                    std::to_string(ws.max_batch()));
 }
 
-void fc3_forward(const Fc3View& p, const float* x, int n, Workspace::Buffers& b) {
-  dense_forward(b.h1.data(), x, p.f1w, p.f1b, n, 784, 300);
-  relu_forward(b.h1.data(), b.h1.data(), std::size_t(n) * 300);
-  dense_forward(b.h2.data(), b.h1.data(), p.f2w, p.f2b, n, 300, 100);
-  relu_forward(b.h2.data(), b.h2.data(), std::size_t(n) * 100);
-  dense_forward(b.logits.data(), b.h2.data(), p.f3w, p.f3b, n, 100, classes);
+// The dense layers of a model: x (B,in) -> h1 (B,hidden1), ReLU -> h2 (B,hidden2), ReLU ->
+// logits (B,10).
+struct DenseHeadSizes {
+  int in, hidden1, hidden2;
+};
+constexpr DenseHeadSizes fc3_head{Fc3Sizes::input, Fc3Sizes::hidden1, Fc3Sizes::hidden2};
+constexpr DenseHeadSizes lenet5_head{L::flat, L::hidden1, L::hidden2};
+
+void dense_head_forward(const DenseHeadView& p, const DenseHeadSizes& s, const float* x, int n,
+                        Workspace::Buffers& b) {
+  dense_forward(b.h1.data(), x, p.f1w, p.f1b, n, s.in, s.hidden1);
+  relu_forward(b.h1.data(), b.h1.data(), std::size_t(n) * s.hidden1);
+  dense_forward(b.h2.data(), b.h1.data(), p.f2w, p.f2b, n, s.hidden1, s.hidden2);
+  relu_forward(b.h2.data(), b.h2.data(), std::size_t(n) * s.hidden2);
+  dense_forward(b.logits.data(), b.h2.data(), p.f3w, p.f3b, n, s.hidden2, classes);
 }
 
-void fc3_backward(const Fc3View& p, const Fc3View& g, const float* x, int n,
-                  Workspace::Buffers& b, const GradientReady& ready) {
-  dense_backward(b.dh2.data(), g.f3w, g.f3b, b.dlogits.data(), b.h2.data(), p.f3w, n, 100, classes);
-  if (ready) ready(4, 5);
-  relu_backward(b.dh2.data(), b.dh2.data(), b.h2.data(), std::size_t(n) * 100);
-  dense_backward(b.dh1.data(), g.f2w, g.f2b, b.dh2.data(), b.h1.data(), p.f2w, n, 300, 100);
-  if (ready) ready(2, 3);
-  relu_backward(b.dh1.data(), b.dh1.data(), b.h1.data(), std::size_t(n) * 300);
-  dense_backward(nullptr, g.f1w, g.f1b, b.dh1.data(), x, p.f1w, n, 784, 300);
-  if (ready) ready(0, 1);
+// dx (B,in) may be null (the first layer of a model needs no input gradient). f1w is tensor
+// f1_tensor of the model, the one ready() names.
+void dense_head_backward(const DenseHeadView& p, const DenseHeadView& g, const DenseHeadSizes& s,
+                         float* dx, const float* x, int n, Workspace::Buffers& b,
+                         const GradientReady& ready, int f1_tensor) {
+  dense_backward(b.dh2.data(), g.f3w, g.f3b, b.dlogits.data(), b.h2.data(), p.f3w, n, s.hidden2,
+                 classes);
+  if (ready) ready(f1_tensor + 4, f1_tensor + 5);
+  relu_backward(b.dh2.data(), b.dh2.data(), b.h2.data(), std::size_t(n) * s.hidden2);
+  dense_backward(b.dh1.data(), g.f2w, g.f2b, b.dh2.data(), b.h1.data(), p.f2w, n, s.hidden1,
+                 s.hidden2);
+  if (ready) ready(f1_tensor + 2, f1_tensor + 3);
+  relu_backward(b.dh1.data(), b.dh1.data(), b.h1.data(), std::size_t(n) * s.hidden1);
+  dense_backward(dx, g.f1w, g.f1b, b.dh1.data(), x, p.f1w, n, s.in, s.hidden1);
+  if (ready) ready(f1_tensor, f1_tensor + 1);
 }
 
 void lenet5_forward(const Lenet5View& p, const float* x, int n, Workspace::Buffers& b) {
-  conv5x5_pad2_relu_forward(b.a1.data(), x, p.c1w, p.c1b, n, 6, 28, 28);
-  maxpool2x2_forward(b.p1.data(), b.a1.data(), n * 6, 28, 28);
-  conv5x5_to16_relu_forward(b.a2.data(), b.p1.data(), p.c2w, p.c2b, n, 6, 14, 14,
-                            b.conv_scratch.data());
-  maxpool2x2_channels_last16_forward(b.p2.data(), b.a2.data(), n, 10, 10);  // flatten (B,400)
-  dense_forward(b.h1.data(), b.p2.data(), p.f1w, p.f1b, n, 400, 120);
-  relu_forward(b.h1.data(), b.h1.data(), std::size_t(n) * 120);
-  dense_forward(b.h2.data(), b.h1.data(), p.f2w, p.f2b, n, 120, 84);
-  relu_forward(b.h2.data(), b.h2.data(), std::size_t(n) * 84);
-  dense_forward(b.logits.data(), b.h2.data(), p.f3w, p.f3b, n, 84, classes);
+  conv5x5_pad2_relu_forward(b.a1.data(), x, p.c1w, p.c1b, n, L::c1_channels, L::side, L::side);
+  maxpool2x2_forward(b.p1.data(), b.a1.data(), n * L::c1_channels, L::side, L::side);
+  conv5x5_to16_relu_forward(b.a2.data(), b.p1.data(), p.c2w, p.c2b, n, L::c1_channels, L::p1_side,
+                            L::p1_side, b.conv_scratch.data());
+  // flattened p2 (B,400)
+  maxpool2x2_channels_last16_forward(b.p2.data(), b.a2.data(), n, L::a2_side, L::a2_side);
+  dense_head_forward(p.head, lenet5_head, b.p2.data(), n, b);
 }
 
 void lenet5_backward(const Lenet5View& p, const Lenet5View& g, const float* x, int n,
                      Workspace::Buffers& b, const GradientReady& ready) {
-  dense_backward(b.dh2.data(), g.f3w, g.f3b, b.dlogits.data(), b.h2.data(), p.f3w, n, 84, classes);
-  if (ready) ready(8, 9);
-  relu_backward(b.dh2.data(), b.dh2.data(), b.h2.data(), std::size_t(n) * 84);
-  dense_backward(b.dh1.data(), g.f2w, g.f2b, b.dh2.data(), b.h1.data(), p.f2w, n, 120, 84);
-  if (ready) ready(6, 7);
-  relu_backward(b.dh1.data(), b.dh1.data(), b.h1.data(), std::size_t(n) * 120);
-  dense_backward(b.dp2.data(), g.f1w, g.f1b, b.dh1.data(), b.p2.data(), p.f1w, n, 400, 120);
-  if (ready) ready(4, 5);
-  maxpool2x2_relu_channels_last16_backward(b.da2.data(), b.dp2.data(), b.a2.data(), n, 10, 10);
+  dense_head_backward(p.head, g.head, lenet5_head, b.dp2.data(), b.p2.data(), n, b, ready, 4);
+  maxpool2x2_relu_channels_last16_backward(b.da2.data(), b.dp2.data(), b.a2.data(), n, L::a2_side,
+                                           L::a2_side);
   if (ready) {
     // c2 is the longest layer of backward: in pieces, with a chance to progress communication
     // (f1's allreduce, the largest) between them.
     constexpr int pieces = 4;
-    const std::size_t da2_sample = 10 * 10 * 16, p1_sample = 6 * 14 * 14;
+    const std::size_t da2_sample = L::a2_floats, p1_sample = L::p1_floats;
     for (int piece = 0, first = 0; piece < pieces; ++piece) {
       const int last = n * (piece + 1) / pieces;
       if (last > first) {
         conv5x5_to16_backward(b.dp1.data() + first * p1_sample, g.c2w, g.c2b,
                               b.da2.data() + first * da2_sample, b.p1.data() + first * p1_sample,
-                              p.c2w, last - first, 6, 14, 14, b.conv_scratch.data());
+                              p.c2w, last - first, L::c1_channels, L::p1_side, L::p1_side,
+                              b.conv_scratch.data());
       }
       first = last;
       if (piece + 1 < pieces) ready(1, 0);
     }
   } else {
-    conv5x5_to16_backward(b.dp1.data(), g.c2w, g.c2b, b.da2.data(), b.p1.data(), p.c2w, n, 6, 14,
-                          14, b.conv_scratch.data());
+    conv5x5_to16_backward(b.dp1.data(), g.c2w, g.c2b, b.da2.data(), b.p1.data(), p.c2w, n,
+                          L::c1_channels, L::p1_side, L::p1_side, b.conv_scratch.data());
   }
   if (ready) ready(2, 3);
-  maxpool2x2_relu_backward(b.da1.data(), b.dp1.data(), b.a1.data(), n * 6, 28, 28);
-  conv5x5_pad2_backward_weights(g.c1w, g.c1b, b.da1.data(), x, n, 6, 28, 28);
+  maxpool2x2_relu_backward(b.da1.data(), b.dp1.data(), b.a1.data(), n * L::c1_channels, L::side,
+                           L::side);
+  conv5x5_pad2_backward_weights(g.c1w, g.c1b, b.da1.data(), x, n, L::c1_channels, L::side, L::side);
   if (ready) ready(0, 1);
 }
 
@@ -164,10 +174,10 @@ double forward_backward(ModelKind kind, const float* params, float* grads, const
   double loss_sum = 0;
   if (kind == ModelKind::fc3) {
     const auto p = fc3_view(params);
-    fc3_forward(p, x, n, b);
+    dense_head_forward(p, fc3_head, x, n, b);
     loss_sum = softmax_xent_forward_backward(b.dlogits.data(), b.logits.data(), y, n, classes,
                                              grad_scale);
-    fc3_backward(p, fc3_view(grads), x, n, b, ready);
+    dense_head_backward(p, fc3_view(grads), fc3_head, nullptr, x, n, b, ready, 0);
   } else {
     const auto p = lenet5_view(params);
     lenet5_forward(p, x, n, b);
@@ -188,7 +198,7 @@ void forward_logits(ModelKind kind, const float* params, const float* x, int n, 
   check_batch(ws, n);
   Workspace::Buffers& b = ws.buffers();
   if (kind == ModelKind::fc3) {
-    fc3_forward(fc3_view(params), x, n, b);
+    dense_head_forward(fc3_view(params), fc3_head, x, n, b);
   } else {
     lenet5_forward(lenet5_view(params), x, n, b);
   }

@@ -44,21 +44,28 @@ double dense_flops(int in, int out) { return 2.0 * in * out; }
 double conv_flops(int c, int k, int r, int ho, int wo) { return 2.0 * c * k * r * r * ho * wo; }
 
 ModelSpec make_fc3_spec() {
-  const double f1 = dense_flops(784, 300), f2 = dense_flops(300, 100), f3 = dense_flops(100, 10);
+  using S = Fc3Sizes;
+  const double f1 = dense_flops(S::input, S::hidden1), f2 = dense_flops(S::hidden1, S::hidden2),
+               f3 = dense_flops(S::hidden2, S::classes);
   return build_spec(ModelKind::fc3,
-                    {{"f1", {300, 784}}, {"f2", {100, 300}}, {"f3", {10, 100}}},
+                    {{"f1", {S::hidden1, S::input}},
+                     {"f2", {S::hidden2, S::hidden1}},
+                     {"f3", {S::classes, S::hidden2}}},
                     f1 * 2 + f2 * 3 + f3 * 3, f1 + f2 + f3);
 }
 
 ModelSpec make_lenet5_spec() {
-  const double c1 = conv_flops(1, 6, 5, 28, 28), c2 = conv_flops(6, 16, 5, 10, 10);
-  const double f1 = dense_flops(400, 120), f2 = dense_flops(120, 84), f3 = dense_flops(84, 10);
+  using S = Lenet5Sizes;
+  const double c1 = conv_flops(1, S::c1_channels, S::kernel, S::side, S::side),
+               c2 = conv_flops(S::c1_channels, S::c2_channels, S::kernel, S::a2_side, S::a2_side);
+  const double f1 = dense_flops(S::flat, S::hidden1), f2 = dense_flops(S::hidden1, S::hidden2),
+               f3 = dense_flops(S::hidden2, S::classes);
   return build_spec(ModelKind::lenet5,
-                    {{"c1", {6, 1, 5, 5}},
-                     {"c2", {16, 6, 5, 5}},
-                     {"f1", {120, 400}},
-                     {"f2", {84, 120}},
-                     {"f3", {10, 84}}},
+                    {{"c1", {S::c1_channels, 1, S::kernel, S::kernel}},
+                     {"c2", {S::c2_channels, S::c1_channels, S::kernel, S::kernel}},
+                     {"f1", {S::hidden1, S::flat}},
+                     {"f2", {S::hidden2, S::hidden1}},
+                     {"f3", {S::classes, S::hidden2}}},
                     c1 * 2 + (c2 + f1 + f2 + f3) * 3, c1 + c2 + f1 + f2 + f3);
 }
 

@@ -135,7 +135,7 @@ struct Entry {
 
 // Intel family 6 models (Linux's arch/x86/include/asm/intel-family.h). 0x55 is resolved by
 // stepping below: Skylake-SP, Cascade Lake and Cooper Lake share it.
-constexpr std::array<Entry, 42> intel_family_6 = {{
+constexpr std::array<Entry, 50> intel_family_6 = {{
     {0x1a, "Nehalem"},          {0x1e, "Nehalem"},          {0x1f, "Nehalem"},
     {0x2e, "Nehalem-EX"},       {0x25, "Westmere"},         {0x2c, "Westmere-EP"},
     {0x2f, "Westmere-EX"},      {0x2a, "Sandy Bridge"},     {0x2d, "Sandy Bridge-EP"},
@@ -150,40 +150,23 @@ constexpr std::array<Entry, 42> intel_family_6 = {{
     {0x8f, "Sapphire Rapids"},  {0xcf, "Emerald Rapids"},   {0xad, "Granite Rapids"},
     {0xae, "Granite Rapids"},   {0x97, "Alder Lake"},       {0x9a, "Alder Lake"},
     {0xb7, "Raptor Lake"},      {0xba, "Raptor Lake"},      {0xbf, "Raptor Lake"},
+    {0xaa, "Meteor Lake"},      {0xac, "Meteor Lake"},      {0xc5, "Arrow Lake"},
+    {0xc6, "Arrow Lake"},       {0xb5, "Arrow Lake"},       {0xbd, "Lunar Lake"},
+    {0xaf, "Sierra Forest"},    {0x57, "Knights Landing"},
 }};
-constexpr std::array<Entry, 8> intel_family_6_more = {{{0xaa, "Meteor Lake"},
-                                                       {0xac, "Meteor Lake"},
-                                                       {0xc5, "Arrow Lake"},
-                                                       {0xc6, "Arrow Lake"},
-                                                       {0xb5, "Arrow Lake"},
-                                                       {0xbd, "Lunar Lake"},
-                                                       {0xaf, "Sierra Forest"},
-                                                       {0x57, "Knights Landing"}}};
 
 // ARM Ltd. (implementer 0x41) parts.
-constexpr std::array<Entry, 19> arm_parts = {{{0xd03, "Cortex-A53"},
-                                              {0xd05, "Cortex-A55"},
-                                              {0xd07, "Cortex-A57"},
-                                              {0xd08, "Cortex-A72"},
-                                              {0xd09, "Cortex-A73"},
-                                              {0xd0a, "Cortex-A75"},
-                                              {0xd0b, "Cortex-A76"},
-                                              {0xd0c, "Neoverse N1"},
-                                              {0xd0d, "Cortex-A77"},
-                                              {0xd40, "Neoverse V1"},
-                                              {0xd41, "Cortex-A78"},
-                                              {0xd44, "Cortex-X1"},
-                                              {0xd46, "Cortex-A510"},
-                                              {0xd47, "Cortex-A710"},
-                                              {0xd48, "Cortex-X2"},
-                                              {0xd49, "Neoverse N2"},
-                                              {0xd4f, "Neoverse V2"},
-                                              {0xd84, "Neoverse V3"},
-                                              {0xd8e, "Neoverse N3"}}};
-constexpr std::array<Entry, 4> apple_parts = {{{0x022, "Apple M1 (Icestorm)"},
-                                               {0x023, "Apple M1 (Firestorm)"},
-                                               {0x032, "Apple M2 (Blizzard)"},
-                                               {0x033, "Apple M2 (Avalanche)"}}};
+constexpr std::array<Entry, 19> arm_parts = {{
+    {0xd03, "Cortex-A53"},  {0xd05, "Cortex-A55"},  {0xd07, "Cortex-A57"},  {0xd08, "Cortex-A72"},
+    {0xd09, "Cortex-A73"},  {0xd0a, "Cortex-A75"},  {0xd0b, "Cortex-A76"},  {0xd0c, "Neoverse N1"},
+    {0xd0d, "Cortex-A77"},  {0xd40, "Neoverse V1"}, {0xd41, "Cortex-A78"},  {0xd44, "Cortex-X1"},
+    {0xd46, "Cortex-A510"}, {0xd47, "Cortex-A710"}, {0xd48, "Cortex-X2"},   {0xd49, "Neoverse N2"},
+    {0xd4f, "Neoverse V2"}, {0xd84, "Neoverse V3"}, {0xd8e, "Neoverse N3"},
+}};
+constexpr std::array<Entry, 4> apple_parts = {{
+    {0x022, "Apple M1 (Icestorm)"},   {0x023, "Apple M1 (Firestorm)"},
+    {0x032, "Apple M2 (Blizzard)"},   {0x033, "Apple M2 (Avalanche)"},
+}};
 
 template <std::size_t N>
 const char* find_entry(const std::array<Entry, N>& table, int key) {
@@ -249,7 +232,6 @@ std::string x86_microarchitecture(const std::string& vendor, int family, int mod
       name = stepping >= 10 ? "Cooper Lake" : stepping >= 5 ? "Cascade Lake" : "Skylake-SP";
     } else {
       name = find_entry(intel_family_6, model);
-      if (name == nullptr) name = find_entry(intel_family_6_more, model);
     }
   }
   if (name != nullptr) return name;

@@ -285,18 +285,20 @@ const Topology& machine_topology() {
 #endif
 }
 
+// nlohmann::json's conversion of one cache level (found by argument-dependent lookup), so that
+// topology.caches converts as a whole.
+void to_json(nlohmann::json& json, const CacheLevel& cache) {
+  json = {{"level", cache.level},
+          {"type", cache.type},
+          {"bytes", cache.bytes},
+          {"count", cache.count}};
+}
+
 nlohmann::json topology_json(const Topology& topology) {
-  nlohmann::json caches = nlohmann::json::array();
-  for (const auto& cache : topology.caches) {
-    caches.push_back({{"level", cache.level},
-                      {"type", cache.type},
-                      {"bytes", cache.bytes},
-                      {"count", cache.count}});
-  }
   return {{"source", topology.source},     {"cpu_model", topology.cpu_model},
           {"packages", topology.packages}, {"numa_nodes", topology.numa_nodes},
           {"cores", topology.cores},       {"pus", topology.pus},
-          {"core_pus", topology.core_pus}, {"caches", caches}};
+          {"core_pus", topology.core_pus}, {"caches", topology.caches}};
 }
 
 int pin_current_thread(int core) {

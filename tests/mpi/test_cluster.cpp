@@ -38,6 +38,7 @@
 #include "mpirun_job.hpp"
 #include "../serial_oracle.hpp"
 #include "../tensor_compare.hpp"
+#include "../temp_dir.hpp"
 
 namespace cnnbench {
 namespace {
@@ -173,9 +174,7 @@ struct Job {
 // environment; output goes to out/log.
 Job launch(Case& c, int ranks, const std::string& name) {
   Job job;
-  job.out = fs::temp_directory_path() / ("cnnbench_cluster_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(job.out);
-  fs::create_directories(job.out);
+  job.out = test::fresh_temp_dir_of_process("cluster-", name);
   job.log = job.out / "log";
   c.out = job.out.string();
   c.ranks = ranks;

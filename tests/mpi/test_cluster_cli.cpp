@@ -18,6 +18,7 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/safetensors.hpp"
 #include "mpirun_job.hpp"
+#include "../temp_dir.hpp"
 
 namespace cnnbench {
 namespace {
@@ -25,11 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_folder(const std::string& name) {
-  const fs::path folder =
-      fs::temp_directory_path() / ("cnnbench_cluster_cli_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(folder);
-  fs::create_directories(folder);
-  return folder;
+  return test::fresh_temp_dir_of_process("cluster-cli-", name);
 }
 
 std::vector<std::string> train_command(const std::vector<std::string>& extra) {

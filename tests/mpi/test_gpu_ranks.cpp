@@ -31,6 +31,7 @@
 #include "mpirun_job.hpp"
 #include "../gpu_device.hpp"
 #include "../tensor_compare.hpp"
+#include "../temp_dir.hpp"
 
 namespace cnnbench {
 namespace {
@@ -190,11 +191,7 @@ TEST(GpuRanks, Rank) {
 // ---- the launching side -----------------------------------------------------------------------
 
 fs::path fresh_folder(const std::string& name) {
-  const fs::path folder =
-      fs::temp_directory_path() / ("cnnbench_gpu_ranks_" + std::to_string(::getpid()) + "_" + name);
-  fs::remove_all(folder);
-  fs::create_directories(folder);
-  return folder;
+  return test::fresh_temp_dir_of_process("gpu-ranks-", name);
 }
 
 // Runs this binary's GpuRanks.Rank on `ranks` ranks with the case; true when all exited 0 in time.

@@ -5,99 +5,23 @@ cnnbench reads safetensors files written from a PyTorch state_dict (--init).
 Usage: test_torch_checkpoint.py --cli PATH/cnnbench --source REPO. Exits 77 (skipped) without torch.
 """
 import argparse
-import json
 import os
-import struct
 import subprocess
 import sys
 import tempfile
 
 SKIP = 77
+# The reference nets live with the PyTorch baselines (bench/torch_nets.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
 
 try:
     import numpy as np
     import torch
-    from torch import nn
+    from safetensors_f32 import read_safetensors, write_safetensors
+    from torch_nets import build_model
 except ImportError as error:  # the test needs Debian's python3-torch
     print(f"skipped: cannot import torch/numpy ({error})")
     sys.exit(SKIP)
-
-
-# --- the reference nets, as DESIGN.md defines them (attribute names = checkpoint names) ---------
-
-class FC3(nn.Module):
-    """f1 Linear 784->300, ReLU, f2 Linear 300->100, ReLU, f3 Linear 100->10."""
-
-    def __init__(self):
-        super().__init__()
-        self.f1 = nn.Linear(784, 300)
-        self.f2 = nn.Linear(300, 100)
-        self.f3 = nn.Linear(100, 10)
-
-    def forward(self, x):  # x is (N,1,28,28)
-        x = torch.flatten(x, 1)
-        x = torch.relu(self.f1(x))
-        x = torch.relu(self.f2(x))
-        return self.f3(x)
-
-
-class LeNet5(nn.Module):
-    """c1 Conv 1->6 5x5 pad 2, ReLU, MaxPool 2; c2 Conv 6->16 5x5, ReLU, MaxPool 2;
-    flatten (C,H,W) -> 400; f1 400->120, ReLU; f2 120->84, ReLU; f3 84->10."""
-
-    def __init__(self):
-        super().__init__()
-        self.c1 = nn.Conv2d(1, 6, 5, padding=2)
-        self.c2 = nn.Conv2d(6, 16, 5)
-        self.f1 = nn.Linear(400, 120)
-        self.f2 = nn.Linear(120, 84)
-        self.f3 = nn.Linear(84, 10)
-
-    def forward(self, x):  # x is (N,1,28,28)
-        x = nn.functional.max_pool2d(torch.relu(self.c1(x)), 2)
-        x = nn.functional.max_pool2d(torch.relu(self.c2(x)), 2)
-        x = torch.flatten(x, 1)
-        x = torch.relu(self.f1(x))
-        x = torch.relu(self.f2(x))
-        return self.f3(x)
-
-
-def build_net(model):
-    """The PyTorch twin of cnnbench's --model fc3|lenet5."""
-    return {"fc3": FC3, "lenet5": LeNet5}[model]()
-
-
-# --- a minimal safetensors reader/writer (F32 only), so the `safetensors` package is optional ---
-
-def read_safetensors(path):
-    """Returns ({name: float32 ndarray}, metadata dict)."""
-    with open(path, "rb") as f:
-        blob = f.read()
-    (header_length,) = struct.unpack("<Q", blob[:8])
-    header = json.loads(blob[8:8 + header_length])
-    metadata = header.pop("__metadata__", {})
-    data = blob[8 + header_length:]
-    tensors = {}
-    for name, info in header.items():
-        assert info["dtype"] == "F32", f"{name}: dtype {info['dtype']}"
-        begin, end = info["data_offsets"]
-        tensors[name] = np.frombuffer(data[begin:end], dtype="<f4").reshape(info["shape"]).copy()
-    return tensors, metadata
-
-
-def write_safetensors(path, tensors):
-    """Writes {name: float32 ndarray} the way safetensors.torch.save_file lays it out."""
-    header, chunks, offset = {}, [], 0
-    for name in sorted(tensors):
-        raw = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + len(raw)]}
-        chunks.append(raw)
-        offset += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(chunks))
 
 
 def run_cli(cli, *arguments):
@@ -116,7 +40,7 @@ def check_torch_loads_our_checkpoint(cli, model, folder):
     assert metadata.get("format") == "cnnbench-checkpoint-1", metadata
     assert metadata.get("model") == model, metadata
 
-    net = build_net(model)
+    net = build_model(model)
     state = {k: torch.from_numpy(v) for k, v in tensors.items() if not k.startswith("momentum.")}
     net.load_state_dict(state, strict=True)  # raises on any missing/extra name or wrong shape
     momentum = {k[len("momentum."):] for k in tensors if k.startswith("momentum.")}
@@ -142,7 +66,7 @@ def check_torch_loads_our_checkpoint(cli, model, folder):
 
 def check_we_load_torch_weights(cli, model, folder):
     torch.manual_seed(11)
-    net = build_net(model)
+    net = build_model(model)
     weights = {k: v.detach().numpy() for k, v in net.state_dict().items()}
     source = os.path.join(folder, f"torch-{model}.safetensors")
     write_safetensors(source, weights)

@@ -10,10 +10,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+# The reference nets live with the PyTorch baselines (bench/torch_nets.py).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
 try:
     import numpy as np
     import torch
     from torch import nn
+    from safetensors_f32 import read_safetensors
+    from torch_nets import build_model
 except ImportError as e:
     print(f"SKIP: {e}")
     sys.exit(77)
@@ -21,43 +26,10 @@ except ImportError as e:
 TOLERANCE = 1e-4  # max|a-b| / max|b| per tensor, as in the semantics contract
 
 
-def make_net(model):
-    """The two nets exactly as DESIGN.md defines them (names match cnnbench's tensors)."""
-    class FC3(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.f1, self.f2, self.f3 = nn.Linear(784, 300), nn.Linear(300, 100), nn.Linear(100, 10)
-
-        def forward(self, x):
-            x = x.flatten(1)
-            return self.f3(torch.relu(self.f2(torch.relu(self.f1(x)))))
-
-    class LeNet5(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.c1, self.c2 = nn.Conv2d(1, 6, 5, padding=2), nn.Conv2d(6, 16, 5)
-            self.f1, self.f2, self.f3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
-
-        def forward(self, x):
-            x = torch.max_pool2d(torch.relu(self.c1(x)), 2)
-            x = torch.max_pool2d(torch.relu(self.c2(x)), 2).flatten(1)
-            return self.f3(torch.relu(self.f2(torch.relu(self.f1(x)))))
-
-    return FC3() if model == "fc3" else LeNet5()
-
-
-def read_safetensors(path):
-    raw = Path(path).read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    meta = header.pop("__metadata__", {})
-    data = raw[8 + n:]
-    tensors = {}
-    for name, info in header.items():
-        assert info["dtype"] == "F32", name
-        b, e = info["data_offsets"]
-        tensors[name] = torch.from_numpy(np.frombuffer(data[b:e], dtype="<f4").copy()).reshape(info["shape"])
-    return tensors, meta
+def read_torch_tensors(path):
+    """The checkpoint's tensors as torch tensors, and its metadata."""
+    tensors, meta = read_safetensors(path)
+    return {name: torch.from_numpy(value) for name, value in tensors.items()}, meta
 
 
 def write_idx(path, array):
@@ -95,8 +67,8 @@ def main():
             subprocess.run(common + ["--steps", str(steps), "--save", str(final), "--report", str(report)],
                            check=True)
 
-            net = make_net(model)
-            start, _ = read_safetensors(init)
+            net = build_model(model)
+            start, _ = read_torch_tensors(init)
             net.load_state_dict({k: v for k, v in start.items() if not k.startswith("momentum.")},
                                 strict=True)
             opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9, weight_decay=0.001)
@@ -111,7 +83,7 @@ def main():
                 opt.step()
                 torch_losses.append(loss.item())
 
-            ours, meta = read_safetensors(final)
+            ours, meta = read_torch_tensors(final)
             assert meta.get("model") == model, meta
             worst = 0.0
             for name, value in net.state_dict().items():

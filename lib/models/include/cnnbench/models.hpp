@@ -17,6 +17,28 @@ namespace cnnbench {
 
 enum class ModelKind { fc3, lenet5 };
 
+// The layer sizes of the two models. Their parameter shapes (model_spec), their activations,
+// the kernels' arguments and the FLOP counts all follow from these.
+// FC-3: x (B,784) -> f1 -> h1 (B,300), ReLU -> f2 -> h2 (B,100), ReLU -> f3 -> logits (B,10).
+struct Fc3Sizes {
+  static constexpr int input = 28 * 28, hidden1 = 300, hidden2 = 100, classes = 10;
+};
+// LeNet-5: x (B,1,28,28) -> c1 (5x5, pad 2) + ReLU -> a1 (B,6,28,28) -> pool -> p1 (B,6,14,14)
+// -> c2 (5x5) + ReLU -> a2 (B,16,10,10) -> pool -> p2 (B,16,5,5), flattened (B,400) -> f1 -> h1
+// (B,120), ReLU -> f2 -> h2 (B,84), ReLU -> f3 -> logits (B,10).
+struct Lenet5Sizes {
+  static constexpr int side = 28, kernel = 5, c1_pad = 2, c1_channels = 6, c2_channels = 16;
+  static constexpr int p1_side = side / 2;
+  static constexpr int a2_side = p1_side - kernel + 1;
+  static constexpr int p2_side = a2_side / 2;
+  static constexpr int flat = c2_channels * p2_side * p2_side;
+  static constexpr int hidden1 = 120, hidden2 = 84, classes = 10;
+  // Floats per sample of each activation.
+  static constexpr int a1_floats = c1_channels * side * side;
+  static constexpr int p1_floats = c1_channels * p1_side * p1_side;
+  static constexpr int a2_floats = c2_channels * a2_side * a2_side;
+};
+
 ModelKind parse_model(std::string_view name);  // Error naming the unknown model
 const char* model_name(ModelKind kind);
 
