@@ -3,9 +3,30 @@
 #include <string>
 
 #include "cnnbench/config.hpp"
+#include "cnnbench/train.hpp"
 #include "commands.hpp"
 
 namespace cnnbench::cli {
+
+void add_strategy_option_flags(CLI::App* cmd, std::map<std::string, std::string>& values,
+                               OptionFlags which) {
+  for (const OptionSpec* spec : strategy_option_specs()) {
+    if (which == OptionFlags::sweep && !spec->in_sweep) continue;
+    std::string& value = values[spec->name];
+    const std::string shown = which == OptionFlags::sweep && !spec->sweep_default.empty()
+                                  ? spec->sweep_default
+                                  : spec->default_text();
+    if (which == OptionFlags::sweep) value = spec->sweep_default;
+    CLI::Option* option = cmd->add_option(spec->flag(), value, spec->help_text())
+                              ->type_name(spec->value_name)
+                              ->default_str(shown);
+    if (spec->kind != OptionKind::text && spec->kind != OptionKind::part_factor) {
+      option->check(CLI::Validator(
+          [spec](const std::string& text) { return option_value_problem(*spec, text); },
+          spec->value_name, spec->name));
+    }
+  }
+}
 
 void build_app(CLI::App& app, Runner& runner) {
   app.name("cnnbench");

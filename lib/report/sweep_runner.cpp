@@ -43,13 +43,6 @@ struct Repetition {
   json pin_map = json::array();
 };
 
-std::string number_text(double value) {
-  std::ostringstream out;
-  out.precision(9);
-  out << value;
-  return out.str();
-}
-
 std::string duration_text(double seconds) {
   const auto s = static_cast<long long>(std::llround(std::max(0.0, seconds)));
   char text[32];
@@ -209,6 +202,27 @@ class SweepRunner {
     }
   }
 
+  // The sweep's strategy options as the report records them: every option the sweep passes on,
+  // "" (0 for a whole number) when not given and without a sweep default.
+  json options_json() const {
+    json out = json::object();
+    for (const OptionSpec* spec : strategy_option_specs()) {
+      if (!spec->in_sweep) continue;
+      const std::string value = sweep_option(*spec);
+      if (spec->kind == OptionKind::whole_number) {
+        out[spec->name] = value.empty() ? 0 : std::stoi(value);
+      } else {
+        out[spec->name] = value;
+      }
+    }
+    return out;
+  }
+
+  std::string sweep_option(const OptionSpec& spec) const {
+    const auto it = options_.options.find(spec.name);
+    return it != options_.options.end() ? it->second : spec.sweep_default;
+  }
+
   json config_json() const {
     std::vector<std::string> models;
     for (ModelKind m : options_.models) models.push_back(model_name(m));
@@ -218,7 +232,7 @@ class SweepRunner {
     }
     json data = {{"source", options_.data_dir ? "mnist" : "synthetic"}, {"train_samples", train_.count}};
     if (options_.data_dir) data["dir"] = options_.data_dir->string();
-    return {{"models", models},
+    json config = {{"models", models},
             {"strategies", strategies},
             {"cores", cores_},
             {"nodes", nodes_},
@@ -231,9 +245,6 @@ class SweepRunner {
             {"momentum", options_.momentum},
             {"seed", options_.seed},
             {"pin", options_.pin},
-            {"consistency", options_.consistency},
-            {"microbatches", options_.microbatches},
-            {"balance", options_.balance},
             {"isa", options_.isa},
             {"data", data},
             {"target_accuracy", options_.target_accuracy ? json(*options_.target_accuracy) : json(nullptr)},
@@ -244,6 +255,8 @@ class SweepRunner {
              {{"command", options_.launcher},
               {"args", options_.launcher_args},
               {"hostfile", options_.hostfile ? json(options_.hostfile->string()) : json(nullptr)}}}};
+    config.update(options_json());
+    return config;
   }
 
   // With --resume, the finished points of the existing report, after checking it was made with
@@ -466,12 +479,11 @@ class SweepRunner {
     config.epochs = options_.epochs;
     config.threads = point.cores;
     config.pin = options_.pin;
-    if (point.strategy == "stream") {
-      if (!options_.consistency.empty()) config.options["consistency"] = options_.consistency;
-      if (options_.microbatches > 0) config.options["microbatches"] = std::to_string(options_.microbatches);
+    for (const OptionSpec* spec : strategy_option_specs()) {
+      if (!spec->in_sweep || !spec->applies_to(point.strategy)) continue;
+      const std::string value = sweep_option(*spec);
+      if (!value.empty()) config.options[spec->name] = value;
     }
-    if ((point.strategy == "cluster" || point.strategy == "stream") && !options_.balance.empty())
-      config.options["balance"] = options_.balance;
     return config;
   }
 
@@ -551,20 +563,10 @@ class SweepRunner {
   Repetition run_launched(const PointSpec& point) const {
     std::vector<std::string> args = launcher_words(point.nodes, point.cores);
     const std::filesystem::path report = scratch_ / "run.json";
-    args.insert(args.end(), {options_.self.string(), "train", "--model", model_name(point.model),
-                             "--strategy", point.strategy, "--threads", std::to_string(point.cores),
-                             "--batch", std::to_string(options_.batch), "--lr", number_text(options_.lr),
-                             "--momentum", number_text(options_.momentum), "--seed",
-                             std::to_string(options_.seed), "--quiet", "--report", report.string()});
-    if (options_.steps >= 0) {
-      args.insert(args.end(), {"--steps", std::to_string(options_.steps)});
-    } else {
-      args.insert(args.end(), {"--epochs", std::to_string(options_.epochs)});
-    }
+    args.insert(args.end(), {options_.self.string(), "train"});
+    for (std::string& word : to_argv(train_config(point))) args.push_back(std::move(word));
     for (auto& w : data_words()) args.push_back(w);
-    if (!options_.pin) args.push_back("--no-pin");
-    if (!options_.balance.empty()) args.insert(args.end(), {"--balance", options_.balance});
-    args.insert(args.end(), {"--isa", options_.isa});
+    args.insert(args.end(), {"--quiet", "--report", report.string(), "--isa", options_.isa});
     const json run = launch_for_json(args, report, point.id());
     Repetition rep;
     rep.seconds = run.at("metrics").at("train_seconds").get<double>();
@@ -580,10 +582,7 @@ class SweepRunner {
   json time_to_accuracy(const PointSpec& point) const {
     TimeToAccuracyJob job;
     const TrainConfig config = train_config(point);
-    job.config = {{"model", model_name(point.model)}, {"strategy", point.strategy},
-                  {"threads", point.cores}, {"batch", config.batch}, {"lr", config.sgd.lr},
-                  {"momentum", config.sgd.momentum}, {"seed", config.seed}, {"pin", config.pin},
-                  {"options", config.options}};
+    job.config = config;
     if (options_.data_dir) {
       job.config["data_dir"] = options_.data_dir->string();
     } else {

@@ -9,28 +9,10 @@
 
 namespace cnnbench {
 
-namespace {
-
-TrainConfig config_from_job(const nlohmann::json& c) {
-  TrainConfig config;
-  config.model = parse_model(c.at("model").get<std::string>());
-  config.strategy = c.at("strategy").get<std::string>();
-  config.threads = c.at("threads").get<int>();
-  config.batch = c.at("batch").get<int>();
-  config.sgd.lr = c.at("lr").get<float>();
-  config.sgd.momentum = c.at("momentum").get<float>();
-  config.seed = c.at("seed").get<std::uint64_t>();
-  config.pin = c.at("pin").get<bool>();
-  config.options = c.at("options").get<std::map<std::string, std::string>>();
-  return config;
-}
-
-}  // namespace
-
 nlohmann::json measure_time_to_accuracy(const TimeToAccuracyJob& job, bool* primary) {
   CNNBENCH_CHECK(job.eval_every > 0, "--eval-every must be positive");
   CNNBENCH_CHECK(job.target > 0 && job.target <= 1, "--target-accuracy must lie in (0, 1]");
-  const TrainConfig config = config_from_job(job.config);
+  const TrainConfig config = job.config.get<TrainConfig>();
   const double start = now_seconds();  // before the data is touched
 
   Dataset train, test;
