@@ -22,8 +22,8 @@ void add_strategy_option_flags(CLI::App* cmd, std::map<std::string, std::string>
                               ->default_str(shown);
     if (spec->kind != OptionKind::text && spec->kind != OptionKind::part_factor) {
       option->check(CLI::Validator(
-          [spec](const std::string& text) { return option_value_problem(*spec, text); },
-          spec->value_name, spec->name));
+          [spec](const std::string& text) { return option_value_problem(*spec, text); }, "",
+          spec->name));
     }
   }
 }

@@ -82,14 +82,21 @@ bool in_range(const OptionSpec& spec, double value) {
   return !spec.maximum || value <= *spec.maximum;
 }
 
-std::optional<double> parse_number(const std::string& text) {
+// The whole text read by `read` (std::stoi, std::stod); nothing when it is not one number or
+// does not fit the type.
+template <class Read>
+auto parse_entire(const std::string& text, Read read) -> std::optional<decltype(read(text, nullptr))> {
   try {
     std::size_t used = 0;
-    const double value = std::stod(text, &used);
+    const auto value = read(text, &used);
     if (used == text.size()) return value;
-  } catch (const std::logic_error&) {  // not a number, or out of double's range
+  } catch (const std::logic_error&) {  // not a number, or out of range
   }
   return std::nullopt;
+}
+
+std::optional<double> parse_number(const std::string& text) {
+  return parse_entire(text, [](const std::string& t, std::size_t* used) { return std::stod(t, used); });
 }
 
 std::string range_words(const OptionSpec& spec) {
@@ -200,13 +207,7 @@ PartFactor parse_part_factor(const OptionSpec& spec, const std::string& value) {
 }
 
 std::optional<int> parse_whole_number(const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const int value = std::stoi(text, &used);
-    if (used == text.size()) return value;
-  } catch (const std::logic_error&) {  // not a number, or out of int's range
-  }
-  return std::nullopt;
+  return parse_entire(text, [](const std::string& t, std::size_t* used) { return std::stoi(t, used); });
 }
 
 StrategyOptions::StrategyOptions(const TrainConfig& config, std::string strategy)
