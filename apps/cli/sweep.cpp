@@ -49,12 +49,7 @@ std::vector<std::string> split_words(const std::string& text) {
 
 // Every rank runs the job; rank 0 writes the result where the sweep reads it.
 int run_time_to_accuracy_job(const SweepArgs& a) {
-  const nlohmann::json spec = nlohmann::json::parse(read_file(a.tta_job));
-  TimeToAccuracyJob job;
-  job.config = spec.at("config");
-  job.target = spec.at("target").get<double>();
-  job.eval_every = spec.at("eval_every").get<std::int64_t>();
-  job.max_steps = spec.at("max_steps").get<std::int64_t>();
+  const auto job = nlohmann::json::parse(read_file(a.tta_job)).get<TimeToAccuracyJob>();
   bool primary = true;
   const nlohmann::json result = measure_time_to_accuracy(job, &primary);
   if (primary) write_json(a.tta_out, result);

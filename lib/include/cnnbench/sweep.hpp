@@ -213,5 +213,8 @@ struct TimeToAccuracyJob {
   std::int64_t max_steps = 3000;
 };
 nlohmann::json measure_time_to_accuracy(const TimeToAccuracyJob& job, bool* primary = nullptr);
+// The job as the sweep hands it to a launched `cnnbench sweep --tta-job FILE`.
+void to_json(nlohmann::json& out, const TimeToAccuracyJob& job);
+void from_json(const nlohmann::json& in, TimeToAccuracyJob& job);
 
 }  // namespace cnnbench

@@ -153,6 +153,11 @@ struct RunOptions {
   const Dataset* test = nullptr;                // --eval
   bool progress_bar = false;
   std::function<bool()> stop_requested;         // polled between ranges (SIGINT/SIGTERM)
+  // Called on every process after each every_steps steps of the run (counted from step 0) and
+  // after its last step, with the steps done and the model as the strategy has it; returning
+  // true ends the run there (not an interruption). every_steps 0: never.
+  std::int64_t every_steps = 0;
+  std::function<bool(std::int64_t global_step, const Model& model)> on_every_steps;
 };
 
 struct EpochRecord {
