@@ -8,6 +8,18 @@
 
 namespace cnnbench::cli {
 
+namespace {
+
+// CLI11 puts the flag before a validator's message; the spec's messages start with it too.
+std::string without_flag(const OptionSpec& spec, const std::string& problem) {
+  for (const std::string& lead : {spec.flag() + ": ", spec.flag() + " "}) {
+    if (problem.starts_with(lead)) return problem.substr(lead.size());
+  }
+  return problem;
+}
+
+}  // namespace
+
 void add_strategy_option_flags(CLI::App* cmd, std::map<std::string, std::string>& values,
                                OptionFlags which) {
   for (const OptionSpec* spec : strategy_option_specs()) {
@@ -21,9 +33,10 @@ void add_strategy_option_flags(CLI::App* cmd, std::map<std::string, std::string>
                               ->type_name(spec->value_name)
                               ->default_str(shown);
     if (spec->kind != OptionKind::text && spec->kind != OptionKind::part_factor) {
-      option->check(CLI::Validator(
-          [spec](const std::string& text) { return option_value_problem(*spec, text); }, "",
-          spec->name));
+      const auto problem = [spec](const std::string& text) {
+        return without_flag(*spec, option_value_problem(*spec, text));
+      };
+      option->check(CLI::Validator(problem, "", spec->name));
     }
   }
 }
