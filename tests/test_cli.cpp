@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/train.hpp"
 #include "run_cli.hpp"
 #include "temp_dir.hpp"
 
@@ -51,6 +52,101 @@ TEST(Cli, RuntimeErrorsExitOneWithTheCause) {
     EXPECT_NE(r.output.find(c.expected), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find("cnnbench: error: "), std::string::npos) << r.output;
   }
+}
+
+// The strategy options' flags are made from their specs: every one is listed with its default,
+// and the sweep lists those it passes on with the sweep's own default.
+TEST(Cli, HelpListsEveryStrategyOptionWithItsDefault) {
+  const CliResult train = run_cli("train --help");
+  const CliResult sweep = run_cli("sweep --help");
+  ASSERT_EQ(train.code, 0) << train.output;
+  ASSERT_EQ(sweep.code, 0) << sweep.output;
+  for (const cnnbench::OptionSpec* spec : cnnbench::strategy_option_specs()) {
+    EXPECT_NE(train.output.find(spec->flag() + " " + spec->value_name), std::string::npos)
+        << spec->name << "\n" << train.output;
+    if (!spec->default_text().empty()) {
+      EXPECT_NE(train.output.find("=" + spec->default_text()), std::string::npos)
+          << spec->name << "\n" << train.output;
+    }
+    EXPECT_EQ(sweep.output.find(spec->flag() + " ") != std::string::npos, spec->in_sweep)
+        << spec->name << "\n" << sweep.output;
+  }
+  EXPECT_NE(sweep.output.find("--balance static|dynamic=dynamic"), std::string::npos) << sweep.output;
+}
+
+TEST(Cli, StrategyOptionErrors) {
+  // A value the spec refuses is a usage error; an option of another strategy a runtime one.
+  for (const std::string args : {"train --microbatches 0", "train --device -1", "train --overlap yes",
+                                 "train --balance even", "sweep --microbatches x"}) {
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.code, 2) << "cnnbench " << args << "\n" << r.output;
+  }
+  const CliResult other = run_cli("train --synthetic 100 --steps 1 --balance dynamic --quiet");
+  EXPECT_EQ(other.code, 1) << other.output;
+  EXPECT_NE(other.output.find("--balance does not apply to --strategy serial (it is an option of "
+                              "cluster and stream; its options: --pin-core N)"),
+            std::string::npos)
+      << other.output;
+}
+
+TEST(StrategyOptionSpecs, ChecksMadeFromTheSpec) {
+  using cnnbench::find_option_spec;
+  using cnnbench::option_value_problem;
+  const cnnbench::OptionSpec& slowdown = *find_option_spec("slowdown");
+  EXPECT_EQ(option_value_problem(slowdown, "1:2.5"), "");
+  for (const char* bad : {"1:inf", "1:nan", "1:1001", "1:0.5", "x:2", "1", "-1:2"}) {
+    EXPECT_NE(option_value_problem(slowdown, bad).find("--slowdown " + std::string(bad)),
+              std::string::npos) << bad;
+  }
+  EXPECT_NE(option_value_problem(*find_option_spec("microbatches"), "0").find(">= 1"),
+            std::string::npos);
+  EXPECT_EQ(option_value_problem(*find_option_spec("consistency"), "async"), "");
+  EXPECT_EQ(find_option_spec("no-such-option"), nullptr);
+  // Each spec's name is its flag and appears once; a strategy's info lists the specs it reads.
+  for (const cnnbench::StrategyInfo& info : cnnbench::list_strategies()) {
+    for (const cnnbench::OptionSpec* spec : info.options) EXPECT_TRUE(spec->applies_to(info.name));
+  }
+  try {
+    cnnbench::check_strategy_options({{"consistency", "strict"}}, "cluster");
+    ADD_FAILURE() << "cluster accepted --consistency";
+  } catch (const cnnbench::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--consistency does not apply to --strategy cluster"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_THROW(cnnbench::check_strategy_options({{"frobnicate", "1"}}, "stream"), cnnbench::Error);
+}
+
+TEST(TrainConfigEdges, JsonAndArgvRoundTrip) {
+  cnnbench::TrainConfig config;
+  config.model = cnnbench::ModelKind::fc3;
+  config.strategy = "stream";
+  config.batch = 32;
+  config.sgd.lr = 0.05f;
+  config.steps = 7;
+  config.threads = 2;
+  config.pin = false;
+  config.shuffle = false;
+  config.options = {{"balance", "dynamic"}, {"microbatches", "2"}};
+  const nlohmann::json json = config;
+  const auto back = json.get<cnnbench::TrainConfig>();
+  EXPECT_EQ(nlohmann::json(back), json);
+  const std::vector<std::string> argv = cnnbench::to_argv(config);
+  const std::string line = [&] {
+    std::string text;
+    for (const std::string& word : argv) text += word + " ";
+    return text;
+  }();
+  for (const char* expected : {"--model fc3 ", "--strategy stream ", "--batch 32 ", "--lr 0.05",
+                               "--steps 7 ", "--threads 2 ", "--no-pin ", "--no-shuffle ",
+                               "--balance dynamic ", "--microbatches 2 "}) {
+    EXPECT_NE(line.find(expected), std::string::npos) << expected << " in " << line;
+  }
+  // The same words make the same run through the CLI.
+  const CliResult r = run_cli("train " + line + "--synthetic 256 --quiet --report -");
+  ASSERT_EQ(r.code, 0) << r.output;
+  nlohmann::json reported = nlohmann::json::parse(r.output).at("config");
+  reported.erase("data");
+  EXPECT_EQ(reported, json);
 }
 
 TEST(Cli, ResumeThroughTheCliIsBitExact) {

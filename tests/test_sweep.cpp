@@ -17,6 +17,7 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/sweep.hpp"
+#include "cnnbench/train.hpp"
 
 namespace cnnbench {
 namespace {
@@ -372,6 +373,34 @@ TEST(SweepPlan, SerialFirstAndClusterGridWithinTheMachine) {
   EXPECT_EQ(std::find(ids.begin(), ids.end(), "fc3/cluster/n2c2"), ids.end());
   EXPECT_GT(estimate_point_bytes({ModelKind::lenet5, "cluster", 1, 4}, 64, 60000, 10000),
             estimate_point_bytes({ModelKind::lenet5, "cluster", 1, 1}, 64, 60000, 10000));
+}
+
+// Time to accuracy trains through run_training's every-N-steps hook: an evaluation after every
+// eval_every steps and after the last one, stopping at the first that reaches the target.
+TEST(SweepTimeToAccuracy, EvaluatesEveryNStepsAndStopsAtTheTarget) {
+  TrainConfig config;
+  config.model = ModelKind::fc3;
+  config.batch = 32;
+  config.pin = false;
+  TimeToAccuracyJob job;
+  job.config = config;
+  job.config["synthetic"] = 512;
+  job.eval_every = 5;
+  job.max_steps = 12;
+  job.target = 1.0;  // not reached in 12 steps: every evaluation is made
+  const nlohmann::json all = measure_time_to_accuracy(nlohmann::json(job).get<TimeToAccuracyJob>());
+  std::vector<std::int64_t> steps;
+  for (const auto& point : all.at("curve")) steps.push_back(point.at("step").get<std::int64_t>());
+  if (!all.at("reached").get<bool>()) {
+    EXPECT_EQ(steps, (std::vector<std::int64_t>{5, 10, 12}));
+    EXPECT_TRUE(all.at("seconds").is_null());
+  }
+  job.target = 0.01;  // any trained net beats 1%: reached at the first evaluation
+  const nlohmann::json first = measure_time_to_accuracy(job);
+  EXPECT_TRUE(first.at("reached").get<bool>());
+  EXPECT_EQ(first.at("steps").get<std::int64_t>(), 5);
+  EXPECT_EQ(first.at("curve").size(), 1u);
+  EXPECT_GT(first.at("seconds").get<double>(), 0.0);
 }
 
 }  // namespace

@@ -3,9 +3,43 @@
 #include <string>
 
 #include "cnnbench/config.hpp"
+#include "cnnbench/train.hpp"
 #include "commands.hpp"
 
 namespace cnnbench::cli {
+
+namespace {
+
+// CLI11 puts the flag before a validator's message; the spec's messages start with it too.
+std::string without_flag(const OptionSpec& spec, const std::string& problem) {
+  for (const std::string& lead : {spec.flag() + ": ", spec.flag() + " "}) {
+    if (problem.starts_with(lead)) return problem.substr(lead.size());
+  }
+  return problem;
+}
+
+}  // namespace
+
+void add_strategy_option_flags(CLI::App* cmd, std::map<std::string, std::string>& values,
+                               OptionFlags which) {
+  for (const OptionSpec* spec : strategy_option_specs()) {
+    if (which == OptionFlags::sweep && !spec->in_sweep) continue;
+    std::string& value = values[spec->name];
+    const std::string shown = which == OptionFlags::sweep && !spec->sweep_default.empty()
+                                  ? spec->sweep_default
+                                  : spec->default_text();
+    if (which == OptionFlags::sweep) value = spec->sweep_default;
+    CLI::Option* option = cmd->add_option(spec->flag(), value, spec->help_text())
+                              ->type_name(spec->value_name)
+                              ->default_str(shown);
+    if (spec->kind != OptionKind::text && spec->kind != OptionKind::part_factor) {
+      const auto problem = [spec](const std::string& text) {
+        return without_flag(*spec, option_value_problem(*spec, text));
+      };
+      option->check(CLI::Validator(problem, "", spec->name));
+    }
+  }
+}
 
 void build_app(CLI::App& app, Runner& runner) {
   app.name("cnnbench");

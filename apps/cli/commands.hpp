@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -20,6 +21,13 @@ void add_sweep_command(CLI::App& root, Runner& runner);
 void add_compare_command(CLI::App& root, Runner& runner);
 void add_plot_command(CLI::App& root, Runner& runner);
 void add_allreduce_bench_command(CLI::App& root, Runner& runner);
+
+// One flag per strategy option (strategy_option_specs()), storing into values[name]; "" means not
+// given. The sweep gets only the options it passes on, with its own defaults. Choices and numbers
+// are checked here (a usage error); free text is the strategy's to check.
+enum class OptionFlags { train, sweep };
+void add_strategy_option_flags(CLI::App* cmd, std::map<std::string, std::string>& values,
+                               OptionFlags which);
 
 // --isa TARGET (env CNNBENCH_ISA) on cmd, validated against this CPU; the caller applies it with
 // cnnbench::use_isa before the run.

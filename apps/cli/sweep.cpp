@@ -25,9 +25,7 @@ struct SweepArgs {
   float lr = 0.01f, momentum = 0.9f;
   std::uint64_t seed = 1;
   bool no_pin = false, resume = false, quiet = false;
-  std::string consistency;
-  int microbatches = 0;
-  std::string balance = "dynamic";
+  std::map<std::string, std::string> options;  // strategy options passed on; "" = not given
   std::string isa = "best";
   std::string data_dir;
   std::size_t synthetic = 8192;
@@ -51,12 +49,7 @@ std::vector<std::string> split_words(const std::string& text) {
 
 // Every rank runs the job; rank 0 writes the result where the sweep reads it.
 int run_time_to_accuracy_job(const SweepArgs& a) {
-  const nlohmann::json spec = nlohmann::json::parse(read_file(a.tta_job));
-  TimeToAccuracyJob job;
-  job.config = spec.at("config");
-  job.target = spec.at("target").get<double>();
-  job.eval_every = spec.at("eval_every").get<std::int64_t>();
-  job.max_steps = spec.at("max_steps").get<std::int64_t>();
+  const auto job = nlohmann::json::parse(read_file(a.tta_job)).get<TimeToAccuracyJob>();
   bool primary = true;
   const nlohmann::json result = measure_time_to_accuracy(job, &primary);
   if (primary) write_json(a.tta_out, result);
@@ -80,9 +73,9 @@ int run_sweep_command(const SweepArgs& a) {
   o.momentum = a.momentum;
   o.seed = a.seed;
   o.pin = !a.no_pin;
-  o.consistency = a.consistency;
-  o.microbatches = a.microbatches;
-  o.balance = a.balance;
+  for (const auto& [name, value] : a.options) {
+    if (!value.empty()) o.options[name] = value;
+  }
   use_isa(a.isa);
   o.isa = a.isa;
   if (!a.data_dir.empty()) o.data_dir = std::filesystem::absolute(a.data_dir);
@@ -144,15 +137,7 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--momentum", args->momentum, "SGD momentum")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
   cmd->add_option("--seed", args->seed, "seed of init, data and shuffling")->capture_default_str();
   cmd->add_flag("--no-pin", args->no_pin, "do not bind worker threads to cores");
-  cmd->add_option("--consistency", args->consistency, "stream: strict, group-async or async")
-      ->check(CLI::IsMember({"strict", "group-async", "async"}));
-  cmd->add_option("--microbatches", args->microbatches, "stream: micro-batches per group")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--balance", args->balance,
-                  "cluster and stream: static (even shares) or dynamic (shares by measured compute "
-                  "time over ranks, a rank's threads and the stream's copies of the net)")
-      ->check(CLI::IsMember({"static", "dynamic"}))
-      ->capture_default_str();
+  add_strategy_option_flags(cmd, args->options, OptionFlags::sweep);
   auto* data = cmd->add_option("--data", args->data_dir, "MNIST folder (default: synthetic data)");
   cmd->add_option("--synthetic", args->synthetic, "synthetic training samples when --data is not given")
       ->check(CLI::PositiveNumber)

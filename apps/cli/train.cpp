@@ -31,18 +31,12 @@ struct TrainArgs {
   bool no_shuffle = false, eval = false, quiet = false, no_pin = false;
   std::string init, save, resume, report;
   int threads = 1;
-  // strategy options
-  std::string consistency, overlap, balance, slowdown, gpu_data, gpu_graph, graph, widths;
-  int microbatches = 0, device = -1, pin_core = -1;
+  std::map<std::string, std::string> options;  // strategy options by name; "" = not given
   std::string isa = "best";
 };
 
 std::atomic<bool> stop_signal{false};
 extern "C" void on_stop_signal(int) { stop_signal.store(true); }
-
-void add_strategy_option(TrainConfig& config, const char* key, const std::string& value) {
-  if (!value.empty()) config.options[key] = value;
-}
 
 TrainConfig make_config(const TrainArgs& a) {
   TrainConfig c;
@@ -56,17 +50,9 @@ TrainConfig make_config(const TrainArgs& a) {
   c.epochs = a.epochs;
   c.threads = a.threads;
   c.pin = !a.no_pin;
-  add_strategy_option(c, "consistency", a.consistency);
-  add_strategy_option(c, "graph", a.graph);
-  add_strategy_option(c, "widths", a.widths);
-  add_strategy_option(c, "overlap", a.overlap);
-  add_strategy_option(c, "balance", a.balance);
-  add_strategy_option(c, "slowdown", a.slowdown);
-  add_strategy_option(c, "gpu-data", a.gpu_data);
-  add_strategy_option(c, "gpu-graph", a.gpu_graph);
-  if (a.microbatches > 0) c.options["microbatches"] = std::to_string(a.microbatches);
-  if (a.device >= 0) c.options["device"] = std::to_string(a.device);
-  if (a.pin_core >= 0) c.options["pin-core"] = std::to_string(a.pin_core);
+  for (const auto& [name, value] : a.options) {
+    if (!value.empty()) c.options[name] = value;
+  }
   return c;
 }
 
@@ -163,31 +149,7 @@ void add_train_command(CLI::App& root, Runner& runner) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   cmd->add_flag("--no-pin", args->no_pin, "do not bind worker threads to cores");
-  cmd->add_option("--consistency", args->consistency, "stream: strict, group-async or async")
-      ->check(CLI::IsMember({"strict", "group-async", "async"}));
-  cmd->add_option("--microbatches", args->microbatches, "stream: micro-batches per group")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--graph", args->graph, "stream: write the dataflow graph (Graphviz .dot)");
-  cmd->add_option("--widths", args->widths,
-                  "stream: splitjoin widths, e.g. s=1,c1k=2,c2c=2,f1=2 (s: copies of the net, "
-                  "each on a slice of every micro-batch; c1k/c1c/c2k/c2c: conv kernel/channel "
-                  "groups; f1/f2/f3: dense blocks); unnamed ones keep the default");
-  cmd->add_option("--overlap", args->overlap, "cluster: overlap allreduce with backward")
-      ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--balance", args->balance,
-                  "cluster: static (even shares) or dynamic (shares by measured compute time, over "
-                  "ranks and over a rank's threads); stream: the same over its copies of the net")
-      ->check(CLI::IsMember({"static", "dynamic"}));
-  cmd->add_option("--slowdown", args->slowdown,
-                  "cluster: RANK:FACTOR, slow one rank; stream: COPY:FACTOR, slow one copy of the "
-                  "net (testing balancing)");
-  cmd->add_option("--gpu-data", args->gpu_data, "gpu: resident or stream")
-      ->check(CLI::IsMember({"resident", "stream"}));
-  cmd->add_option("--gpu-graph", args->gpu_graph, "gpu: capture the step as a CUDA graph")
-      ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--device", args->device, "gpu: CUDA device index")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--pin-core", args->pin_core, "serial: the core to run on (default: the last one)")
-      ->check(CLI::NonNegativeNumber);
+  add_strategy_option_flags(cmd, args->options, OptionFlags::train);
   cmd->callback([args, &runner] { runner = [args] { return run_train(*args); }; });
 }
 

@@ -11,22 +11,9 @@ namespace cnnbench {
 namespace {
 
 nlohmann::json config_json(const TrainConfig& config, const Dataset& train) {
-  return {
-      {"model", model_name(config.model)},
-      {"strategy", config.strategy},
-      {"batch", config.batch},
-      {"lr", config.sgd.lr},
-      {"momentum", config.sgd.momentum},
-      {"weight_decay", config.sgd.weight_decay},
-      {"seed", config.seed},
-      {"shuffle", config.shuffle},
-      {"steps", config.steps},
-      {"epochs", config.steps >= 0 ? nlohmann::json(nullptr) : nlohmann::json(config.epochs)},
-      {"threads", config.threads},
-      {"pin", config.pin},
-      {"options", config.options},
-      {"data", {{"source", train.source}, {"train_samples", train.count}}},
-  };
+  nlohmann::json json = config;
+  json["data"] = {{"source", train.source}, {"train_samples", train.count}};
+  return json;
 }
 
 // Mean loss of the last min(100, n) steps: one number that is not the noise of a single batch.

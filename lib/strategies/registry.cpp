@@ -1,4 +1,4 @@
-// The strategies this build knows, and why any of them is missing.
+// The strategies this build knows, why any of them is missing, and the options each one reads.
 #include "cnnbench/config.hpp"
 #include "factories.hpp"
 
@@ -12,24 +12,24 @@ struct Entry {
 
 std::vector<Entry> entries() {
   return {
-      {{"serial", true, "", "reference: one thread, one batch at a time"}, make_serial_strategy},
-      {{"blas", true, "", "serial code, OpenBLAS with --threads threads (intra-op baseline)"},
+      {{"serial", true, "", "reference: one thread, one batch at a time", {}}, make_serial_strategy},
+      {{"blas", true, "", "serial code, OpenBLAS with --threads threads (intra-op baseline)", {}},
        make_blas_strategy},
-      {{"stream", true, "", "COStream-style dataflow pipeline on pinned cores"},
+      {{"stream", true, "", "COStream-style dataflow pipeline on pinned cores", {}},
        make_stream_strategy},
 #if CNNBENCH_HAVE_MPI
-      {{"cluster", true, "", "data-parallel MapReduce of gradients over MPI ranks"},
+      {{"cluster", true, "", "data-parallel MapReduce of gradients over MPI ranks", {}},
        make_cluster_strategy},
 #else
       {{"cluster", false, "built without MPI (CNNBENCH_WITH_MPI=OFF or MPI not found)",
-        "data-parallel MapReduce of gradients over MPI ranks"},
+        "data-parallel MapReduce of gradients over MPI ranks", {}},
        nullptr},
 #endif
 #if CNNBENCH_HAVE_CUDA
-      {{"gpu", true, "", "CUDA + cuBLAS, one GPU per MPI rank"}, make_gpu_strategy},
+      {{"gpu", true, "", "CUDA + cuBLAS, one GPU per MPI rank", {}}, make_gpu_strategy},
 #else
       {{"gpu", false, "built without CUDA (no CUDA toolkit found or CNNBENCH_WITH_CUDA=OFF)",
-        "CUDA + cuBLAS, one GPU per MPI rank"},
+        "CUDA + cuBLAS, one GPU per MPI rank", {}},
        nullptr},
 #endif
   };
@@ -38,7 +38,12 @@ std::vector<Entry> entries() {
 
 std::vector<StrategyInfo> list_strategies() {
   std::vector<StrategyInfo> out;
-  for (auto& e : entries()) out.push_back(e.info);
+  for (auto& e : entries()) {
+    for (const OptionSpec* spec : strategy_option_specs()) {
+      if (spec->applies_to(e.info.name)) e.info.options.push_back(spec);
+    }
+    out.push_back(e.info);
+  }
   return out;
 }
 

@@ -71,6 +71,11 @@ void load_initial_weights(Model& model, TrainProgress& progress, const TrainConf
   }
 }
 
+bool hook_is_due(const RunOptions& options, std::int64_t global_step, std::int64_t total_steps) {
+  if (options.every_steps <= 0 || !options.on_every_steps) return false;
+  return global_step % options.every_steps == 0 || global_step == total_steps;
+}
+
 }  // namespace
 
 EvalResult evaluate(ModelKind kind, const float* params, const Dataset& data, int batch) {
@@ -142,8 +147,11 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
       epoch_record.epoch = epoch;
       epoch_loss_sum = 0;
     }
-    const std::int64_t count = std::min({steps_per_epoch - first, total_steps - progress.global_step,
-                                         max_steps_per_range});
+    std::int64_t count = std::min({steps_per_epoch - first, total_steps - progress.global_step,
+                                   max_steps_per_range});
+    if (options.every_steps > 0) {
+      count = std::min(count, options.every_steps - progress.global_step % options.every_steps);
+    }
     const StepRange range{order.data(), first, count, progress.global_step};
     const double start = now_seconds();
     strategy->run_steps(range, [&](std::int64_t i, double loss) {
@@ -160,6 +168,10 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
     if (first + count == steps_per_epoch || progress.global_step == total_steps) {
       epoch_record.mean_loss = epoch_loss_sum / static_cast<double>(epoch_record.steps);
       result.epochs.push_back(epoch_record);
+    }
+    if (hook_is_due(options, progress.global_step, total_steps)) {
+      strategy->sync_to(result.model);
+      if (options.on_every_steps(progress.global_step, result.model)) break;
     }
   }
 

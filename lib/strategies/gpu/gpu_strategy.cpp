@@ -41,12 +41,11 @@ int device_count_or_fail() {
 }
 
 // --device K, or `fallback` (rank on this machine modulo the device count) when not given.
-int parse_device(const TrainConfig& config, int count, int fallback) {
-  const std::string text = option_or(config, "device", std::to_string(fallback));
-  const int device = parse_whole_number(text).value_or(-1);
-  if (device < 0 || device >= count) {
-    fail("--device " + text + ": expected a CUDA device index in [0, " + std::to_string(count) +
-         ") on this machine");
+int parse_device(const StrategyOptions& options, int count, int fallback) {
+  const int device = options.whole_number(strategy_option::device).value_or(fallback);
+  if (device >= count) {
+    fail("--device " + std::to_string(device) + ": expected a CUDA device index in [0, " +
+         std::to_string(count) + ") on this machine");
   }
   return device;
 }
@@ -57,18 +56,12 @@ int parse_device(const TrainConfig& config, int count, int fallback) {
 enum class StepPart { whole_step, forward_backward, update };
 constexpr int step_parts = 3;
 
-DataMode parse_data_mode(const TrainConfig& config) {
-  const std::string text = option_or(config, "gpu-data", "resident");
-  if (text == "resident") return DataMode::resident;
-  if (text == "stream") return DataMode::stream;
-  fail("--gpu-data " + text + ": expected resident or stream");
+DataMode parse_data_mode(const StrategyOptions& options) {
+  return options.is(strategy_option::gpu_data, "stream") ? DataMode::stream : DataMode::resident;
 }
 
-bool parse_graph(const TrainConfig& config) {
-  const std::string text = option_or(config, "gpu-graph", "on");
-  if (text == "on") return true;
-  if (text == "off") return false;
-  fail("--gpu-graph " + text + ": expected on or off");
+bool parse_graph(const StrategyOptions& options) {
+  return options.is(strategy_option::gpu_graph, "on");
 }
 
 class GpuStrategy final : public Strategy {
@@ -151,10 +144,11 @@ class GpuStrategy final : public Strategy {
   }
 
   void prepare_rank(const Model& model, const Dataset& train, const TrainConfig& config) {
+    const StrategyOptions options(config, "gpu");
     const int count = device_count_or_fail();
-    device_ = parse_device(config, count, ranks_->node_rank() % count);
-    mode_ = parse_data_mode(config);
-    graphs_ = GraphRunner<CudaApi>(2 * step_parts, parse_graph(config));
+    device_ = parse_device(options, count, ranks_->node_rank() % count);
+    mode_ = parse_data_mode(options);
+    graphs_ = GraphRunner<CudaApi>(2 * step_parts, parse_graph(options));
     CNNBENCH_CHECK(config.batch > 0, "--batch must be positive");
     CNNBENCH_CHECK(train.image_size() == static_cast<std::size_t>(image_size),
                    "the GPU strategy expects 28x28 images, got " + std::to_string(train.rows) +

@@ -16,13 +16,12 @@ namespace cnnbench {
 
 namespace {
 
-// --pin-core N (config.options["pin-core"]) or the last core.
-int pin_core_of(const TrainConfig& config, int cores) {
-  const std::string text = option_or(config, "pin-core", std::to_string(cores - 1));
-  const int core = parse_whole_number(text).value_or(-1);
-  if (core < 0 || core >= cores) {
-    fail("--pin-core " + text + ": expected a core number from 0 to " + std::to_string(cores - 1) +
-         " (this machine has " + std::to_string(cores) + " cores)");
+// --pin-core N or the last core.
+int pin_core_of(const StrategyOptions& options, int cores) {
+  const int core = options.whole_number(strategy_option::pin_core).value_or(cores - 1);
+  if (core >= cores) {
+    fail("--pin-core " + std::to_string(core) + ": expected a core number from 0 to " +
+         std::to_string(cores - 1) + " (this machine has " + std::to_string(cores) + " cores)");
   }
   return core;
 }
@@ -37,6 +36,7 @@ class SerialStrategy final : public Strategy {
   std::string name() const override { return blas_baseline_ ? "blas" : "serial"; }
 
   void prepare(const Model& model, const Dataset& train, const TrainConfig& config) override {
+    const StrategyOptions options(config, name());
     model_ = std::make_unique<Model>(model);
     data_ = &train;
     config_ = config;
@@ -51,7 +51,7 @@ class SerialStrategy final : public Strategy {
       // By default the last core: core 0 takes most of the OS's interrupts and housekeeping
       // (measured on the 2-core machine: serial LeNet-5 ran 8% slower pinned to core 0 than to
       // core 1). The sweep measures the baseline on more than one core (--pin-core).
-      pinned_core_ = pin_core_of(config, machine_topology().cores);
+      pinned_core_ = pin_core_of(options, machine_topology().cores);
       pinned_pu_ = pin_current_thread(pinned_core_);
     }
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -156,9 +157,9 @@ struct SweepOptions {
   float lr = 0.01f, momentum = 0.9f;
   std::uint64_t seed = 1;
   bool pin = true;
-  std::string consistency;   // stream: passed on when set
-  int microbatches = 0;      // stream: passed on when > 0
-  std::string balance = "dynamic";  // cluster: --balance static|dynamic, passed on when set
+  // Strategy options (OptionSpec::in_sweep) by name, passed on to the points of the strategies
+  // they apply to; one not given takes its sweep_default when it has one.
+  std::map<std::string, std::string> options;
   std::string isa = "best";  // SIMD target of the kernels (cnnbench::use_isa), passed on to jobs
   // Data: MNIST from data_dir when set, else synthetic_samples synthetic samples.
   std::optional<std::filesystem::path> data_dir;
@@ -206,12 +207,14 @@ std::uint64_t available_memory_bytes();
 // returns {"target", "reached", "seconds", "steps", "eval_every", "curve": [{step, seconds,
 // accuracy}]} with "seconds"/"steps" null when not reached.
 struct TimeToAccuracyJob {
-  nlohmann::json config;  // {"model","strategy","threads","batch","lr","momentum","seed","pin",
-                          //  "options":{}, "data_dir" or "synthetic"}
+  nlohmann::json config;  // a TrainConfig (to_json) plus "data_dir" or "synthetic"
   double target = 0.9;
   std::int64_t eval_every = 25;
   std::int64_t max_steps = 3000;
 };
 nlohmann::json measure_time_to_accuracy(const TimeToAccuracyJob& job, bool* primary = nullptr);
+// The job as the sweep hands it to a launched `cnnbench sweep --tta-job FILE`.
+void to_json(nlohmann::json& out, const TimeToAccuracyJob& job);
+void from_json(const nlohmann::json& in, TimeToAccuracyJob& job);
 
 }  // namespace cnnbench

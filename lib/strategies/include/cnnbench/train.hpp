@@ -31,12 +31,68 @@ struct TrainConfig {
   std::int64_t epochs = 1;   // used when steps < 0
   int threads = 1;           // cores / worker threads a strategy may use
   bool pin = true;
-  // Strategy-specific options, parsed by the strategy; keys as the CLI flags without dashes:
-  // serial: "pin-core"; stream: "consistency", "microbatches", "graph"; cluster: "overlap",
-  // "balance", "slowdown";
-  // gpu: "gpu-data", "device". Unknown or invalid values -> Error naming the flag.
+  // Strategy options as given, keyed by their OptionSpec's name (the CLI flag without dashes);
+  // strategy_option_specs() lists them, and each strategy reads its own through them.
   std::map<std::string, std::string> options;
 };
+
+// The config as the run report's "config" (without "data") and as a time-to-accuracy job
+// carries it; from_json reads what to_json writes.
+void to_json(nlohmann::json& out, const TrainConfig& config);
+void from_json(const nlohmann::json& in, TrainConfig& config);
+// The `cnnbench train` arguments that make the same config (strategy options included).
+std::vector<std::string> to_argv(const TrainConfig& config);
+
+// ---- strategy options ---------------------------------------------------------------------------
+
+// The form of a strategy option's value.
+enum class OptionKind {
+  choice,        // one of OptionSpec::choices
+  whole_number,  // a decimal int within the spec's range
+  number,        // a decimal number within the spec's range (finite unless allowed otherwise)
+  part_factor,   // N:FACTOR, N a whole number >= 0, FACTOR a number within the spec's range
+  text,          // free text the strategy checks itself (a file name, a widths list)
+};
+
+// One strategy option, declared once: the CLI flags of train and sweep, the sweep's pass-through,
+// the checks and their messages, and the reports' config are made from it.
+struct OptionSpec {
+  std::string name{};  // the CLI flag without dashes, the key in TrainConfig::options
+  OptionKind kind = OptionKind::text;
+  std::vector<std::string> choices{};  // kind choice
+  std::string value_name{};          // in help and messages: "on|off", "N", "FILE", "N:FACTOR"
+  std::string value_noun = "value";  // "unknown mode 'x'"
+  std::string default_value{};       // as text; "" when there is none
+  std::string default_note{};        // the default when the run decides it ("the last core")
+  std::string help{};
+  std::vector<std::string> strategies{};  // the strategies that read it
+  // Range of a number (kind whole_number or number; of FACTOR for part_factor): unset ends are
+  // open. `range` says it for people ("> 0", "1..1000").
+  std::optional<double> minimum{}, maximum{};
+  bool exclusive_minimum = false;
+  std::string range{};
+  bool finite = true;  // infinities and NaN are refused
+  // The sweep passes it on to the points of its strategies; sweep_default, when set, is the
+  // sweep's own default (the report's config records the option either way).
+  bool in_sweep = false;
+  std::string sweep_default{};
+
+  bool applies_to(const std::string& strategy) const;
+  std::string flag() const { return "--" + name; }
+  std::string help_text() const;      // "stream: strict, group-async or async"
+  std::string default_text() const;   // default_value, or default_note, or ""
+};
+
+// Every strategy option, in the order the CLI lists them.
+const std::vector<const OptionSpec*>& strategy_option_specs();
+// The spec named `name`; nullptr when there is none.
+const OptionSpec* find_option_spec(const std::string& name);
+// "" when `value` has the spec's form and range, else what is wrong with it, naming the flag
+// ("--balance: unknown mode 'even' (expected static or dynamic)").
+std::string option_value_problem(const OptionSpec& spec, const std::string& value);
+// Error unless every option in `options` is one of `strategy`'s and has a valid value.
+void check_strategy_options(const std::map<std::string, std::string>& options,
+                            const std::string& strategy);
 
 // The steps a strategy runs in one call: step i (0 <= i < count) uses the samples
 // order[(first + i) * batch, (first + i + 1) * batch) of the current epoch.
@@ -74,6 +130,7 @@ struct StrategyInfo {
   bool available = false;
   std::string reason;  // why not, when unavailable
   std::string description;
+  std::vector<const OptionSpec*> options;  // the options it reads
 };
 std::vector<StrategyInfo> list_strategies();
 // Error when the name is unknown or the strategy isn't compiled into this build (with why).
@@ -96,6 +153,11 @@ struct RunOptions {
   const Dataset* test = nullptr;                // --eval
   bool progress_bar = false;
   std::function<bool()> stop_requested;         // polled between ranges (SIGINT/SIGTERM)
+  // Called on every process after each every_steps steps of the run (counted from step 0) and
+  // after its last step, with the steps done and the model as the strategy has it; returning
+  // true ends the run there (not an interruption). every_steps 0: never.
+  std::int64_t every_steps = 0;
+  std::function<bool(std::int64_t global_step, const Model& model)> on_every_steps;
 };
 
 struct EpochRecord {

@@ -1,0 +1,27 @@
+// The cluster strategy's command-line options, read through their specs (strategy_options.cpp).
+#include "cnnbench/cluster.hpp"
+#include "cnnbench/core.hpp"
+#include "strategy_options.hpp"
+
+namespace cnnbench {
+
+Slowdown parse_slowdown(const std::string& value) {
+  const PartFactor parsed = parse_part_factor(strategy_option::slowdown, value);
+  return {parsed.part, parsed.factor};
+}
+
+ClusterOptions parse_cluster_options(const TrainConfig& config) {
+  const StrategyOptions given(config, "cluster");
+  ClusterOptions options;
+  options.overlap = given.is(strategy_option::overlap, "on");
+  options.dynamic_balance = given.is(strategy_option::balance, "dynamic");
+  if (const auto slowdown = given.part_factor(strategy_option::slowdown)) {
+    options.slow_rank = slowdown->part;
+    options.slow_factor = slowdown->factor;
+  }
+  CNNBENCH_CHECK(config.threads >= 1, "--threads " + std::to_string(config.threads) +
+                                          ": the cluster strategy needs at least 1 thread per rank");
+  return options;
+}
+
+}  // namespace cnnbench

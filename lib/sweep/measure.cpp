@@ -1,0 +1,266 @@
+// One point of a sweep: its repetitions (in-process, or launched under the MPI launcher), the
+// serial repetitions it is paired with, and its time to accuracy.
+#include <algorithm>
+#include <cstdio>
+
+#include "cnnbench/core.hpp"
+#include "../strategies/strategy_options.hpp"
+#include "cnnbench/report.hpp"
+#include "runner.hpp"
+#include "subprocess.hpp"
+
+namespace cnnbench {
+
+using nlohmann::json;
+
+json SweepRunner::point_header(const PointSpec& point) const {
+  return {{"id", point.id()},
+          {"model", model_name(point.model)},
+          {"strategy", point.strategy},
+          {"cores", point.cores},
+          {"nodes", point.nodes},
+          {"p", point.total_cores()},
+          {"series", point.strategy == "cluster" ? "cluster/c" + std::to_string(point.cores) : point.strategy}};
+}
+
+json SweepRunner::not_measured(const PointSpec& point, const std::string& status, const std::string& reason) const {
+  json record = point_header(point);
+  record["status"] = status;
+  record["reason"] = reason;
+  return record;
+}
+
+json SweepRunner::measure(const PointSpec& point) {
+  const auto info = available_.find(point.strategy);
+  if (info != available_.end() && !info->second.available) {
+    return not_measured(point, "skipped", info->second.reason);
+  }
+  const std::uint64_t needed = estimate_point_bytes(point, options_.batch, train_.count,
+                                                    options_.target_accuracy ? train_.count / 6 : 0);
+  const std::uint64_t free_bytes = available_memory_bytes();
+  if (free_bytes > 0 && needed > free_bytes) {
+    return not_measured(point, "skipped",
+                        "needs about " + std::to_string(needed >> 20) + " MiB but MemAvailable is " +
+                            std::to_string(free_bytes >> 20) + " MiB");
+  }
+  const bool in_process = point.strategy != "cluster";
+  if (in_process) {
+    try {
+      make_strategy(point.strategy);  // a strategy that cannot start here (no CUDA device) is skipped
+    } catch (const Error& e) {
+      return not_measured(point, "skipped", e.what());
+    }
+  }
+  json record = point_header(point);
+  // One series of repetitions per core the point is pinned to (several only for the baseline),
+  // taken in turn so that a drifting machine affects them alike.
+  const std::vector<int> cores = baseline_cores(point);
+  struct Series {
+    std::vector<double> times, warmup_times, rates;
+    Repetition last;
+  };
+  std::vector<Series> series(cores.size());
+  // Every point but the baseline takes turns with serial repetitions of its own, so that its
+  // speedup compares runs made seconds apart, not runs minutes apart on a machine whose speed
+  // drifts (a shared virtual machine's does, by several percent).
+  const std::optional<PairedBaseline> pair = paired_baseline_of(point);
+  std::vector<double> baseline_times, baseline_warmup_times;
+  try {
+    for (int r = 0; r < options_.warmup + options_.repeat; ++r) {
+      if (pair) {
+        const Repetition baseline = run_in_process(pair->point, pair->core);
+        stop_check();
+        (r < options_.warmup ? baseline_warmup_times : baseline_times).push_back(baseline.seconds);
+      }
+      for (std::size_t k = 0; k < cores.size(); ++k) {
+        Series& s = series[k];
+        s.last = in_process ? run_in_process(point, cores[k]) : run_launched(point);
+        stop_check();
+        (r < options_.warmup ? s.warmup_times : s.times).push_back(s.last.seconds);
+        if (r >= options_.warmup) {
+          s.rates.push_back(static_cast<double>(s.last.steps) * options_.batch / s.last.seconds);
+        }
+      }
+    }
+  } catch (const Error& e) {
+    return not_measured(point, "failed", e.what());
+  }
+  std::size_t best = 0;
+  for (std::size_t k = 1; k < series.size(); ++k) {
+    if (summarize(series[k].times).median < summarize(series[best].times).median) best = k;
+  }
+  if (series.size() > 1) {
+    json per_core = json::array();
+    for (std::size_t k = 0; k < series.size(); ++k) {
+      per_core.push_back({{"core", cores[k]},
+                          {"times_s", series[k].times},
+                          {"images_per_s", summary_json(summarize(series[k].rates))}});
+    }
+    record["baseline_cores"] = {
+        {"chosen", cores[best]},
+        {"per_core", per_core},
+        {"meaning", "the baseline ran on each of these cores in turn; the fastest core's "
+                    "repetitions are the point's times, so no speedup gains from a slow core"}};
+  }
+  const std::vector<double>& times = series[best].times;
+  const Repetition& last = series[best].last;
+  record["status"] = "ok";
+  record["times_s"] = times;
+  record["warmup_times_s"] = series[best].warmup_times;
+  record["time"] = summary_json(summarize(times));
+  record["images_per_s"] = summary_json(summarize(series[best].rates));
+  record["steps"] = last.steps;
+  record["batch"] = options_.batch;
+  record["final_loss"] = last.final_loss;
+  record["strategy_metrics"] = last.strategy_metrics;
+  record["pin_map"] = last.pin_map;
+  if (pair) {
+    std::vector<double> ratios;
+    for (std::size_t i = 0; i < times.size(); ++i) ratios.push_back(baseline_times[i] / times[i]);
+    record["paired_baseline"] = {
+        {"core", pair->core >= 0 ? json(pair->core) : json(nullptr)},
+        {"times_s", baseline_times},
+        {"warmup_times_s", baseline_warmup_times},
+        {"ratios", ratios},
+        {"meaning", "a serial repetition ran just before each of the point's repetitions; "
+                    "speedup is the median of the pairs' time ratios"}};
+  }
+  if (options_.target_accuracy) record["time_to_accuracy"] = time_to_accuracy(point);
+  return record;
+}
+
+// The measured serial point of the same model, on the core its repetitions were taken on.
+std::optional<PairedBaseline> SweepRunner::paired_baseline_of(const PointSpec& point) const {
+  if (point.strategy == "serial") return std::nullopt;
+  const PointSpec serial{point.model, "serial", 1, 1};
+  const json* measured = find_measured_point(report_.at("points"), serial.id());
+  if (measured == nullptr) return std::nullopt;
+  const json& cores = measured->value("baseline_cores", json::object());
+  return PairedBaseline{serial, cores.contains("chosen") ? cores.at("chosen").get<int>() : -1};
+}
+
+// The cores the point's repetitions run on; -1: wherever the strategy pins itself. The serial
+// baseline runs on the first and the last core: the cores of one machine need not be equally
+// fast (a virtual machine's cores share their hosts with other guests; core 0 takes most
+// interrupts), and every speedup is measured against the faster one.
+std::vector<int> SweepRunner::baseline_cores(const PointSpec& point) const {
+  if (point.strategy != "serial" || !options_.pin || machine_cores_ < 2) return {-1};
+  return {0, machine_cores_ - 1};
+}
+
+void SweepRunner::stop_check() const {
+  if (options_.stop_requested && options_.stop_requested()) throw SweepInterrupted{};
+}
+
+TrainConfig SweepRunner::train_config(const PointSpec& point) const {
+  TrainConfig config;
+  config.model = point.model;
+  config.strategy = point.strategy;
+  config.batch = options_.batch;
+  config.sgd.lr = options_.lr;
+  config.sgd.momentum = options_.momentum;
+  config.seed = options_.seed;
+  config.steps = options_.steps;
+  config.epochs = options_.epochs;
+  config.threads = point.cores;
+  config.pin = options_.pin;
+  for (const OptionSpec* spec : strategy_option_specs()) {
+    if (!spec->in_sweep || !spec->applies_to(point.strategy)) continue;
+    const std::string value = sweep_option(*spec);
+    if (!value.empty()) config.options[spec->name] = value;
+  }
+  return config;
+}
+
+Repetition SweepRunner::run_in_process(const PointSpec& point, int pin_core) const {
+  RunOptions run_options;
+  run_options.stop_requested = options_.stop_requested;
+  run_options.interrupt_save = scratch_ / "interrupted.safetensors";
+  TrainConfig config = train_config(point);
+  if (pin_core >= 0) config.options[strategy_option::pin_core.name] = std::to_string(pin_core);
+  const RunResult result = run_training(config, train_, run_options);
+  if (result.interrupted) throw SweepInterrupted{};
+  CNNBENCH_CHECK(result.train_seconds > 0, point.id() + ": the run took no measurable time");
+  Repetition rep;
+  rep.seconds = result.train_seconds;
+  rep.steps = result.steps_run;
+  rep.final_loss = result.step_losses.empty() ? 0.0 : result.step_losses.back();
+  rep.strategy_metrics = result.strategy_metrics;
+  rep.pin_map = pin_map_json(result.pins);
+  return rep;
+}
+
+json SweepRunner::launch_for_json(const std::vector<std::string>& args, const std::filesystem::path& output,
+                     const std::string& what) const {
+  const std::filesystem::path log = scratch_ / "job.log";
+  std::filesystem::remove(output);
+  const int code = run_logged(args, log, options_.stop_requested);
+  stop_check();
+  if (code != 0) {
+    fail(what + ": " + args[0] + " exited with " + std::to_string(code) + ": " + last_line(log));
+  }
+  try {
+    return json::parse(read_file(output));
+  } catch (const json::exception& e) {
+    fail(what + ": unreadable output " + output.string() + ": " + e.what());
+  }
+}
+
+// alpha and beta for the scaling model, from `cnnbench allreduce-bench` on the largest node
+// count of the sweep (at least 2 ranks: one rank has no communication to measure).
+void SweepRunner::measure_allreduce() {
+  const auto info = available_.find("cluster");
+  if (info == available_.end() || !info->second.available) return;
+  const int ranks = std::max(2, *std::max_element(nodes_.begin(), nodes_.end()));
+  if (!options_.quiet) std::fprintf(stderr, "measuring allreduce cost on %d ranks\n", ranks);
+  const std::filesystem::path output = scratch_ / "allreduce.json";
+  const std::vector<std::string> args = launcher_.allreduce_bench(ranks, output);
+  try {
+    report_["allreduce"] = launch_for_json(args, output, "allreduce benchmark");
+  } catch (const Error& e) {
+    report_["allreduce"] = {{"ranks", ranks}, {"reason", e.what()}};
+  }
+}
+
+Repetition SweepRunner::run_launched(const PointSpec& point) const {
+  const std::filesystem::path report = scratch_ / "run.json";
+  const std::vector<std::string> args = launcher_.train(train_config(point), point.nodes, report);
+  const json run = launch_for_json(args, report, point.id());
+  Repetition rep;
+  rep.seconds = run.at("metrics").at("train_seconds").get<double>();
+  rep.steps = run.at("metrics").at("steps").get<std::int64_t>();
+  CNNBENCH_CHECK(rep.seconds > 0, point.id() + ": the run took no measurable time");
+  const auto& losses = run.at("loss_curve");
+  rep.final_loss = losses.empty() ? 0.0 : losses.back().get<double>();
+  rep.strategy_metrics = run.at("strategy_metrics");
+  rep.pin_map = run.at("pin_map");
+  return rep;
+}
+
+json SweepRunner::time_to_accuracy(const PointSpec& point) const {
+  TimeToAccuracyJob job;
+  const TrainConfig config = train_config(point);
+  job.config = config;
+  if (options_.data_dir) {
+    job.config["data_dir"] = options_.data_dir->string();
+  } else {
+    job.config["synthetic"] = options_.synthetic_samples;
+  }
+  job.target = *options_.target_accuracy;
+  job.eval_every = options_.eval_every;
+  job.max_steps = options_.tta_max_steps;
+  try {
+    if (point.strategy != "cluster") return measure_time_to_accuracy(job);
+    const std::filesystem::path job_file = scratch_ / "tta-job.json";
+    const std::filesystem::path result = scratch_ / "tta.json";
+    write_json(job_file, job);
+    const std::vector<std::string> args =
+        launcher_.time_to_accuracy(point.nodes, point.cores, job_file, result);
+    return launch_for_json(args, result, point.id() + " time to accuracy");
+  } catch (const Error& e) {
+    return {{"target", job.target}, {"reached", false}, {"seconds", nullptr}, {"steps", nullptr},
+            {"error", e.what()}, {"curve", json::array()}};
+  }
+}
+
+}  // namespace cnnbench

@@ -1,0 +1,255 @@
+// The sweep as a whole: the plan, resuming a report, the ETA, the report rewritten after every
+// point. How one point is measured is measure.cpp's.
+#include "runner.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/report.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+using nlohmann::json;
+
+std::string duration_text(double seconds) {
+  const auto s = static_cast<long long>(std::llround(std::max(0.0, seconds)));
+  char text[32];
+  if (s >= 3600) {
+    std::snprintf(text, sizeof text, "%lldh%02lldm", s / 3600, s / 60 % 60);
+  } else if (s >= 60) {
+    std::snprintf(text, sizeof text, "%lldm%02llds", s / 60, s % 60);
+  } else {
+    std::snprintf(text, sizeof text, "%llds", s);
+  }
+  return text;
+}
+
+}  // namespace
+
+SweepRunner::SweepRunner(const SweepOptions& options)
+    : options_(options),
+      machine_cores_(std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)))),
+      launcher_(options, machine_cores_) {
+  cores_ = options.cores;
+  if (cores_.empty()) {
+    for (int c = 1; c <= machine_cores_; ++c) cores_.push_back(c);
+  }
+  nodes_ = options.nodes;
+  if (nodes_.empty()) {
+    for (int n = 1; n <= std::min(4, machine_cores_); ++n) nodes_.push_back(n);
+  }
+  CNNBENCH_CHECK(options.repeat >= 1, "--repeat must be at least 1");
+  CNNBENCH_CHECK(options.warmup >= 0, "--warmup must not be negative");
+  CNNBENCH_CHECK(options.steps >= 0 || options.epochs > 0, "give --steps or --epochs");
+  for (int c : cores_) CNNBENCH_CHECK(c >= 1, "--cores values must be at least 1");
+  for (int n : nodes_) CNNBENCH_CHECK(n >= 1, "--nodes values must be at least 1");
+  for (const auto& s : list_strategies()) available_[s.name] = s;
+  for (const auto& s : options.strategies) {
+    if (!available_.count(s)) {
+      std::string known;
+      for (const auto& [name, info] : available_) known += (known.empty() ? "" : ", ") + name;
+      fail("--strategies: unknown strategy '" + s + "' (known: " + known + ")");
+    }
+  }
+  scratch_ = std::filesystem::temp_directory_path() /
+             ("cnnbench-sweep-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(scratch_);
+}
+
+SweepRunner::~SweepRunner() {
+  std::error_code ignored;
+  std::filesystem::remove_all(scratch_, ignored);
+}
+
+json SweepRunner::run() {
+  load_data();
+  const std::vector<PointSpec> plan = plan_points(options_, cores_, nodes_, machine_cores_);
+  report_ = {{"schema_version", sweep_schema_version},
+             {"kind", "sweep"},
+             {"complete", false},
+             {"interrupted", false},
+             {"context", collect_context()},
+             {"config", config_json()},
+             {"features", build_features()},
+             {"allreduce", nullptr},
+             {"points", json::array()},
+             {"amdahl", json::array()},
+             {"scaling_prediction", json::array()}};
+  std::map<std::string, json> kept = resumed_points();
+  const double start = now_seconds();
+  double cost_done = 0, cost_total = 0, seconds_done = 0;
+  for (const auto& p : plan) cost_total += point_cost(p);
+  try {
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      const PointSpec& point = plan[i];
+      const auto old = kept.find(point.id());
+      if (old != kept.end()) {
+        report_["points"].push_back(old->second);
+        cost_total -= point_cost(point);
+        continue;
+      }
+      announce(i, plan.size(), point, cost_done > 0 ? seconds_done / cost_done * (cost_total - cost_done) : -1);
+      const double point_start = now_seconds();
+      if (point.strategy == "cluster" && report_["allreduce"].is_null()) measure_allreduce();
+      json record = measure(point);
+      seconds_done += now_seconds() - point_start;
+      cost_done += point_cost(point);
+      report_["points"].push_back(record);
+      finish_point(record);
+    }
+    report_["complete"] = true;
+  } catch (const SweepInterrupted&) {
+    report_["interrupted"] = true;
+    if (!options_.quiet) std::fprintf(stderr, "sweep interrupted: the report keeps the finished points\n");
+  }
+  report_["elapsed_s"] = now_seconds() - start;
+  save();
+  if (!options_.quiet && report_.contains("baseline_warning")) {
+    std::fprintf(stderr, "warning: %s\n",
+                 report_["baseline_warning"]["message"].get<std::string>().c_str());
+  }
+  return report_;
+}
+
+void SweepRunner::load_data() {
+  if (options_.data_dir) {
+    train_ = load_mnist(*options_.data_dir, Split::train);
+  } else {
+    CNNBENCH_CHECK(options_.synthetic_samples > 0, "--synthetic must be positive");
+    train_ = make_synthetic(options_.synthetic_samples, options_.seed);
+  }
+}
+
+std::string SweepRunner::sweep_option(const OptionSpec& spec) const {
+  const auto it = options_.options.find(spec.name);
+  return it != options_.options.end() ? it->second : spec.sweep_default;
+}
+
+// The sweep's strategy options as the report records them: every option the sweep passes on,
+// "" (0 for a whole number) when not given and without a sweep default.
+json SweepRunner::options_json() const {
+  json out = json::object();
+  for (const OptionSpec* spec : strategy_option_specs()) {
+    if (!spec->in_sweep) continue;
+    const std::string value = sweep_option(*spec);
+    if (spec->kind == OptionKind::whole_number) {
+      out[spec->name] = value.empty() ? 0 : std::stoi(value);
+    } else {
+      out[spec->name] = value;
+    }
+  }
+  return out;
+}
+
+json SweepRunner::config_json() const {
+  std::vector<std::string> models;
+  for (ModelKind m : options_.models) models.push_back(model_name(m));
+  std::vector<std::string> strategies = options_.strategies;
+  if (strategies.empty()) {
+    for (const auto& s : list_strategies()) strategies.push_back(s.name);
+  }
+  json data = {{"source", options_.data_dir ? "mnist" : "synthetic"}, {"train_samples", train_.count}};
+  if (options_.data_dir) data["dir"] = options_.data_dir->string();
+  json config = {{"models", models},
+          {"strategies", strategies},
+          {"cores", cores_},
+          {"nodes", nodes_},
+          {"repeat", options_.repeat},
+          {"warmup", options_.warmup},
+          {"steps", options_.steps},
+          {"epochs", options_.steps >= 0 ? json(nullptr) : json(options_.epochs)},
+          {"batch", options_.batch},
+          {"lr", options_.lr},
+          {"momentum", options_.momentum},
+          {"seed", options_.seed},
+          {"pin", options_.pin},
+          {"isa", options_.isa},
+          {"data", data},
+          {"target_accuracy", options_.target_accuracy ? json(*options_.target_accuracy) : json(nullptr)},
+          {"eval_every", options_.eval_every},
+          {"tta_max_steps", options_.tta_max_steps},
+          {"machine_cores", machine_cores_},
+          {"launcher",
+           {{"command", options_.launcher},
+            {"args", options_.launcher_args},
+            {"hostfile", options_.hostfile ? json(options_.hostfile->string()) : json(nullptr)}}}};
+  config.update(options_json());
+  return config;
+}
+
+// With --resume, the finished points of the existing report, after checking it was made with
+// the same settings (launcher and machine aside).
+std::map<std::string, json> SweepRunner::resumed_points() {
+  std::map<std::string, json> kept;
+  if (!options_.resume || !std::filesystem::exists(options_.out)) return kept;
+  const json old = read_report(options_.out);
+  json old_config = old.at("config"), new_config = report_.at("config");
+  for (json* c : {&old_config, &new_config}) {
+    c->erase("launcher");
+    c->erase("machine_cores");
+  }
+  for (auto it = new_config.begin(); it != new_config.end(); ++it) {
+    if (!old_config.contains(it.key()) || old_config.at(it.key()) != it.value()) {
+      fail("--resume: " + options_.out.string() + " was made with a different " + it.key() + " (" +
+           (old_config.contains(it.key()) ? old_config.at(it.key()).dump() : "none") + ", now " +
+           it.value().dump() + "); pass the same flags or drop --resume");
+    }
+  }
+  for (const auto& p : old.at("points")) {
+    if (p.at("status") != "failed") kept[p.at("id").get<std::string>()] = p;
+  }
+  if (old.contains("allreduce") && old.at("allreduce").is_object()) report_["allreduce"] = old.at("allreduce");
+  if (!options_.quiet) {
+    std::fprintf(stderr, "resuming %s: %zu finished points kept\n", options_.out.c_str(), kept.size());
+  }
+  return kept;
+}
+
+double SweepRunner::point_cost(const PointSpec& p) const {
+  const double reps = options_.repeat + options_.warmup + (options_.target_accuracy ? 3 : 0);
+  const double launch = p.strategy == "cluster" ? 2e8 : 0.0;  // an mpirun start, in FLOP-equivalents
+  return reps * (model_spec(p.model).train_flops_per_image * options_.batch + launch);
+}
+
+void SweepRunner::announce(std::size_t index, std::size_t total, const PointSpec& point, double eta) const {
+  if (options_.quiet) return;
+  std::fprintf(stderr, "[%zu/%zu] %-22s %s\n", index + 1, total, point.id().c_str(),
+               eta >= 0 ? ("ETA " + duration_text(eta)).c_str() : "");
+}
+
+void SweepRunner::finish_point(const json& record) {
+  add_scaling_analysis(report_);
+  save();
+  if (options_.quiet) return;
+  const json& p = report_["points"].back();
+  if (record.at("status") != "ok") {
+    std::fprintf(stderr, "    %s: %s\n", record.at("status").get<std::string>().c_str(),
+                 record.at("reason").get<std::string>().c_str());
+    return;
+  }
+  std::fprintf(stderr, "    median %.3f s (MAD %.3f), %.0f images/s", p["time"]["median"].get<double>(),
+               p["time"]["mad"].get<double>(), p["images_per_s"]["median"].get<double>());
+  if (p.contains("speedup")) std::fprintf(stderr, ", speedup %.2f", p["speedup"].get<double>());
+  if (p.contains("time_to_accuracy") && p["time_to_accuracy"].value("reached", false)) {
+    std::fprintf(stderr, ", %.1f s to %.0f%%", p["time_to_accuracy"]["seconds"].get<double>(),
+                 100 * p["time_to_accuracy"]["target"].get<double>());
+  }
+  std::fprintf(stderr, "\n");
+}
+
+void SweepRunner::save() const {
+  if (!options_.out.empty()) write_json(options_.out, report_);
+}
+
+json run_sweep(const SweepOptions& options) {
+  SweepRunner runner(options);
+  return runner.run();
+}
+
+}  // namespace cnnbench

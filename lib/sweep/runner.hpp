@@ -1,0 +1,88 @@
+// The sweep runner: serial baselines first, then every point of models x strategies x cores x
+// nodes, each repeated, in-process through run_training or (cluster) under the MPI launcher; the
+// report is rewritten atomically after every finished point so an interrupted sweep keeps them.
+// runner.cpp holds the sweep as a whole (plan, resume, ETA, the report); measure.cpp one point.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cnnbench/data.hpp"
+#include "cnnbench/sweep.hpp"
+#include "cnnbench/train.hpp"
+#include "launcher.hpp"
+
+namespace cnnbench {
+
+// Thrown when a stop was requested: the sweep ends with the points it finished.
+struct SweepInterrupted {};
+
+// One timed run of a point.
+struct Repetition {
+  double seconds = 0;
+  std::int64_t steps = 0;
+  double final_loss = 0;
+  nlohmann::json strategy_metrics = nlohmann::json::object();
+  nlohmann::json pin_map = nlohmann::json::array();
+};
+
+// The serial point a point's repetitions take turns with, and the core it runs on (-1: unpinned).
+struct PairedBaseline {
+  PointSpec point;
+  int core = -1;
+};
+
+class SweepRunner {
+ public:
+  explicit SweepRunner(const SweepOptions& options);
+  ~SweepRunner();
+  SweepRunner(const SweepRunner&) = delete;
+  SweepRunner& operator=(const SweepRunner&) = delete;
+
+  nlohmann::json run();
+
+ private:
+  // runner.cpp
+  void load_data();
+  std::string sweep_option(const OptionSpec& spec) const;
+  nlohmann::json options_json() const;
+  nlohmann::json config_json() const;
+  std::map<std::string, nlohmann::json> resumed_points();
+  double point_cost(const PointSpec& p) const;
+  void announce(std::size_t index, std::size_t total, const PointSpec& point, double eta) const;
+  void finish_point(const nlohmann::json& record);
+  void save() const;
+
+  // measure.cpp
+  nlohmann::json point_header(const PointSpec& point) const;
+  nlohmann::json not_measured(const PointSpec& point, const std::string& status,
+                              const std::string& reason) const;
+  nlohmann::json measure(const PointSpec& point);
+  std::optional<PairedBaseline> paired_baseline_of(const PointSpec& point) const;
+  std::vector<int> baseline_cores(const PointSpec& point) const;
+  void stop_check() const;
+  TrainConfig train_config(const PointSpec& point) const;
+  Repetition run_in_process(const PointSpec& point, int pin_core) const;
+  nlohmann::json launch_for_json(const std::vector<std::string>& args,
+                                 const std::filesystem::path& output, const std::string& what) const;
+  void measure_allreduce();
+  Repetition run_launched(const PointSpec& point) const;
+  nlohmann::json time_to_accuracy(const PointSpec& point) const;
+
+  const SweepOptions& options_;
+  int machine_cores_ = 1;
+  Launcher launcher_;
+  std::vector<int> cores_, nodes_;
+  std::map<std::string, StrategyInfo> available_;
+  std::filesystem::path scratch_;
+  Dataset train_;
+  nlohmann::json report_;
+};
+
+}  // namespace cnnbench

@@ -1,0 +1,20 @@
+// Running a child process for the sweep: its output into a log, a stop request forwarded to it.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cnnbench {
+
+// Runs args (args[0] searched in PATH) in the log's folder with stdout and stderr into log and
+// waits, forwarding a stop request as SIGTERM. Returns the exit code (128 + signal when killed);
+// Error when it cannot be started.
+int run_logged(const std::vector<std::string>& args, const std::filesystem::path& log,
+               const std::function<bool()>& stop_requested);
+
+// The last non-empty line of a log ("(no output)" when there is none), to say why a job failed.
+std::string last_line(const std::filesystem::path& log);
+
+}  // namespace cnnbench
