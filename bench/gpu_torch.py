@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch baseline for the GPU strategy: FC-3 and LeNet-5 (DESIGN.md's definitions) trained with
+"""PyTorch baseline for the GPU strategy: FC-3 and LeNet-5 (docs/design.md's definitions) trained with
 SGD momentum 0.9 on the same GPU, data resident on the device as bytes and converted per batch as
 cnnbench does; FP32 (no TF32); timed between CUDA synchronisations after a warm-up.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch CPU baseline for the serial strategy: FC-3 and LeNet-5 (DESIGN.md's definitions) trained
+"""PyTorch CPU baseline for the serial strategy: FC-3 and LeNet-5 (docs/design.md's definitions) trained
 with SGD momentum 0.9 on one thread, batches gathered from a byte-valued data set and scaled by 1/255
 per step as cnnbench does; only the training loop is timed, after a warm-up.
 

@@ -1,5 +1,5 @@
 // The training driver shared by every strategy: initial weights (seeded, --init or --resume), the
-// step schedule of DESIGN.md (epoch e visits epoch_order(e); step k uses samples [kB, (k+1)B);
+// step schedule of docs/design.md (epoch e visits epoch_order(e); step k uses samples [kB, (k+1)B);
 // a final partial batch is dropped), progress, checkpoints and evaluation.
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // Training driver and the strategy interface. The driver owns the schedule (which samples each
-// step uses, per DESIGN.md), checkpoints, evaluation and the report; a strategy only runs steps.
+// step uses, per docs/design.md), checkpoints, evaluation and the report; a strategy only runs steps.
 #pragma once
 
 #include <cstdint>
