@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <string>
 
+#include "../strategy_options.hpp"
+
 namespace cnnbench {
 
 std::vector<RankReport> gather_rank_reports(RankGroup& group, const RankCounters& mine,
@@ -64,9 +66,9 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
       {"ranks", n},
       {"threads_per_rank", shape.threads_per_rank},
       {"ranks_per_node", shape.ranks_per_node},
-      {"overlap", shape.overlap ? "on" : "off"},
+      {strategy_option::overlap.name, shape.overlap ? "on" : "off"},
       {"overlap_active", shape.overlap_active},
-      {"balance", shape.dynamic_balance ? "dynamic" : "static"},
+      {strategy_option::balance.name, shape.dynamic_balance ? "dynamic" : "static"},
       {"steps", steps},
       {"allreduce",
        {{"seconds_mean", exposed_mean},
@@ -88,7 +90,7 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
                     "the step waited on communication; hidden = in flight - exposed"}};
   }
   if (shape.slow_rank >= 0) {
-    metrics["slowdown"] = {{"rank", shape.slow_rank}, {"factor", shape.slow_factor}};
+    metrics[strategy_option::slowdown.name] = {{"rank", shape.slow_rank}, {"factor", shape.slow_factor}};
   }
   return metrics;
 }

@@ -108,7 +108,7 @@ class GpuStrategy final : public Strategy {
   }
 
   nlohmann::json metrics() const override {
-    nlohmann::json m = {{"device", device_},
+    nlohmann::json m = {{strategy_option::device.name, device_},
                         {"device_name", device_name_},
                         {"gpu_data", mode_ == DataMode::resident ? "resident" : "stream"},
                         {"cuda_graph", graphs_.in_use()},
@@ -428,7 +428,7 @@ class GpuStrategy final : public Strategy {
   // Collective: every rank's device, timings and pin record, so that rank 0 can report them.
   void gather_rank_metrics() {
     const nlohmann::json mine = rank_entry(*ranks_,
-                                           {{"device", device_},
+                                           {{strategy_option::device.name, device_},
                                             {"device_name", device_name_},
                                             {"pci_bus_id", pci_bus_id_},
                                             {"batch_offset", share_.offset},

@@ -138,18 +138,18 @@ class StreamStrategy final : public Strategy {
 
 nlohmann::json StreamStrategy::metrics() const {
   nlohmann::json m = nlohmann::json::object();
-  m["consistency"] = consistency_name(run_.consistency);
-  m["microbatches"] = run_.microbatches;
+  m[strategy_option::consistency.name] = consistency_name(run_.consistency);
+  m[strategy_option::microbatches.name] = run_.microbatches;
   m["micro_batch_size"] = run_.micro_batch;
   m["window_microbatches"] = run_.window;
   m["cores"] = cores_;
-  m["balance"] = run_.balance_dynamic ? "dynamic" : "static";
+  m[strategy_option::balance.name] = run_.balance_dynamic ? "dynamic" : "static";
   m["copy_shares"] = flow_.shares();  // samples per copy of each micro-batch, as the last group ran
   m["copy_samples"] = flow_.copy_samples();  // samples per copy over the whole run
   if (run_.slow_copy >= 0) {
-    m["slowdown"] = {{"copy", run_.slow_copy}, {"factor", run_.slow_factor}};
+    m[strategy_option::slowdown.name] = {{"copy", run_.slow_copy}, {"factor", run_.slow_factor}};
   }
-  m["widths"] = {{"c1_kernel_groups", widths_.c1_kernel_groups},
+  m[strategy_option::widths.name] = {{"c1_kernel_groups", widths_.c1_kernel_groups},
                  {"c1_channel_groups", widths_.c1_channel_groups},
                  {"c2_kernel_groups", widths_.c2_kernel_groups},
                  {"c2_channel_groups", widths_.c2_channel_groups},
