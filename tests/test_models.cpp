@@ -166,6 +166,32 @@ TEST(ForwardBackward, AccumulatesAndSplitsLikeOneBatch) {
   }
 }
 
+// The workspace carries the dense backend it was built with down to every dense layer: on sgemm
+// the gradients are other bits than on the own kernels (other sums), the same up to rounding.
+TEST(ForwardBackward, RunsTheDenseLayersOnTheWorkspacesBackend) {
+  for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
+    const int n = 8;
+    Model m(kind);
+    init_params(m.params, kind, 4);
+    const Batch b = make_batch(n, 3);
+    Workspace on_own(kind, n), on_sgemm(kind, n, DenseBackend::sgemm);
+    EXPECT_EQ(on_own.dense_backend(), DenseBackend::own);
+    EXPECT_EQ(on_sgemm.dense_backend(), DenseBackend::sgemm);
+    aligned_vector<float> own(m.params.size(), 0.0f), sgemm(m.params.size(), 0.0f);
+    forward_backward(kind, m.params.data(), own.data(), b.x.data(), b.y.data(), n, 1.0f / n,
+                     on_own);
+    forward_backward(kind, m.params.data(), sgemm.data(), b.x.data(), b.y.data(), n, 1.0f / n,
+                     on_sgemm);
+    EXPECT_NE(own, sgemm) << model_name(kind) << ": the sgemm workspace ran the own kernels";
+    float max_abs = 0, max_diff = 0;
+    for (std::size_t i = 0; i < own.size(); ++i) {
+      max_abs = std::max(max_abs, std::abs(own[i]));
+      max_diff = std::max(max_diff, std::abs(own[i] - sgemm[i]));
+    }
+    EXPECT_LE(max_diff, 1e-4f * max_abs) << model_name(kind);
+  }
+}
+
 TEST(ForwardBackward, AnnouncesEveryTensorOnceLastLayerFirst) {
   for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
     Model m(kind);
