@@ -295,6 +295,9 @@ bench() {  # bench NAME CMD...
   if [[ $DRY_RUN == 1 ]]; then stub "$name"; return; fi
   stage "$name" 60 "$@" || true
 }
+not_run() {  # not_run NAME REASON: a stub on a dry run, else recorded as skipped for REASON
+  if [[ $DRY_RUN == 1 ]]; then stub "$1"; else record "$1" skipped 0 "$2"; fi
+}
 say "cnnbench --strategy gpu benchmarks"
 for model in lenet5 fc3; do
   for batch in 1024 256 64; do
@@ -313,10 +316,8 @@ if [[ $DRY_RUN != 1 ]] && "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.c
         --steps "$(( $(steps_for "$batch") / 2 ))" --json "$WORK/runs/torch-$model-b$batch.json"
     done
   done
-elif [[ $DRY_RUN == 1 ]]; then
-  stub torch-baseline
 else
-  record torch-baseline skipped 0 "PyTorch with CUDA not importable"
+  not_run torch-baseline "PyTorch with CUDA not importable"
 fi
 if [[ ${#MPIRUN[@]} -gt 0 ]]; then
   say "2 MPI ranks sharing the GPU"
@@ -327,10 +328,8 @@ if [[ ${#MPIRUN[@]} -gt 0 ]]; then
         --report "$WORK/runs/cnnbench-$model-b$batch-2ranks.json" --quiet
     done
   done
-elif [[ $DRY_RUN == 1 ]]; then
-  stub two-ranks
 else
-  record two-ranks skipped 0 "no MPI in this build or mpirun cannot start 2 ranks"
+  not_run two-ranks "no MPI in this build or mpirun cannot start 2 ranks"
 fi
 past_deadline && fact deadline_reached 1
 # The exit status: 0 only when every step that ran succeeded and no test was skipped.

@@ -96,8 +96,11 @@ template <class A, class B>
 
 // --- optimised == naive ----------------------------------------------------------------------
 
-using DenseForward = decltype(&dense_forward);
-using DenseBackward = decltype(&dense_backward);
+using DenseForward = decltype(&sgemm::dense_forward);
+using DenseBackward = decltype(&sgemm::dense_backward);
+// The own kernels (the default backend), with the sgemm twins' signature.
+constexpr DenseForward own_dense_forward = [](auto... args) { dense_forward(args...); };
+constexpr DenseBackward own_dense_backward = [](auto... args) { dense_backward(args...); };
 
 // One dense implementation against the naive twin on shapes that take every path of the own
 // kernel: forward through W^T (weights smaller than activations, e.g. 10 outputs) and through
@@ -151,15 +154,15 @@ void expect_dense_matches_naive(DenseForward forward, DenseBackward backward) {
 }
 
 TEST(Dense, MatchesNaiveOnEveryTarget) {
-  ASSERT_EQ(dense_backend(), DenseBackend::own);
-  for_each_supported_isa([] { expect_dense_matches_naive(dense_forward, dense_backward); });
+  for_each_supported_isa([] { expect_dense_matches_naive(own_dense_forward, own_dense_backward); });
 }
 
 TEST(Dense, SgemmTwinMatchesNaive) {
   expect_dense_matches_naive(sgemm::dense_forward, sgemm::dense_backward);
 }
 
-// The sgemm backend (the blas baseline's) runs the sgemm twin, the own backend the own kernel.
+// The sgemm backend (the blas baseline's) runs the sgemm twin, the own backend (the default) the
+// own kernel.
 TEST(Dense, BackendChoosesTheKernel) {
   Rng rng(2);
   const int B = 64, in = 120, out = 84;  // weights far below dense_sgemm_min_weight_bytes()
@@ -172,10 +175,10 @@ TEST(Dense, BackendChoosesTheKernel) {
   sgemm::dense_forward(twin.data(), inp.data(), weight.data(), bias.data(), B, in, out);
   ASSERT_NE(own, twin) << "the own kernel sums in another order than sgemm; if they agree to the "
                           "last bit this test cannot tell which one ran";
-  set_dense_backend(DenseBackend::sgemm);
-  dense_forward(on_sgemm.data(), inp.data(), weight.data(), bias.data(), B, in, out);
-  set_dense_backend(DenseBackend::own);
-  dense_forward(on_own.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+  dense_forward(on_sgemm.data(), inp.data(), weight.data(), bias.data(), B, in, out,
+                DenseBackend::sgemm);
+  dense_forward(on_own.data(), inp.data(), weight.data(), bias.data(), B, in, out,
+                DenseBackend::own);
   EXPECT_EQ(on_sgemm, twin);
   EXPECT_EQ(on_own, own);
 }

@@ -139,6 +139,19 @@ INSTANTIATE_TEST_SUITE_P(BothModels, ModelGradient,
                          ::testing::Values(ModelKind::fc3, ModelKind::lenet5),
                          [](const auto& param_info) { return std::string(model_name(param_info.param)); });
 
+// The largest |want| and the largest |want - got| of two gradients.
+struct Spread {
+  float largest = 0, largest_diff = 0;
+};
+Spread spread(const aligned_vector<float>& want, const aligned_vector<float>& got) {
+  Spread s;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    s.largest = std::max(s.largest, std::abs(want[i]));
+    s.largest_diff = std::max(s.largest_diff, std::abs(want[i] - got[i]));
+  }
+  return s;
+}
+
 TEST(ForwardBackward, AccumulatesAndSplitsLikeOneBatch) {
   // Gradients of two half-batches with grad_scale 1/n added together equal the whole batch's.
   for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
@@ -156,15 +169,36 @@ TEST(ForwardBackward, AccumulatesAndSplitsLikeOneBatch) {
                                       b.y.data() + h * 4, 4, 1.0f / n, ws);
     }
     EXPECT_NEAR(loss, loss_halves, 1e-4 * loss);
-    float max_abs = 0, max_diff = 0;
-    for (std::size_t i = 0; i < whole.size(); ++i) {
-      max_abs = std::max(max_abs, std::abs(whole[i]));
-      max_diff = std::max(max_diff, std::abs(whole[i] - halves[i]));
-    }
-    EXPECT_LE(max_diff, 1e-4f * max_abs) << model_name(kind);
-    EXPECT_GT(max_abs, 0.0f);
+    const Spread s = spread(whole, halves);
+    EXPECT_LE(s.largest_diff, 1e-4f * s.largest) << model_name(kind);
+    EXPECT_GT(s.largest, 0.0f);
   }
 }
+
+// The workspace carries the dense backend it was built with down to every dense layer: on sgemm
+// the gradients are other bits than on the own kernels (other sums), the same up to rounding.
+class WorkspaceBackend : public ::testing::TestWithParam<ModelKind> {};
+
+TEST_P(WorkspaceBackend, ReachesEveryDenseLayer) {
+  const ModelKind kind = GetParam();
+  Workspace on_own(kind, 8), on_sgemm(kind, 8, DenseBackend::sgemm);
+  EXPECT_EQ(on_own.dense_backend(), DenseBackend::own);
+  EXPECT_EQ(on_sgemm.dense_backend(), DenseBackend::sgemm);
+  Model m(kind);
+  init_params(m.params, kind, 4);
+  const Batch b = make_batch(8, 3);
+  aligned_vector<float> own(m.params.size(), 0.0f), sgemm(m.params.size(), 0.0f);
+  forward_backward(kind, m.params.data(), own.data(), b.x.data(), b.y.data(), 8, 0.125f, on_own);
+  forward_backward(kind, m.params.data(), sgemm.data(), b.x.data(), b.y.data(), 8, 0.125f,
+                   on_sgemm);
+  EXPECT_NE(own, sgemm) << "the sgemm workspace ran the own kernels";
+  const Spread s = spread(own, sgemm);
+  EXPECT_LE(s.largest_diff, 1e-4f * s.largest);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothModels, WorkspaceBackend,
+                         ::testing::Values(ModelKind::fc3, ModelKind::lenet5),
+                         [](const auto& param_info) { return std::string(model_name(param_info.param)); });
 
 TEST(ForwardBackward, AnnouncesEveryTensorOnceLastLayerFirst) {
   for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {

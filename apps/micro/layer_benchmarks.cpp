@@ -19,8 +19,8 @@ namespace {
 
 // --- dense -------------------------------------------------------------------------------------
 
-using DenseForward = decltype(&dense_forward);
-using DenseBackward = decltype(&dense_backward);
+using DenseForward = decltype(&sgemm::dense_forward);
+using DenseBackward = decltype(&sgemm::dense_backward);
 
 void register_dense_kernel(const DenseLayer layer, const std::string& prefix, DenseForward forward,
                            DenseBackward backward) {
@@ -60,7 +60,10 @@ void register_dense(const DenseLayer layer) {
     DenseForward forward;
     DenseBackward backward;
   };
-  for (const Kernel& kernel : {Kernel{"", dense_forward, dense_backward},
+  // The own kernels are dense_forward's default backend.
+  const DenseForward own_forward = [](auto... args) { dense_forward(args...); };
+  const DenseBackward own_backward = [](auto... args) { dense_backward(args...); };
+  for (const Kernel& kernel : {Kernel{"", own_forward, own_backward},
                                Kernel{"sgemm_", sgemm::dense_forward, sgemm::dense_backward}}) {
     register_dense_kernel(layer, kernel.prefix, kernel.forward, kernel.backward);
   }

@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <fstream>
@@ -189,8 +188,6 @@ float* scratch(std::size_t floats) {
   return buffer.data();
 }
 
-std::atomic<DenseBackend> backend{DenseBackend::own};
-
 // dbias (out) += sum over B of dout (B,out).
 void add_bias_gradient(float* dbias, const float* dout, int B, int out_features) {
   for (int b = 0; b < B; ++b) {
@@ -237,9 +234,6 @@ void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout
 
 }  // namespace sgemm
 
-void set_dense_backend(DenseBackend chosen) { backend.store(chosen, std::memory_order_relaxed); }
-DenseBackend dense_backend() { return backend.load(std::memory_order_relaxed); }
-
 namespace {
 
 // A core's L2 in bytes: the C library's figure, else sysfs (ARM), else 1 MiB.
@@ -270,15 +264,14 @@ std::size_t dense_sgemm_min_weight_bytes() {
 }
 
 bool dense_runs_on_sgemm(int in, int out_features) {
-  if (dense_backend() == DenseBackend::sgemm) return true;
   const std::size_t weight_bytes = sizeof(float) * std::size_t(in) * std::size_t(out_features);
   return weight_bytes > dense_sgemm_min_weight_bytes();
 }
 
 // inp (B,in), weight (out,in), bias (out) -> out (B,out)
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
-                   int in, int out_features) {
-  if (in <= 0 || dense_runs_on_sgemm(in, out_features)) {
+                   int in, int out_features, DenseBackend backend) {
+  if (in <= 0 || backend == DenseBackend::sgemm || dense_runs_on_sgemm(in, out_features)) {
     sgemm::dense_forward(out, inp, weight, bias, B, in, out_features);
     return;
   }
@@ -305,8 +298,8 @@ void dense_forward(float* out, const float* inp, const float* weight, const floa
 // dout (B,out): dinp (B,in) = dout * W (overwritten, skipped when nullptr);
 // dweight (out,in) += dout^T * inp; dbias (out) += sum over B of dout.
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, int B, int in, int out_features) {
-  if (dense_runs_on_sgemm(in, out_features)) {
+                    const float* weight, int B, int in, int out_features, DenseBackend backend) {
+  if (backend == DenseBackend::sgemm || dense_runs_on_sgemm(in, out_features)) {
     sgemm::dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features);
     return;
   }

@@ -19,6 +19,7 @@ using L = Lenet5Sizes;
 // Activations (forward) and their gradients (backward) for up to max_batch samples.
 struct Workspace::Buffers {
   int max_batch = 0;
+  DenseBackend dense = DenseBackend::own;
   // FC-3: h1, h2; LeNet-5: a1, p1, a2 channels last (B,10,10,16), p2, h1, h2 (Fc3Sizes and
   // Lenet5Sizes give their shapes). logits (B,10) for both.
   aligned_vector<float> a1, p1, a2, p2, h1, h2, logits;
@@ -26,10 +27,12 @@ struct Workspace::Buffers {
   aligned_vector<float> conv_scratch;
 };
 
-Workspace::Workspace(ModelKind kind, int max_batch) : buffers_(std::make_unique<Buffers>()) {
+Workspace::Workspace(ModelKind kind, int max_batch, DenseBackend dense)
+    : buffers_(std::make_unique<Buffers>()) {
   CNNBENCH_CHECK(max_batch > 0, "workspace batch must be positive");
   Buffers& b = *buffers_;
   b.max_batch = max_batch;
+  b.dense = dense;
   const auto n = static_cast<std::size_t>(max_batch);
   auto both = [n](aligned_vector<float>& value, aligned_vector<float>& grad, std::size_t per) {
     value.assign(n * per, 0.0f);
@@ -54,6 +57,7 @@ Workspace::~Workspace() = default;
 Workspace::Workspace(Workspace&&) noexcept = default;
 Workspace& Workspace::operator=(Workspace&&) noexcept = default;
 int Workspace::max_batch() const { return buffers_->max_batch; }
+DenseBackend Workspace::dense_backend() const { return buffers_->dense; }
 
 namespace {
 
@@ -98,11 +102,11 @@ constexpr DenseHeadSizes lenet5_head{L::flat, L::hidden1, L::hidden2};
 
 void dense_head_forward(const DenseHeadView& p, const DenseHeadSizes& s, const float* x, int n,
                         Workspace::Buffers& b) {
-  dense_forward(b.h1.data(), x, p.f1w, p.f1b, n, s.in, s.hidden1);
+  dense_forward(b.h1.data(), x, p.f1w, p.f1b, n, s.in, s.hidden1, b.dense);
   relu_forward(b.h1.data(), b.h1.data(), std::size_t(n) * s.hidden1);
-  dense_forward(b.h2.data(), b.h1.data(), p.f2w, p.f2b, n, s.hidden1, s.hidden2);
+  dense_forward(b.h2.data(), b.h1.data(), p.f2w, p.f2b, n, s.hidden1, s.hidden2, b.dense);
   relu_forward(b.h2.data(), b.h2.data(), std::size_t(n) * s.hidden2);
-  dense_forward(b.logits.data(), b.h2.data(), p.f3w, p.f3b, n, s.hidden2, classes);
+  dense_forward(b.logits.data(), b.h2.data(), p.f3w, p.f3b, n, s.hidden2, classes, b.dense);
 }
 
 // dx (B,in) may be null (the first layer of a model needs no input gradient). f1w is tensor
@@ -111,14 +115,14 @@ void dense_head_backward(const DenseHeadView& p, const DenseHeadView& g, const D
                          float* dx, const float* x, int n, Workspace::Buffers& b,
                          const GradientReady& ready, int f1_tensor) {
   dense_backward(b.dh2.data(), g.f3w, g.f3b, b.dlogits.data(), b.h2.data(), p.f3w, n, s.hidden2,
-                 classes);
+                 classes, b.dense);
   if (ready) ready(f1_tensor + 4, f1_tensor + 5);
   relu_backward(b.dh2.data(), b.dh2.data(), b.h2.data(), std::size_t(n) * s.hidden2);
   dense_backward(b.dh1.data(), g.f2w, g.f2b, b.dh2.data(), b.h1.data(), p.f2w, n, s.hidden1,
-                 s.hidden2);
+                 s.hidden2, b.dense);
   if (ready) ready(f1_tensor + 2, f1_tensor + 3);
   relu_backward(b.dh1.data(), b.dh1.data(), b.h1.data(), std::size_t(n) * s.hidden1);
-  dense_backward(dx, g.f1w, g.f1b, b.dh1.data(), x, p.f1w, n, s.in, s.hidden1);
+  dense_backward(dx, g.f1w, g.f1b, b.dh1.data(), x, p.f1w, n, s.in, s.hidden1, b.dense);
   if (ready) ready(f1_tensor, f1_tensor + 1);
 }
 

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <utility>
 
 #include "cnnbench/core.hpp"
@@ -20,6 +22,19 @@ namespace {
 // gap between two dispatches of one training step, short enough to give the core away between
 // runs.
 constexpr auto spin_budget = std::chrono::microseconds(200);
+
+// Runs work(); an exception it throws is kept in first_error unless another thread's came first,
+// for the dispatching thread to rethrow once every worker is done.
+template <class Work>
+void run_keeping_first_error(std::mutex& error_mutex, std::exception_ptr& first_error,
+                             const Work& work) {
+  try {
+    work();
+  } catch (...) {
+    std::lock_guard lock(error_mutex);
+    if (!first_error) first_error = std::current_exception();
+  }
+}
 
 // Waits until `value` differs from `old` and returns the new value: polls with a pause first,
 // then blocks.
@@ -63,15 +78,12 @@ WorkerPool::WorkerPool(int workers, std::vector<int> cores, std::string name_pre
   for (std::size_t w = 1; w < workers_; ++w) {
     const int core = cores.empty() ? -1 : cores[w];
     threads_.emplace_back([this, w, core, &started, &start_error_mutex, &start_error] {
-      try {
+      run_keeping_first_error(start_error_mutex, start_error, [&] {
         if (core >= 0) {
           pins_[w].core = core;
           pins_[w].pu = pin_current_thread(core);
         }
-      } catch (...) {
-        std::lock_guard lock(start_error_mutex);
-        if (!start_error) start_error = std::current_exception();
-      }
+      });
       started.fetch_add(1, std::memory_order_release);
       started.notify_one();
       worker_loop(static_cast<int>(w));
@@ -109,12 +121,7 @@ void WorkerPool::worker_loop(int worker) {
       claim_and_run_tasks(seen);
       continue;
     }
-    try {
-      (*body_)(worker);
-    } catch (...) {
-      std::lock_guard lock(error_mutex_);
-      if (!first_error_) first_error_ = std::current_exception();
-    }
+    run_keeping_first_error(error_mutex_, first_error_, [&] { (*body_)(worker); });
     if (running_.fetch_sub(1, std::memory_order_acq_rel) == 1) running_.notify_one();
   }
 }
@@ -126,12 +133,7 @@ void WorkerPool::dispatch(const std::function<void(int worker)>& body) {
   generation_.store(((generation_.load(std::memory_order_relaxed) >> 1) + 1) << 1,
                     std::memory_order_release);
   generation_.notify_all();
-  try {
-    body(0);
-  } catch (...) {
-    std::lock_guard lock(error_mutex_);
-    if (!first_error_) first_error_ = std::current_exception();
-  }
+  run_keeping_first_error(error_mutex_, first_error_, [&] { body(0); });
   for (int left = running_.load(std::memory_order_acquire); left > 0;) {
     left = wait_for_change(running_, left);
   }
@@ -164,12 +166,7 @@ bool WorkerPool::claim_and_run_tasks(std::uint64_t generation) {
       continue;
     }
     // The dispatch cannot end before this task is counted done, so task_ is still its task.
-    try {
-      (*task_)(next);
-    } catch (...) {
-      std::lock_guard lock(error_mutex_);
-      if (!first_error_) first_error_ = std::current_exception();
-    }
+    run_keeping_first_error(error_mutex_, first_error_, [&] { (*task_)(next); });
     if (tasks_done_.fetch_add(1, std::memory_order_acq_rel) + 1 == count) tasks_done_.notify_one();
     word = claim_.load(std::memory_order_acquire);
   }

@@ -9,59 +9,38 @@
 
 namespace cnnbench::gpu {
 
+// count elements of T from Allocate, given back with Free; move-only.
+template <class T, cudaError_t (*Allocate)(void**, std::size_t), cudaError_t (*Free)(void*)>
+class CudaBuffer {
+ public:
+  CudaBuffer() = default;
+  explicit CudaBuffer(std::size_t count) : count_(count) {
+    if (count > 0) CNNBENCH_CUDA(Allocate(reinterpret_cast<void**>(&data_), count * sizeof(T)));
+  }
+  ~CudaBuffer() {
+    if (data_) (void)Free(data_);
+  }
+  CudaBuffer(CudaBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+  CudaBuffer& operator=(CudaBuffer&& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(count_, other.count_);
+    return *this;
+  }
+  T* data() const { return data_; }
+  std::size_t size() const { return count_; }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t count_ = 0;
+};
+
 // Device memory for count elements of T.
 template <class T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t count) : count_(count) {
-    if (count > 0) CNNBENCH_CUDA(cudaMalloc(reinterpret_cast<void**>(&data_), count * sizeof(T)));
-  }
-  ~DeviceBuffer() {
-    if (data_) (void)cudaFree(data_);
-  }
-  DeviceBuffer(DeviceBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    std::swap(data_, other.data_);
-    std::swap(count_, other.count_);
-    return *this;
-  }
-  T* data() const { return data_; }
-  std::size_t size() const { return count_; }
-
- private:
-  T* data_ = nullptr;
-  std::size_t count_ = 0;
-};
-
+using DeviceBuffer = CudaBuffer<T, cudaMalloc, cudaFree>;
 // Page-locked host memory, so that cudaMemcpyAsync really is asynchronous.
 template <class T>
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  explicit PinnedBuffer(std::size_t count) : count_(count) {
-    if (count > 0) {
-      CNNBENCH_CUDA(cudaMallocHost(reinterpret_cast<void**>(&data_), count * sizeof(T)));
-    }
-  }
-  ~PinnedBuffer() {
-    if (data_) (void)cudaFreeHost(data_);
-  }
-  PinnedBuffer(PinnedBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), count_(std::exchange(other.count_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept {
-    std::swap(data_, other.data_);
-    std::swap(count_, other.count_);
-    return *this;
-  }
-  T* data() const { return data_; }
-  std::size_t size() const { return count_; }
-
- private:
-  T* data_ = nullptr;
-  std::size_t count_ = 0;
-};
+using PinnedBuffer = CudaBuffer<T, cudaMallocHost, cudaFreeHost>;
 
 // A handle type H released by Release; move-only.
 template <class H, cudaError_t (*Release)(H)>

@@ -9,18 +9,26 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cnnbench/models.hpp"
 #include "kernel_bodies.hpp"
 
 namespace cnnbench::gpu {
 
-inline constexpr int image_size = 28 * 28;
-inline constexpr int classes = 10;
+// The shapes are the serial models' (cnnbench/models.hpp), so the two cannot drift apart.
+inline constexpr int image_size = Fc3Sizes::input;
+inline constexpr int classes = Fc3Sizes::classes;
 // Samples per partial sum of the conv parameter gradients (pass 1 of a fixed-order reduction).
 inline constexpr int conv_samples_per_chunk = 4;
 
 // LeNet-5's convolutions: c1 (B,1,28,28) -> (B,6,28,28) pad 2; c2 (B,6,14,14) -> (B,16,10,10).
-inline ConvDims lenet5_c1_dims(int B) { return {B, 1, 28, 28, 6, 5, 2}; }
-inline ConvDims lenet5_c2_dims(int B) { return {B, 6, 14, 14, 16, 5, 0}; }
+inline ConvDims lenet5_c1_dims(int B) {
+  using L = Lenet5Sizes;
+  return {B, 1, L::side, L::side, L::c1_channels, L::kernel, L::c1_pad};
+}
+inline ConvDims lenet5_c2_dims(int B) {
+  using L = Lenet5Sizes;
+  return {B, L::c1_channels, L::p1_side, L::p1_side, L::c2_channels, L::kernel, 0};
+}
 inline int conv_chunks(int B) { return (B + conv_samples_per_chunk - 1) / conv_samples_per_chunk; }
 
 // Named tensors of a flat buffer (parameters or gradients), PyTorch's state_dict order.
@@ -63,10 +71,14 @@ struct StepBufferSizes {
   std::size_t x, a1, p1, a2, p2, h1, h2, logits, conv_partials;
 };
 inline StepBufferSizes step_buffer_floats(bool lenet5, int B) {
+  using L = Lenet5Sizes;
   const auto n = static_cast<std::size_t>(B);
-  if (!lenet5) return {n * image_size, 0, 0, 0, 0, n * 300, n * 100, n * classes, 0};
-  return {n * image_size,    n * 6 * 28 * 28, n * 6 * 14 * 14, n * 16 * 10 * 10, n * 400,
-          n * 120,           n * 84,          n * classes,
+  if (!lenet5) {
+    return {n * image_size, 0, 0, 0, 0, n * Fc3Sizes::hidden1, n * Fc3Sizes::hidden2,
+            n * classes, 0};
+  }
+  return {n * image_size,  n * L::a1_floats, n * L::p1_floats, n * L::a2_floats, n * L::flat,
+          n * L::hidden1,  n * L::hidden2,   n * classes,
           static_cast<std::size_t>(conv_chunks(B)) * lenet5_c2_dims(B).param_count()};
 }
 
@@ -130,19 +142,39 @@ void loss_step(Exec& exec, const StepBuffers& w, float grad_scale) {
                 [=] CNNBENCH_HD(std::int64_t) { sum_step_loss(sums, step, sample_loss, B); });
 }
 
+// The dense layers both models end in: inp (B,in) -> h1 (B,hidden1), ReLU -> h2 (B,hidden2),
+// ReLU -> logits (B,10).
+struct DenseHeadSizes {
+  int in, hidden1, hidden2;
+};
+
+// Forward, loss and backward of the dense layers (Tensors: Fc3Tensors or Lenet5Tensors, named
+// f1w..f3b alike); gradients overwritten, scaled by grad_scale. dinp (B,in) is skipped when
+// nullptr; inp is no ReLU output (the image, or a max-pool output whose mask comes after routing).
+template <class Exec, class Tensors>
+void dense_head_forward_backward(Exec& exec, const Tensors& p, const Tensors& g,
+                                 const StepBuffers& w, float* dinp, const float* inp,
+                                 const DenseHeadSizes& s, float grad_scale) {
+  const int B = w.batch;
+  dense_forward_step(exec, w.h1, inp, p.f1w, p.f1b, B, s.in, s.hidden1, true);
+  dense_forward_step(exec, w.h2, w.h1, p.f2w, p.f2b, B, s.hidden1, s.hidden2, true);
+  dense_forward_step(exec, w.logits, w.h2, p.f3w, p.f3b, B, s.hidden2, classes, false);
+  loss_step(exec, w, grad_scale);
+  dense_backward_step(exec, w.dh2, g.f3w, g.f3b, w.dlogits, w.h2, p.f3w, w.ones, B, s.hidden2,
+                      classes, true);
+  dense_backward_step(exec, w.dh1, g.f2w, g.f2b, w.dh2, w.h1, p.f2w, w.ones, B, s.hidden1,
+                      s.hidden2, true);
+  dense_backward_step(exec, dinp, g.f1w, g.f1b, w.dh1, inp, p.f1w, w.ones, B, s.in, s.hidden1,
+                      false);
+}
+
 // Forward + backward of FC-3 on the gathered batch; gradients overwritten, scaled by grad_scale.
 template <class Exec>
 void fc3_forward_backward(Exec& exec, const Fc3Tensors& p, const Fc3Tensors& g,
                           const StepBuffers& w, float grad_scale) {
-  const int B = w.batch;
-  dense_forward_step(exec, w.h1, w.x, p.f1w, p.f1b, B, 784, 300, true);
-  dense_forward_step(exec, w.h2, w.h1, p.f2w, p.f2b, B, 300, 100, true);
-  dense_forward_step(exec, w.logits, w.h2, p.f3w, p.f3b, B, 100, classes, false);
-  loss_step(exec, w, grad_scale);
-  dense_backward_step(exec, w.dh2, g.f3w, g.f3b, w.dlogits, w.h2, p.f3w, w.ones, B, 100, classes,
-                      true);
-  dense_backward_step(exec, w.dh1, g.f2w, g.f2b, w.dh2, w.h1, p.f2w, w.ones, B, 300, 100, true);
-  dense_backward_step(exec, nullptr, g.f1w, g.f1b, w.dh1, w.x, p.f1w, w.ones, B, 784, 300, false);
+  constexpr DenseHeadSizes sizes{Fc3Sizes::input, Fc3Sizes::hidden1, Fc3Sizes::hidden2};
+  dense_head_forward_backward(exec, p, g, w, static_cast<float*>(nullptr), w.x, sizes,
+                              grad_scale);
 }
 
 // out = ReLU(conv(inp)) for one of LeNet-5's convolutions.
@@ -198,24 +230,21 @@ void conv_backward_step(Exec& exec, float* dinp, float* dweight, float* dbias, c
 template <class Exec>
 void lenet5_forward_backward(Exec& exec, const Lenet5Tensors& p, const Lenet5Tensors& g,
                              const StepBuffers& w, float grad_scale) {
+  using L = Lenet5Sizes;
   const int B = w.batch;
   const ConvDims c1 = lenet5_c1_dims(B), c2 = lenet5_c2_dims(B);
+  const int c1_planes = B * L::c1_channels, c2_planes = B * L::c2_channels;
   conv_relu_forward_step(exec, w.a1, w.x, p.c1w, p.c1b, c1);
-  maxpool_forward_step(exec, w.p1, w.a1, B * 6, 28, 28);
+  maxpool_forward_step(exec, w.p1, w.a1, c1_planes, L::side, L::side);
   conv_relu_forward_step(exec, w.a2, w.p1, p.c2w, p.c2b, c2);
-  maxpool_forward_step(exec, w.p2, w.a2, B * 16, 10, 10);  // (B,16,5,5) = flatten (B,400)
-  dense_forward_step(exec, w.h1, w.p2, p.f1w, p.f1b, B, 400, 120, true);
-  dense_forward_step(exec, w.h2, w.h1, p.f2w, p.f2b, B, 120, 84, true);
-  dense_forward_step(exec, w.logits, w.h2, p.f3w, p.f3b, B, 84, classes, false);
-  loss_step(exec, w, grad_scale);
-  dense_backward_step(exec, w.dh2, g.f3w, g.f3b, w.dlogits, w.h2, p.f3w, w.ones, B, 84, classes,
-                      true);
-  dense_backward_step(exec, w.dh1, g.f2w, g.f2b, w.dh2, w.h1, p.f2w, w.ones, B, 120, 84, true);
+  // (B,16,5,5) = flatten (B,400)
+  maxpool_forward_step(exec, w.p2, w.a2, c2_planes, L::a2_side, L::a2_side);
   // p2 is a max-pool output, not a ReLU output: its mask is applied after routing, below.
-  dense_backward_step(exec, w.dp2, g.f1w, g.f1b, w.dh1, w.p2, p.f1w, w.ones, B, 400, 120, false);
-  maxpool_relu_backward_step(exec, w.da2, w.dp2, w.a2, B * 16, 10, 10);
+  constexpr DenseHeadSizes sizes{L::flat, L::hidden1, L::hidden2};
+  dense_head_forward_backward(exec, p, g, w, w.dp2, w.p2, sizes, grad_scale);
+  maxpool_relu_backward_step(exec, w.da2, w.dp2, w.a2, c2_planes, L::a2_side, L::a2_side);
   conv_backward_step(exec, w.dp1, g.c2w, g.c2b, w.da2, w.p1, p.c2w, w.conv_partials, c2);
-  maxpool_relu_backward_step(exec, w.da1, w.dp1, w.a1, B * 6, 28, 28);
+  maxpool_relu_backward_step(exec, w.da1, w.dp1, w.a1, c1_planes, L::side, L::side);
   conv_backward_step(exec, static_cast<float*>(nullptr), g.c1w, g.c1b, w.da1, w.x, p.c1w,
                      w.conv_partials, c1);
 }

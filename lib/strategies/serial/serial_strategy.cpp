@@ -29,9 +29,6 @@ int pin_core_of(const StrategyOptions& options, int cores) {
 class SerialStrategy final : public Strategy {
  public:
   explicit SerialStrategy(bool blas_baseline) : blas_baseline_(blas_baseline) {}
-  ~SerialStrategy() override {
-    if (blas_baseline_) set_dense_backend(DenseBackend::own);
-  }
 
   std::string name() const override { return blas_baseline_ ? "blas" : "serial"; }
 
@@ -40,12 +37,13 @@ class SerialStrategy final : public Strategy {
     model_ = std::make_unique<Model>(model);
     data_ = &train;
     config_ = config;
-    workspace_ = std::make_unique<Workspace>(model.kind, config.batch);
+    // The blas baseline runs its dense layers on sgemm, so that it measures OpenBLAS's threading.
+    workspace_ = std::make_unique<Workspace>(
+        model.kind, config.batch, blas_baseline_ ? DenseBackend::sgemm : DenseBackend::own);
     x_.assign(static_cast<std::size_t>(config.batch) * train.image_size(), 0.0f);
     y_.assign(static_cast<std::size_t>(config.batch), 0);
     threads_ = blas_baseline_ ? std::max(1, config.threads) : 1;
     set_blas_threads(threads_);
-    set_dense_backend(blas_baseline_ ? DenseBackend::sgemm : DenseBackend::own);
     if (config.pin && !blas_baseline_) {
       caller_affinity_.emplace();  // the caller's thread gets its mask back with the strategy
       // By default the last core: core 0 takes most of the OS's interrupts and housekeeping

@@ -11,11 +11,16 @@
 namespace cnnbench {
 
 // --- dense (Linear): inp (B,in), weight (out,in), bias (out) -> out (B,out) -------------------
-// On the backend set below: own register-blocked kernels, or the sgemm versions further down.
+// What a dense layer runs on, chosen by the caller: the own register-blocked kernels (default),
+// or OpenBLAS sgemm (the sgemm versions below), which the blas baseline passes so that it
+// measures OpenBLAS's own threading. OpenBLAS's thread count is not part of this choice: it is
+// OpenBLAS's process-wide setting (set_blas_threads, cnnbench/core.hpp).
+enum class DenseBackend { own, sgemm };
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
-                   int in, int out_features);
+                   int in, int out_features, DenseBackend backend = DenseBackend::own);
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, int B, int in, int out_features);
+                    const float* weight, int B, int in, int out_features,
+                    DenseBackend backend = DenseBackend::own);
 namespace sgemm {
 // The same layer as OpenBLAS sgemm calls.
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
@@ -23,11 +28,6 @@ void dense_forward(float* out, const float* inp, const float* weight, const floa
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int B, int in, int out_features);
 }  // namespace sgemm
-// What the dense layers run on, process-wide: the own kernels (default), or OpenBLAS sgemm, which
-// the blas baseline sets for its run so that it measures OpenBLAS's own threading.
-enum class DenseBackend { own, sgemm };
-void set_dense_backend(DenseBackend backend);
-DenseBackend dense_backend();
 // On the own backend a layer whose weights exceed dense_sgemm_min_weight_bytes() (half a core's
 // L2) still runs on sgemm, which packs its operands and wins there (FC-3's f1 on a 512 KB L2).
 // A rule of shape and cache, never of timing: reruns take the same kernels.

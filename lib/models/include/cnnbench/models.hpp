@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/layers.hpp"
 
 namespace cnnbench {
 
@@ -78,14 +79,17 @@ struct Model {
 // element by element with U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
 void init_params(std::span<float> params, ModelKind kind, std::uint64_t seed);
 
-// Activations and scratch for batches of up to max_batch samples; one per thread.
+// Activations and scratch for batches of up to max_batch samples; one per thread. It also carries
+// what the model's dense layers run on (the own kernels unless told otherwise), so that the choice
+// travels with the one who made it instead of through a process-wide switch.
 class Workspace {
  public:
-  Workspace(ModelKind kind, int max_batch);
+  Workspace(ModelKind kind, int max_batch, DenseBackend dense = DenseBackend::own);
   ~Workspace();
   Workspace(Workspace&&) noexcept;
   Workspace& operator=(Workspace&&) noexcept;
   int max_batch() const;
+  DenseBackend dense_backend() const;
   struct Buffers;
   Buffers& buffers() { return *buffers_; }
 

@@ -1,0 +1,247 @@
+// Direct 5x5 convolution of LeNet-5's c1 (one input channel, pad 2, ReLU in the forward pass),
+// without im2col, compiled once per SIMD target (Google Highway): vectorised along image rows,
+// with blocks sized from the target's lanes and registers (conv5x5-inl.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "layers/conv5x5_pad2.cpp"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "layers/conv5x5-inl.h"
+#include "layers/simd-inl.h"
+
+#ifndef CNNBENCH_LAYERS_CONV5X5_PAD2_ONCE
+#define CNNBENCH_LAYERS_CONV5X5_PAD2_ONCE
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/layers.hpp"
+
+namespace cnnbench::conv5x5 {
+
+// One plane zero-padded by 2 into a 32x32 tile. Rows are at most 28 wide, so every row vector
+// of every tap (x + kx + lanes <= W + 4 <= 32) reads inside the tile.
+constexpr int max_single_channel_width = 28;
+struct PaddedPlane {
+  alignas(64) float at[32][32];
+};
+
+inline void pad_plane(PaddedPlane& tile, const float* plane, int H, int W) {
+  std::memset(&tile, 0, sizeof tile);
+  for (int y = 0; y < H; ++y) std::memcpy(&tile.at[y + 2][2], plane + y * W, sizeof(float) * W);
+}
+
+inline void check_single_channel_shape(int K, int H, int W) {
+  CNNBENCH_CHECK(K > 0 && H >= 1 && H <= 28 && W >= 16 && W <= max_single_channel_width,
+                 "conv5x5_pad2: needs 16 <= width <= 28 and height <= 28 (got " +
+                     std::to_string(H) + "x" + std::to_string(W) + ", " + std::to_string(K) +
+                     " kernels)");
+}
+
+}  // namespace cnnbench::conv5x5
+#endif  // CNNBENCH_LAYERS_CONV5X5_PAD2_ONCE
+
+HWY_BEFORE_NAMESPACE();
+namespace cnnbench::HWY_NAMESPACE {
+namespace {
+
+using conv5x5::PaddedPlane;
+using conv5x5::taps;
+
+// --- c1: one input channel, pad 2, rows of 16..28 pixels --------------------------------------
+
+// Vectors per row: enough for the widest row (2, 4 or 7). Vector v starts at x = v * lanes, the
+// last ones moved left to W - lanes (overlapping: computed twice, stored twice, equal values).
+constexpr int c1_row_vectors = (conv5x5::max_single_channel_width + lanes - 1) / lanes;
+HWY_INLINE int c1_vector_x(int v, int W) { return std::min(v * lanes, W - lanes); }
+
+// Kernels per forward block: row_vectors x KC accumulators, KC weights and one input vector.
+// AVX-512 2 x 6, AVX2 4 x 3, SSE4 7 x 1, NEON 7 x 3.
+constexpr int c1_forward_block() {
+  for (int kc : {6, 3, 2}) {
+    if (fits(c1_row_vectors * kc, kc + 1)) return kc;
+  }
+  return 1;
+}
+
+// KC output channels [k0, k0+KC) of one sample, every row as c1_row_vectors vectors per kernel.
+template <int KC>
+HWY_NOINLINE void c1_rows(float* out, const PaddedPlane& tile, const float* weight,
+                          const float* bias, int k0, int H, int W) {
+  constexpr int V = c1_row_vectors;
+  const FloatTag d;
+  int x[V];
+  for (int v = 0; v < V; ++v) x[v] = c1_vector_x(v, W);
+  for (int y = 0; y < H; ++y) {
+    FloatVec acc[KC][V];
+#pragma GCC unroll 8
+    for (int j = 0; j < KC; ++j) {
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) acc[j][v] = hn::Set(d, bias[k0 + j]);
+    }
+    for (int ky = 0; ky < 5; ++ky) {
+      const float* row = tile.at[y + ky];
+      const float* w = weight + k0 * taps + ky * 5;
+#pragma GCC unroll 5
+      for (int kx = 0; kx < 5; ++kx) {
+        const float* row_at_tap = row + kx;
+        FloatVec wv[KC];
+        broadcast_tap(wv, w, kx);
+#pragma GCC unroll 8
+        for (int v = 0; v < V; ++v) {
+          const FloatVec pixels = hn::LoadU(d, row_at_tap + x[v]);
+#pragma GCC unroll 8
+          for (int j = 0; j < KC; ++j) acc[j][v] = hn::MulAdd(wv[j], pixels, acc[j][v]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < KC; ++j) {
+      float* dst = out + (std::size_t(k0 + j) * H + y) * W;
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) hn::StoreU(relu(acc[j][v]), d, dst + x[v]);
+    }
+  }
+}
+
+void c1_forward(float* out, const float* inp, const float* weight, const float* bias, int B, int K,
+                int H, int W) {
+  constexpr int KC = c1_forward_block();
+  PaddedPlane tile;
+  for (int b = 0; b < B; ++b) {
+    conv5x5::pad_plane(tile, inp + std::size_t(b) * H * W, H, W);
+    float* out_b = out + std::size_t(b) * K * H * W;
+    int k = 0;
+    for (; k + KC <= K; k += KC) c1_rows<KC>(out_b, tile, weight, bias, k, H, W);
+    for (; k < K; ++k) c1_rows<1>(out_b, tile, weight, bias, k, H, W);
+  }
+}
+
+// Weight gradients: per ky, KC x 5 tap accumulators (plus KC dout vectors and one input vector),
+// kept as per-lane partial sums and reduced across lanes once at the end. AVX-512 and NEON 3,
+// the 16-register targets 2.
+constexpr int c1_gradient_block = vector_registers >= 32 ? 3 : 2;
+
+// One row vector at x of KC dout rows times the 5 input vectors of kernel row ky.
+template <int KC, bool WithBias>
+HWY_INLINE void c1_gradient_vector(FloatVec (&acc)[KC][5], FloatVec (&bias_acc)[KC],
+                                   const FloatVec (&dout)[KC], const float* row) {
+  const FloatTag d;
+  if constexpr (WithBias) {
+#pragma GCC unroll 8
+    for (int j = 0; j < KC; ++j) bias_acc[j] = hn::Add(bias_acc[j], dout[j]);
+  }
+#pragma GCC unroll 5
+  for (int kx = 0; kx < 5; ++kx) {
+    FloatVec pixels = hn::LoadU(d, row + kx);
+    keep_in_register(pixels);
+#pragma GCC unroll 8
+    for (int j = 0; j < KC; ++j) acc[j][kx] = hn::MulAdd(dout[j], pixels, acc[j][kx]);
+  }
+}
+
+// Kernel row ky of KC output channels over one sample, added to total; the dbias partial sums
+// ride along once per sample (WithBias, at ky = 0). Rows are full vectors at x = 0, lanes, ...
+// and, where W is no multiple of lanes, one at W - lanes whose lanes already covered are masked.
+template <int KC, bool WithBias>
+HWY_NOINLINE void c1_gradient_row_of_taps(FloatVec (&total)[KC][taps], FloatVec (&bias_total)[KC],
+                                          const float* dout_b, const PaddedPlane& tile, int k0,
+                                          int ky, int H, int W) {
+  const FloatTag d;
+  const int full = W / lanes, tail = W % lanes;
+  const auto tail_mask = hn::Iota(d, 0.0f) >= hn::Set(d, float(lanes - tail));
+  FloatVec acc[KC][5], bias_acc[KC];
+#pragma GCC unroll 8
+  for (int j = 0; j < KC; ++j) {
+    bias_acc[j] = hn::Zero(d);
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) acc[j][kx] = hn::Zero(d);
+  }
+  for (int y = 0; y < H; ++y) {
+    const float* row = tile.at[y + ky];
+    const float* dout_row = dout_b + (std::size_t(k0) * H + y) * W;
+    for (int v = 0; v < full; ++v) {
+      FloatVec dv[KC];
+#pragma GCC unroll 8
+      for (int j = 0; j < KC; ++j) {
+        dv[j] = hn::LoadU(d, dout_row + std::size_t(j) * H * W + v * lanes);
+      }
+      c1_gradient_vector<KC, WithBias>(acc, bias_acc, dv, row + v * lanes);
+    }
+    if (tail != 0) {
+      FloatVec dv[KC];
+#pragma GCC unroll 8
+      for (int j = 0; j < KC; ++j) {
+        dv[j] = hn::IfThenElseZero(tail_mask,
+                                   hn::LoadU(d, dout_row + std::size_t(j) * H * W + W - lanes));
+      }
+      c1_gradient_vector<KC, WithBias>(acc, bias_acc, dv, row + W - lanes);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < KC; ++j) {
+    if constexpr (WithBias) bias_total[j] = hn::Add(bias_total[j], bias_acc[j]);
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) {
+      total[j][ky * 5 + kx] = hn::Add(total[j][ky * 5 + kx], acc[j][kx]);
+    }
+  }
+}
+
+template <int KC>
+void c1_gradient_channels(float* dweight, float* dbias, const float* dout, const float* inp,
+                          int k0, int B, int K, int H, int W) {
+  const FloatTag d;
+  FloatVec total[KC][taps], bias_total[KC];
+  for (int j = 0; j < KC; ++j) {
+    bias_total[j] = hn::Zero(d);
+    for (int t = 0; t < taps; ++t) total[j][t] = hn::Zero(d);
+  }
+  PaddedPlane tile;
+  for (int b = 0; b < B; ++b) {
+    conv5x5::pad_plane(tile, inp + std::size_t(b) * H * W, H, W);
+    const float* dout_b = dout + std::size_t(b) * K * H * W;
+    c1_gradient_row_of_taps<KC, true>(total, bias_total, dout_b, tile, k0, 0, H, W);
+    for (int ky = 1; ky < 5; ++ky) {
+      c1_gradient_row_of_taps<KC, false>(total, bias_total, dout_b, tile, k0, ky, H, W);
+    }
+  }
+  for (int j = 0; j < KC; ++j) {
+    for (int t = 0; t < taps; ++t) dweight[(k0 + j) * taps + t] += sum_of_lanes(total[j][t]);
+    dbias[k0 + j] += sum_of_lanes(bias_total[j]);
+  }
+}
+
+void c1_backward_weights(float* dweight, float* dbias, const float* dout, const float* inp, int B,
+                         int K, int H, int W) {
+  constexpr int KC = c1_gradient_block;
+  int k = 0;
+  for (; k + KC <= K; k += KC) c1_gradient_channels<KC>(dweight, dbias, dout, inp, k, B, K, H, W);
+  for (; k < K; ++k) c1_gradient_channels<1>(dweight, dbias, dout, inp, k, B, K, H, W);
+}
+
+}  // namespace
+}  // namespace cnnbench::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace cnnbench {
+
+HWY_EXPORT(c1_forward);
+HWY_EXPORT(c1_backward_weights);
+
+void conv5x5_pad2_relu_forward(float* out, const float* inp, const float* weight,
+                               const float* bias, int B, int K, int H, int W) {
+  conv5x5::check_single_channel_shape(K, H, W);
+  HWY_DYNAMIC_DISPATCH(c1_forward)(out, inp, weight, bias, B, K, H, W);
+}
+
+void conv5x5_pad2_backward_weights(float* dweight, float* dbias, const float* dout,
+                                   const float* inp, int B, int K, int H, int W) {
+  conv5x5::check_single_channel_shape(K, H, W);
+  HWY_DYNAMIC_DISPATCH(c1_backward_weights)(dweight, dbias, dout, inp, B, K, H, W);
+}
+
+}  // namespace cnnbench
+#endif  // HWY_ONCE
