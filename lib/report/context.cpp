@@ -11,6 +11,7 @@
 #include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/cpu_identity.hpp"
+#include "cnnbench/gpu.hpp"
 #include "cnnbench/isa.hpp"
 #include "cnnbench/layers.hpp"
 #include "cnnbench/report.hpp"
@@ -102,11 +103,6 @@ nlohmann::json simd_json() {
 }
 
 }  // namespace
-
-#if !CNNBENCH_HAVE_CUDA
-// Builds with CUDA get it from the GPU module's loader (strategies/gpu/module_loader.cpp).
-std::string cuda_version_string() { return ""; }
-#endif
 
 std::string mpi_version_string() {
 #if CNNBENCH_HAVE_MPI

@@ -14,7 +14,6 @@
 #include "../factories.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/gpu.hpp"
-#include "cnnbench/report.hpp"
 #include "module.hpp"
 
 namespace cnnbench {

@@ -23,9 +23,6 @@ nlohmann::json collect_context();
 // {"serial": {"available": true, "description": ...}, "gpu": {"available": false, "reason": ...}}.
 nlohmann::json build_features();
 
-// The CUDA toolkit version the GPU module was built with ("13.0"), "" in builds without CUDA; a
-// CPU run names it without loading CUDA (a GPU run's metrics carry the runtime's own version).
-std::string cuda_version_string();
 // The MPI library's own version line ("Open MPI v4.1.6, ..."), "" in builds without MPI.
 std::string mpi_version_string();
 

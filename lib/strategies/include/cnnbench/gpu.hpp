@@ -30,10 +30,14 @@ struct GpuRuntime {
   std::string module_path;          // where libcnnbench-gpu.so was loaded from; empty if not
 };
 
+// The CUDA toolkit version the GPU module was built with ("13.0"), "" in builds without CUDA; a
+// CPU run names it without loading CUDA (a GPU run's metrics carry the runtime's own version).
 #if CNNBENCH_HAVE_CUDA
+std::string cuda_version_string();
 std::vector<GpuDevice> list_gpu_devices();
 GpuRuntime gpu_runtime();
 #else
+inline std::string cuda_version_string() { return ""; }
 inline std::vector<GpuDevice> list_gpu_devices() { return {}; }
 inline GpuRuntime gpu_runtime() {
   GpuRuntime out;
