@@ -49,6 +49,9 @@ stop() { OUTCOME=$1; fact stop_reason "$2"; echo "gpu-check: $2" >&2; exit 1; }
 # After a stage that must succeed failed: the deadline, when that is what stopped it.
 stage_failed() {
   (( $(remaining) < 5 )) && stop deadline "the ${DEADLINE_S}s deadline passed during $1: later stages skipped"
+  if [[ $(tail -1 "$STAGES" | cut -f2) == timed-out ]]; then
+    stop error "$1 timed out: $(tail -1 "$STAGES" | cut -f4) (see logs/$1.log)"
+  fi
   stop error "$2"
 }
 
@@ -250,9 +253,12 @@ CLI=$BUILD_DIR/apps/cnnbench
 [[ -n $CLI && -x $CLI ]] || stop error "the cnnbench binary was not built under $BUILD_DIR/apps"
 
 # Where each dependency came from: the compilers' dependency files and the link lines.
+# Ninja keeps the headers each object read in .ninja_deps (ninja -t deps), not in .d files.
 audit() {
-  find "$BUILD_DIR" \( -name '*.d' -o -name 'link.txt' -o -name 'CMakeCache.txt' \) -print0 \
-    | xargs -0 cat | tr ' \\' '\n\n' \
+  { find "$BUILD_DIR" \( -name '*.d' -o -name 'link.txt' -o -name 'CMakeCache.txt' \) -print0 \
+      | xargs -0 cat
+    [[ -f $BUILD_DIR/.ninja_deps ]] && ninja -C "$BUILD_DIR" -t deps
+  } | tr ' \\' '\n\n' \
     | grep -E '(nlohmann/json\.hpp|CLI/CLI\.hpp|hwy/highway\.h|gtest/gtest\.h|cblas\.h|libhwy\.so|libopenblas\.so|libgtest\.a|libgtest_main\.a)$' \
     | grep -v '^-' | sed 's#/\./#/#g' | sort -u
 }
