@@ -260,7 +260,7 @@ audit() {
     [[ -f $BUILD_DIR/.ninja_deps ]] && ninja -C "$BUILD_DIR" -t deps
   } | tr ' \\' '\n\n' \
     | grep -E '(nlohmann/json\.hpp|CLI/CLI\.hpp|hwy/highway\.h|gtest/gtest\.h|cblas\.h|libhwy\.so|libopenblas\.so|libgtest\.a|libgtest_main\.a)$' \
-    | grep -v '^-' | sed 's#/\./#/#g' | sort -u
+    | grep -v '^-' | sed -e 's#^[A-Za-z0-9_]*:[A-Z]*=##' -e 's#/\./#/#g' | sort -u
 }
 audit > "$WORK/state/deps-found.txt" 2>/dev/null
 OUTSIDE=$(grep -v "^$DEPS/" "$WORK/state/deps-found.txt" | tr '\n' ' ')
