@@ -149,14 +149,7 @@ nlohmann::json StreamStrategy::metrics() const {
   if (run_.slow_copy >= 0) {
     m[strategy_option::slowdown.name] = {{"copy", run_.slow_copy}, {"factor", run_.slow_factor}};
   }
-  m[strategy_option::widths.name] = {{"c1_kernel_groups", widths_.c1_kernel_groups},
-                 {"c1_channel_groups", widths_.c1_channel_groups},
-                 {"c2_kernel_groups", widths_.c2_kernel_groups},
-                 {"c2_channel_groups", widths_.c2_channel_groups},
-                 {"f1_blocks", widths_.f1_blocks},
-                 {"f2_blocks", widths_.f2_blocks},
-                 {"f3_blocks", widths_.f3_blocks},
-                 {"sample_groups", widths_.sample_groups}};
+  m[strategy_option::widths.name] = widths_;
   if (!executor_) return m;
   const stream::Graph& graph = executor_->graph();
   const stream::Partition& partition = executor_->partition();

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "cnnbench/models.hpp"
 
 namespace cnnbench {
@@ -20,6 +22,10 @@ struct LayerWidths {
   int f1_blocks = 1, f2_blocks = 1, f3_blocks = 1;
   int sample_groups = 1;  // copies of the whole net, each on a slice of every micro-batch
 };
+// The report's "widths": {"c1_kernel_groups": ..., ..., "sample_groups": ...}.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(LayerWidths, c1_kernel_groups, c1_channel_groups,
+                                   c2_kernel_groups, c2_channel_groups, f1_blocks, f2_blocks,
+                                   f3_blocks, sample_groups)
 // The paper's graph (sample_groups 1) for FC-3 and for `consistency` async; LeNet-5 in strict and
 // group-async gets one copy of the net per core (sample fission; the most copies up to `cores`
 // that divide the micro-batch), each copy's layers split for the cores it has left.
