@@ -15,9 +15,11 @@ struct CliResult {
   std::string output;  // stdout and stderr together
 };
 
-// Runs `cnnbench args`; `prefix` runs before the CLI in the same shell (environment, ulimit, trap).
-inline CliResult run_cli(const std::string& args, const std::string& prefix = "") {
-  const std::string command = prefix + " exec " + CNNBENCH_CLI + " " + args + " 2>&1";
+// Runs `cnnbench args`; `prefix` runs before the CLI in the same shell (environment, ulimit, trap),
+// `wrapper` is the command that runs it (setpriv ...).
+inline CliResult run_cli(const std::string& args, const std::string& prefix = "",
+                         const std::string& wrapper = "") {
+  const std::string command = prefix + " exec " + wrapper + " " + CNNBENCH_CLI + " " + args + " 2>&1";
   CliResult result;
   std::FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return result;

@@ -1,0 +1,93 @@
+// The edge-case tables of the CLI: each row is one `cnnbench` invocation a user could type, with
+// the exit code, a piece of the message it must print, and every file its folder holds afterwards.
+// A row runs in a fresh folder of its own (the working directory too), so a stray write anywhere
+// in it, a half-written file or a temp file left behind fails the row.
+//
+// A table file is `const std::vector<Edge> kEdges = {...}; CNNBENCH_EDGE_TABLE(Suite, kEdges);`.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "run_cli.hpp"
+#include "temp_dir.hpp"
+
+namespace cnnbench::test {
+
+struct Edge {
+  std::string name;      // the test's name: letters, digits and underscores
+  std::string args;      // after `cnnbench`; {dir} stands for the row's folder
+  int code = 0;          // the exit code
+  std::string message;   // printed somewhere in stdout + stderr ("" = nothing asked)
+  std::vector<std::string> files = {};  // the folder's files afterwards, setup's included
+  std::string setup = {};               // shell run in the folder first (mkfifo, ln -s, chmod)
+  bool as_user = false;  // run as an unprivileged user (nobody) where the tests run as root
+  std::string absent = {};  // must NOT appear in the output ("" = nothing forbidden)
+};
+
+inline std::string substitute_dir(std::string text, const std::string& dir) {
+  for (std::size_t at = text.find("{dir}"); at != std::string::npos; at = text.find("{dir}", at)) {
+    text.replace(at, 5, dir);
+    at += dir.size();
+  }
+  return text;
+}
+
+// Every path below `dir`, relative, sorted; folders end in '/'.
+inline std::vector<std::string> files_below(const std::filesystem::path& dir) {
+  std::set<std::string> names;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    std::string name = entry.path().lexically_relative(dir).string();
+    if (entry.is_directory() && !entry.is_symlink()) name += "/";
+    names.insert(name);
+  }
+  return {names.begin(), names.end()};
+}
+
+inline void run_edge(const Edge& edge) {
+  const TempDir temp;
+  const std::string dir = temp.path().string();
+  std::string prefix = "cd '" + dir + "' &&";
+  if (!edge.setup.empty()) prefix += " { " + substitute_dir(edge.setup, dir) + " ; } >/dev/null 2>&1 &&";
+  if (edge.as_user && ::geteuid() == 0) {
+    std::filesystem::permissions(temp.path(), std::filesystem::perms::all);
+  }
+  const std::string wrapper =
+      edge.as_user && ::geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups" : "";
+  const std::string args = substitute_dir(edge.args, dir);
+  const CliResult r = run_cli(args, prefix, wrapper);
+  const std::string shown = "cnnbench " + args + "\n--- output:\n" + r.output;
+  EXPECT_EQ(r.code, edge.code) << shown;
+  if (!edge.message.empty()) {
+    EXPECT_NE(r.output.find(edge.message), std::string::npos) << shown;
+  }
+  if (!edge.absent.empty()) {
+    EXPECT_EQ(r.output.find(edge.absent), std::string::npos) << shown;
+  }
+  // What no user should see: a Python traceback or a C++ exception's type name.
+  EXPECT_EQ(r.output.find("Traceback (most recent call last)"), std::string::npos) << shown;
+  EXPECT_FALSE(std::regex_search(r.output, std::regex("std::|terminate called|what\\(\\):"))) << shown;
+  std::vector<std::string> expected = edge.files;
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(files_below(temp.path()), expected) << shown;
+}
+
+class EdgeTest : public ::testing::TestWithParam<Edge> {};
+
+}  // namespace cnnbench::test
+
+// One test per row, named after the row.
+#define CNNBENCH_EDGE_TABLE(Suite, table)                                                     \
+  class Suite : public ::cnnbench::test::EdgeTest {};                                         \
+  TEST_P(Suite, Behaves) { ::cnnbench::test::run_edge(GetParam()); }                         \
+  INSTANTIATE_TEST_SUITE_P(Rows, Suite, ::testing::ValuesIn(table),                          \
+                           [](const ::testing::TestParamInfo<::cnnbench::test::Edge>& row) { \
+                             return row.param.name;                                          \
+                           })
