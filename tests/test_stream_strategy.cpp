@@ -214,8 +214,8 @@ TEST(StreamStrategy, AsyncTrainsAndReportsStaleness) {
   for (const auto& [staleness, count] : metrics["staleness_histogram"].items()) {
     counted += count.get<std::int64_t>();
   }
-  EXPECT_EQ(counted, metrics["graph"]["param_blocks"].get<std::int64_t>() * steps * 4);
-  EXPECT_EQ(metrics["actor_core_map"].size(), metrics["graph"]["actors"].get<std::size_t>());
+  EXPECT_EQ(counted, metrics["graph_size"]["param_blocks"].get<std::int64_t>() * steps * 4);
+  EXPECT_EQ(metrics["actor_core_map"].size(), metrics["graph_size"]["actors"].get<std::size_t>());
   EXPECT_GE(metrics["bubble_fraction"].get<double>(), 0.0);
   EXPECT_EQ(metrics["busy_seconds_per_core"].size(), 2u);
 }

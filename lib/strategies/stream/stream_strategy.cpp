@@ -153,7 +153,7 @@ nlohmann::json StreamStrategy::metrics() const {
   if (!executor_) return m;
   const stream::Graph& graph = executor_->graph();
   const stream::Partition& partition = executor_->partition();
-  m["graph"] = {{"actors", graph.actors.size()}, {"edges", graph.edges.size()},
+  m["graph_size"] = {{"actors", graph.actors.size()}, {"edges", graph.edges.size()},
                 {"param_blocks", blocks_.size()}};
   m["predicted_speedup"] = partition.predicted_speedup;
   m["estimated_step_seconds"] = partition.total_work;
