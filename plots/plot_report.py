@@ -247,7 +247,8 @@ def plot_scaling_prediction(report, models, out):
         ax.set_xlabel("nodes p (MPI ranks)")
         ax.set_ylabel("speedup over serial")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     save(fig, out, "scaling_prediction")
 
 

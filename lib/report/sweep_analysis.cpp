@@ -98,7 +98,7 @@ std::optional<BaselineWarningRecord> baseline_warning(const std::vector<PointRec
   for (const PointRecord& p : points) {
     if (!p.measured() || p.strategy == "serial" || p.p != 1 || !p.speedup) continue;
     if (*p.speedup <= 1.0 + baseline_margin) continue;
-    warning.points.emplace_back(p.id, *p.speedup);
+    warning.points.push_back({p.id, *p.speedup});
     ids += (ids.empty() ? "" : ", ") + p.id;
   }
   if (warning.points.empty()) return std::nullopt;

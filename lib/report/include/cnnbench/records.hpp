@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,8 +15,6 @@
 
 namespace cnnbench {
 
-void to_json(nlohmann::json& out, const Summary& s);
-void from_json(const nlohmann::json& in, Summary& s);
 
 // The serial repetitions a point's own took turns with, and the ratios of the pairs.
 struct PairedBaselineRecord {
@@ -37,13 +34,6 @@ struct BaselineCoresRecord {
   std::vector<CoreSeriesRecord> per_core;
 };
 
-// JSON of the records above and below (records.cpp).
-void to_json(nlohmann::json& out, const PairedBaselineRecord& pair);
-void from_json(const nlohmann::json& in, PairedBaselineRecord& pair);
-void to_json(nlohmann::json& out, const CoreSeriesRecord& series);
-void from_json(const nlohmann::json& in, CoreSeriesRecord& series);
-void to_json(nlohmann::json& out, const BaselineCoresRecord& cores);
-void from_json(const nlohmann::json& in, BaselineCoresRecord& cores);
 
 // One point of a sweep ("lenet5/stream/n1c2"): what was measured, or why not.
 struct PointRecord {
@@ -72,9 +62,6 @@ struct PointRecord {
   // Images of one repetition (steps x batch); 0 when the report does not say.
   double images() const;
 };
-void to_json(nlohmann::json& out, const PointRecord& point);
-// Lenient beyond what read_report checks: a field of the wrong type is left at its default.
-void from_json(const nlohmann::json& in, PointRecord& point);
 
 struct AmdahlRecord {
   std::string model, series;
@@ -104,21 +91,15 @@ struct ScalingPredictionRecord {
   std::vector<MeasuredVsPredictedRecord> measured_vs_predicted;
 };
 
+struct BeatenPoint {
+  std::string id;
+  double speedup = 0;  // over serial
+};
 struct BaselineWarningRecord {
-  std::vector<std::pair<std::string, double>> points;  // id, speedup over serial
+  std::vector<BeatenPoint> points;
   double margin = 0;
   std::string message;
 };
-void to_json(nlohmann::json& out, const AmdahlRecord& fit);
-void from_json(const nlohmann::json& in, AmdahlRecord& fit);
-void to_json(nlohmann::json& out, const PredictedStepRecord& step);
-void from_json(const nlohmann::json& in, PredictedStepRecord& step);
-void to_json(nlohmann::json& out, const MeasuredVsPredictedRecord& pair);
-void from_json(const nlohmann::json& in, MeasuredVsPredictedRecord& pair);
-void to_json(nlohmann::json& out, const ScalingPredictionRecord& s);
-void from_json(const nlohmann::json& in, ScalingPredictionRecord& s);
-void to_json(nlohmann::json& out, const BaselineWarningRecord& warning);
-void from_json(const nlohmann::json& in, BaselineWarningRecord& warning);
 
 // A sweep report. context (the machine and build, collect_context), config (the sweep's settings),
 // features and allreduce (allreduce-bench's output) are kept as the JSON objects they are made as.
@@ -139,8 +120,25 @@ struct SweepRecord {
   const PointRecord* find_measured(const std::string& id) const;
   std::vector<const PointRecord*> failed_points() const;
 };
-void to_json(nlohmann::json& out, const SweepRecord& sweep);
-void from_json(const nlohmann::json& in, SweepRecord& sweep);
+
+// to_json / from_json of every record above (records.cpp). Reading is lenient beyond what
+// read_report checks: a field of the wrong type is left at its default.
+#define CNNBENCH_RECORD_JSON(Record)                           \
+  void to_json(nlohmann::json& out, const Record& record);     \
+  void from_json(const nlohmann::json& in, Record& record);
+CNNBENCH_RECORD_JSON(Summary)
+CNNBENCH_RECORD_JSON(PairedBaselineRecord)
+CNNBENCH_RECORD_JSON(CoreSeriesRecord)
+CNNBENCH_RECORD_JSON(BaselineCoresRecord)
+CNNBENCH_RECORD_JSON(PointRecord)
+CNNBENCH_RECORD_JSON(AmdahlRecord)
+CNNBENCH_RECORD_JSON(PredictedStepRecord)
+CNNBENCH_RECORD_JSON(MeasuredVsPredictedRecord)
+CNNBENCH_RECORD_JSON(ScalingPredictionRecord)
+CNNBENCH_RECORD_JSON(BeatenPoint)
+CNNBENCH_RECORD_JSON(BaselineWarningRecord)
+CNNBENCH_RECORD_JSON(SweepRecord)
+#undef CNNBENCH_RECORD_JSON
 
 // A run report (`cnnbench train --report`) seen as a sweep of one point, so that compare can put
 // it beside a sweep: the point's one repetition is the run's train_seconds; complete unless the
