@@ -2,11 +2,13 @@
 """Plots of a `cnnbench sweep` report: speedup (with the ideal line and the Amdahl fit), efficiency,
 images/s, time to accuracy and the cluster scaling prediction, each as PNG and SVG.
 
-Usage: plot_report.py REPORT.json --out DIR     (exit 3 when matplotlib is missing)
+Usage: plot_report.py REPORT.json --out DIR     (exit 3 when matplotlib is missing; exit 4 after
+printing one "cnnbench: error: ..." line for anything else that goes wrong)
 """
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 try:
@@ -68,15 +70,24 @@ def by_series(points):
     return groups
 
 
+# Exit code after an error message of our own (plot.cpp then adds nothing).
+REPORTED_ERROR_EXIT = 4
+
+
 def new_figure(report, title, models):
-    fig, axes = plt.subplots(1, len(models), figsize=(6.2 * len(models), 4.8), squeeze=False)
-    fig.suptitle(title)
+    width = 6.2 * len(models)
+    fig, axes = plt.subplots(1, len(models), figsize=(width, 4.8), squeeze=False)
+    # Wrapped to the figure's width (about 11 characters of the title's font per inch), so that a
+    # one-panel figure keeps its whole title.
+    lines = [wrapped for line in title.split("\n") for wrapped in textwrap.wrap(line, int(11 * width))]
+    fig.suptitle("\n".join(lines))
+    fig.title_lines = len(lines)
     fig.text(0.5, 0.01, caption(report), ha="center", va="bottom", fontsize=7, wrap=True)
     return fig, axes[0]
 
 
 def save(fig, out, name):
-    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.tight_layout(rect=(0, 0.08, 1, 1 - 0.045 * getattr(fig, "title_lines", 1)))
     for ext in ("png", "svg"):
         fig.savefig(out / f"{name}.{ext}", dpi=120)
     plt.close(fig)
@@ -175,9 +186,12 @@ def plot_throughput(report, models, out):
 
 def plot_time_to_accuracy(report, models, out):
     target = report["config"].get("target_accuracy")
-    fig, axes = new_figure(report, f"Time to accuracy (target {target})\nclock starts before the "
-                                   f"data is loaded, evaluation every "
-                                   f"{report['config']['eval_every']} steps", models)
+    if target is None:
+        title = "Time to accuracy: not measured (cnnbench sweep --target-accuracy A)"
+    else:
+        title = (f"Time to accuracy (target {target:g})\nclock starts before the data is loaded, "
+                 f"evaluation every {report['config']['eval_every']} steps")
+    fig, axes = new_figure(report, title, models)
     for ax, model in zip(axes, models):
         drawn = False
         for p in measured(report, model):
@@ -227,12 +241,14 @@ def plot_scaling_prediction(report, models, out):
                         markersize=8, label="measured (1 thread/rank)")
             ax.set_xscale("log", base=2)
             ax.set_yscale("log", base=2)
-        ax.set_title(f"{model}: batch {report['config']['batch']}, "
-                     f"{(s or {}).get('gradient_bytes', 0) / 1e6:.2f} MB of gradients")
+        gradients = (s or {}).get("gradient_bytes")
+        ax.set_title(f"{model}: batch {report['config']['batch']}"
+                     + (f", {gradients / 1e6:.2f} MB of gradients" if gradients else ""))
         ax.set_xlabel("nodes p (MPI ranks)")
         ax.set_ylabel("speedup over serial")
         ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     save(fig, out, "scaling_prediction")
 
 
@@ -255,5 +271,20 @@ def main():
     return 0
 
 
+def run():
+    """main, with any failure as one line naming what went wrong instead of a traceback."""
+    try:
+        return main()
+    except OSError as e:
+        where = e.filename if e.filename is not None else "plot_report.py"
+        print(f"cnnbench: error: {where}: {e.strerror or e}", file=sys.stderr)
+    except json.JSONDecodeError as e:
+        print(f"cnnbench: error: {sys.argv[1]}: invalid JSON: {e}", file=sys.stderr)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as e:
+        print(f"cnnbench: error: {sys.argv[1]}: cannot plot this report "
+              f"({type(e).__name__.replace('Error', ' error')}: {e})", file=sys.stderr)
+    return REPORTED_ERROR_EXIT
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

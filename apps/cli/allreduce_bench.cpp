@@ -1,5 +1,8 @@
 // `cnnbench allreduce-bench`: times MPI_Allreduce over message sizes under mpirun and fits
 // t(n) = alpha + n beta; rank 0 prints (or writes) the JSON the sweep's scaling model reads.
+#include <cstdio>
+#include <tuple>
+
 #include "cnnbench/cluster.hpp"
 #include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
@@ -17,14 +20,38 @@ namespace {
 struct AllreduceArgs {
   AllreduceBenchConfig config;
   std::string report = "-";
+  bool allow_one_rank = false;
 };
+
+// MPI_Allreduce of MPI_FLOAT moves whole 4-byte elements: a size in between is rounded up.
+std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
 
 int run_allreduce_bench([[maybe_unused]] const AllreduceArgs& a) {
 #if CNNBENCH_HAVE_MPI
   ensure_mpi_initialized();
-  const nlohmann::json result = allreduce_benchmark(a.config);
-  int rank = 0;
+  int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  // One rank has no link to measure: its "bandwidth" is a memory copy, thousands of GB/s.
+  if (ranks < 2 && !a.allow_one_rank) {
+    std::fprintf(stderr, "cnnbench: error: allreduce-bench measures communication between ranks, "
+                         "and this is one rank: run it under mpirun -np N with N >= 2 (or pass "
+                         "--allow-one-rank to time the one-rank call anyway)\n");
+    return 2;
+  }
+  AllreduceBenchConfig config = a.config;
+  config.min_bytes = whole_floats(a.config.min_bytes);
+  config.max_bytes = whole_floats(a.config.max_bytes);
+  if (rank == 0) {
+    for (const auto& [flag, given, used] : {std::tuple{"--min-bytes", a.config.min_bytes, config.min_bytes},
+                                            std::tuple{"--max-bytes", a.config.max_bytes, config.max_bytes}}) {
+      if (given != used) {
+        std::fprintf(stderr, "note: %s %lld rounded up to %lld (whole 4-byte floats)\n", flag,
+                     static_cast<long long>(given), static_cast<long long>(used));
+      }
+    }
+  }
+  const nlohmann::json result = allreduce_benchmark(config);
   if (rank == 0) write_json(a.report, result);
   return 0;
 #else
@@ -52,6 +79,8 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
       ->capture_default_str();
   cmd->add_option("--report", args->report, "where rank 0 writes the JSON ('-' = stdout)")
       ->capture_default_str();
+  cmd->add_flag("--allow-one-rank", args->allow_one_rank,
+                "run on one rank too (without mpirun: no communication, only a memory copy is timed)");
   cmd->callback([args, &runner] { runner = [args] { return run_allreduce_bench(*args); }; });
 }
 

@@ -1,8 +1,10 @@
 // `cnnbench compare BASE.json NEW.json`: per point ratio of median times and a Mann-Whitney U test
 // on the raw repetitions. Exit 0: no regression; 1: a point is slower beyond the threshold and the
-// difference is beyond noise; 2: usage error, a report that cannot be read, or (--same-machine)
-// reports measured on different CPUs, SIMD targets or builds.
+// difference is beyond noise, a report that cannot be read, a report that is incomplete or has
+// failed points, or (--strict, --same-machine) reports whose machines or settings differ;
+// 2: usage error.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -21,6 +23,7 @@ struct CompareArgs {
   double alpha = 0.05;
   bool json = false;
   bool same_machine = false;  // machine or build differences are an error, not a warning
+  bool strict = false;        // ... and so are differences in the settings
 };
 
 // "5%" or "0.05" -> 0.05.
@@ -37,13 +40,20 @@ double parse_threshold(const std::string& text) {
   if (used != number.size() || number.empty() || !(value >= 0)) {
     throw CLI::ValidationError("--threshold", "expected a non-negative number like 5% or 0.05, got '" + text + "'");
   }
+  // A bare 5 would tolerate a 500% slowdown: almost surely 5% was meant.
+  if (!percent && value > 1) {
+    char meaning[96];
+    std::snprintf(meaning, sizeof meaning, "'%s' would mean %g%%; write %s%% (or %g) for %s percent",
+                  text.c_str(), 100 * value, text.c_str(), value / 100, text.c_str());
+    throw CLI::ValidationError("--threshold", meaning);
+  }
   return percent ? value / 100.0 : value;
 }
 
-const char* verdict(const ComparedPoint& c) {
+const char* verdict(const ComparedPoint& c, double threshold) {
   if (c.regression) return "REGRESSION";
   if (c.improvement) return "faster";
-  if (!c.significant) return "noise";
+  if (std::abs(c.ratio - 1.0) > threshold) return "noise";  // beyond the threshold, not significant
   return "same";
 }
 
@@ -52,7 +62,8 @@ void print_table(const Comparison& comparison) {
   bool threshold_only = false;
   for (const ComparedPoint& c : comparison.points) {
     std::printf("%-24s %12.4f %12.4f %8.3f %9.4f%s %s\n", c.id.c_str(), c.base_median_s,
-                c.new_median_s, c.ratio, c.test.p_value, c.decided_by_threshold ? "*" : " ", verdict(c));
+                c.new_median_s, c.ratio, c.p_value, c.decided_by_threshold ? "*" : " ",
+                verdict(c, comparison.threshold));
     threshold_only = threshold_only || c.decided_by_threshold;
   }
   if (std::any_of(comparison.points.begin(), comparison.points.end(),
@@ -65,6 +76,12 @@ void print_table(const Comparison& comparison) {
     std::printf("* too few repetitions for the rank test to reach p < %.3g: the threshold alone decides\n",
                 comparison.alpha);
   }
+  if (std::any_of(comparison.points.begin(), comparison.points.end(), [&](const ComparedPoint& c) {
+        return !c.decided_by_threshold && !c.significant && std::abs(c.ratio - 1.0) > comparison.threshold;
+      })) {
+    std::printf("noise: beyond the threshold but not significant (p >= %.3g): the repetitions overlap\n",
+                comparison.alpha);
+  }
   if (comparison.any_regression()) {
     std::printf("regression: at least one point is more than %.1f%% slower and the difference is beyond noise\n",
                 100 * comparison.threshold);
@@ -73,40 +90,46 @@ void print_table(const Comparison& comparison) {
   }
 }
 
+// Differences between the reports on stderr (so that --json output stays one parseable
+// document): warnings, or under --strict / --same-machine an error. False when refused.
+bool report_differences(const Comparison& comparison, const CompareArgs& a) {
+  std::vector<std::string> lines;
+  for (const ReportDifference& d : comparison.machine_differences) lines.push_back(d.describe());
+  const std::size_t machine = lines.size();
+  for (const ReportDifference& d : comparison.config_differences) lines.push_back(d.describe());
+  if (lines.empty()) return true;
+  std::fflush(stdout);
+  const bool refuse = a.strict || (a.same_machine && machine > 0);
+  if (refuse) {
+    std::cerr << "cnnbench: error: " << (a.strict ? "--strict" : "--same-machine")
+              << ", but the reports were measured on different machines, builds or settings:\n";
+    for (const std::string& line : lines) std::cerr << "  " << line << "\n";
+    std::cerr << "compare them without " << (a.strict ? "--strict" : "--same-machine")
+              << " to see the times anyway\n";
+    return false;
+  }
+  for (const std::string& line : lines) std::cerr << "cnnbench: warning: the reports differ in " << line << "\n";
+  std::cerr << "cnnbench: warning: differences in time may come from the "
+            << (machine > 0 ? "machine, build or settings" : "settings") << ", not the code\n";
+  return true;
+}
+
 int run_compare(const CompareArgs& a) {
   const double threshold = parse_threshold(a.threshold);
-  nlohmann::json base, candidate;
-  try {
-    base = read_report(a.base);
-    candidate = read_report(a.candidate);
-  } catch (const Error& e) {
-    std::fflush(stdout);
-    std::cerr << "cnnbench: error: " << e.what() << "\n";
-    return 2;
-  }
+  const nlohmann::json base = read_report(a.base);
+  const nlohmann::json candidate = read_report(a.candidate);
   const Comparison comparison = compare_reports(base, candidate, threshold, a.alpha);
-  // On stderr, so that --json output stays one parseable document.
-  if (!comparison.machine_differences.empty()) {
-    std::fflush(stdout);
-    if (a.same_machine) {
-      std::cerr << "cnnbench: error: --same-machine, but the reports were measured on different "
-                   "machines or builds:\n";
-      for (const MachineDifference& d : comparison.machine_differences) {
-        std::cerr << "  " << d.describe() << "\n";
-      }
-      std::cerr << "compare them without --same-machine to see the times anyway\n";
-      return 2;
-    }
-    for (const MachineDifference& d : comparison.machine_differences) {
-      std::cerr << "cnnbench: warning: the reports differ in " << d.describe() << "\n";
-    }
-    std::cerr << "cnnbench: warning: differences in time may come from the machine or build, not "
-                 "the code\n";
-  }
+  if (!report_differences(comparison, a)) return 1;
   if (a.json) {
     write_json("-", comparison_json(comparison));
   } else {
     print_table(comparison);
+  }
+  if (!comparison.unfinished.empty()) {
+    std::fflush(stdout);
+    std::cerr << "cnnbench: error: the reports do not hold a whole measurement:\n";
+    for (const std::string& line : comparison.unfinished) std::cerr << "  " << line << "\n";
+    return 1;
   }
   return comparison.any_regression() ? 1 : 0;
 }
@@ -126,8 +149,11 @@ void add_compare_command(CLI::App& root, Runner& runner) {
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print the comparison as JSON");
   cmd->add_flag("--same-machine", args->same_machine,
-                "fail (exit 2) when the reports differ in CPU, core count, SIMD target, OpenBLAS "
+                "fail (exit 1) when the reports differ in CPU, core count, SIMD target, OpenBLAS "
                 "core type, compiler or build flags, instead of warning");
+  cmd->add_flag("--strict", args->strict,
+                "fail (exit 1) when the reports differ in machine, build or settings (batch, steps, "
+                "data, learning rate, strategy options...), instead of warning");
   cmd->callback([args, &runner] {
     parse_threshold(args->threshold);  // a bad threshold is a usage error (exit 2)
     runner = [args] { return run_compare(*args); };

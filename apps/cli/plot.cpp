@@ -24,8 +24,10 @@ struct PlotArgs {
   std::string python;  // empty: the system's /usr/bin/python3 (where Debian puts matplotlib), else python3
 };
 
-// The exit code plot_report.py uses when matplotlib cannot be imported.
+// The exit codes plot_report.py uses when matplotlib cannot be imported, and after it printed a
+// "cnnbench: error: ..." line of its own.
 constexpr int missing_matplotlib_exit = 3;
+constexpr int reported_error_exit = 4;
 
 // --script, else $CNNBENCH_PLOT_SCRIPT, else plots/plot_report.py in a folder above the binary
 // (a build tree inside the source tree), else the installed share/cnnbench/plot_report.py.
@@ -68,6 +70,7 @@ int run_plot(const PlotArgs& a) {
   if (code == missing_matplotlib_exit) {
     fail(python + " has no matplotlib: install it (Debian: apt-get install python3-matplotlib)");
   }
+  if (code == reported_error_exit) return 1;
   if (code != 0) fail(script.string() + " failed with exit code " + std::to_string(code));
   return 0;
 }
@@ -77,7 +80,8 @@ int run_plot(const PlotArgs& a) {
 void add_plot_command(CLI::App& root, Runner& runner) {
   auto args = std::make_shared<PlotArgs>();
   CLI::App* cmd = root.add_subcommand("plot", "Draw a sweep report's plots (PNG + SVG) with matplotlib");
-  cmd->add_option("REPORT", args->report, "sweep report (JSON)")->required()->check(CLI::ExistingFile);
+  // Not CLI::ExistingFile: a missing report is a runtime error (exit 1) as in compare.
+  cmd->add_option("REPORT", args->report, "sweep report (JSON)")->required();
   cmd->add_option("--out", args->out, "folder for the images")->capture_default_str();
   cmd->add_option("--script", args->script, "plot script (default: plots/plot_report.py)");
   cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");

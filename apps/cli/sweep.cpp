@@ -24,7 +24,7 @@ struct SweepArgs {
   int batch = 64;
   float lr = 0.01f, momentum = 0.9f;
   std::uint64_t seed = 1;
-  bool no_pin = false, resume = false, quiet = false;
+  bool no_pin = false, resume = false, force = false, quiet = false;
   std::map<std::string, std::string> options;  // strategy options passed on; "" = not given
   std::string isa = "best";
   std::string data_dir;
@@ -58,6 +58,11 @@ int run_time_to_accuracy_job(const SweepArgs& a) {
 
 int run_sweep_command(const SweepArgs& a) {
   if (!a.tta_job.empty()) return run_time_to_accuracy_job(a);
+  // Hours of measurements must not vanish under a repeated command: say how to keep or replace them.
+  if (!a.resume && !a.force && std::filesystem::exists(a.out)) {
+    fail(a.out + " already exists: pass --resume to keep its finished points and measure the rest, "
+                 "or --force to overwrite it");
+  }
   SweepOptions o;
   o.models.clear();
   for (const auto& m : a.models) o.models.push_back(parse_model(m));
@@ -95,9 +100,10 @@ int run_sweep_command(const SweepArgs& a) {
   std::signal(SIGTERM, on_sweep_stop_signal);
   o.stop_requested = [] { return stop_signal.load(); };
 
-  const nlohmann::json report = run_sweep(o);
+  const SweepRecord report = run_sweep(o);
   if (!a.quiet) std::fprintf(stderr, "report: %s\n", a.out.c_str());
-  return report.at("interrupted").get<bool>() ? 130 : 0;
+  if (report.interrupted) return 130;
+  return report.failed_points().empty() ? 0 : 1;
 }
 
 }  // namespace
@@ -157,6 +163,7 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--hostfile", args->hostfile, "launcher hostfile")->check(CLI::ExistingFile);
   cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")->capture_default_str();
   cmd->add_flag("--resume", args->resume, "keep the finished points of --out and run the rest");
+  cmd->add_flag("--force", args->force, "overwrite an existing --out report");
   cmd->add_flag("--quiet", args->quiet, "no progress lines");
   cmd->add_option("--tta-job", args->tta_job)->group("");
   cmd->add_option("--tta-out", args->tta_out)->group("");

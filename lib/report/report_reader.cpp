@@ -1,7 +1,11 @@
 // A strict reader of sweep and run reports: every field compare and plot rely on is checked for
 // presence, type and range, and a bad file is rejected with its name and the field's path.
 #include <array>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "cnnbench/core.hpp"
@@ -149,7 +153,17 @@ void check_run(const FieldReader& r, const json& report) {
 }  // namespace
 
 nlohmann::json read_report(const std::filesystem::path& path) {
-  const std::string text = read_file(path);
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) fail(path.string() + ": is a folder, not a report");
+  std::string text;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(path.string() + ": cannot open: " + std::strerror(errno));
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    if (in.bad()) fail(path.string() + ": cannot read: " + std::strerror(errno));
+    text = std::move(buffer).str();
+  }
   json report;
   try {
     report = json::parse(text);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/records.hpp"
 #include "cnnbench/report.hpp"
 
 namespace cnnbench {
@@ -43,8 +44,6 @@ Summary summarize(std::span<const double> values) {
   return summary;
 }
 
-nlohmann::json summary_json(const Summary& s) {
-  return {{"median", s.median}, {"min", s.min}, {"max", s.max}, {"mean", s.mean}, {"mad", s.mad}};
-}
+nlohmann::json summary_json(const Summary& s) { return s; }
 
 }  // namespace cnnbench

@@ -1,5 +1,6 @@
 // compare's model: match the measured points of two reports, take the ratio of median times and
-// ask the Mann-Whitney U test whether the raw repetitions differ beyond noise.
+// ask the Mann-Whitney U test whether the raw repetitions differ beyond noise; list what makes the
+// two incomparable (machine, build, settings) or incomplete (missing or failed points).
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -7,32 +8,12 @@
 #include <utility>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/records.hpp"
 #include "cnnbench/sweep.hpp"
 
 namespace cnnbench {
 
 namespace {
-
-std::string run_point_id(const nlohmann::json& config) {
-  const std::string model = config.at("model").get<std::string>();
-  const std::string strategy = config.at("strategy").get<std::string>();
-  PointSpec spec;
-  spec.model = parse_model(model);
-  spec.strategy = strategy;
-  spec.cores = config.at("threads").get<int>();
-  return spec.id();
-}
-
-// steps x batch when both are positive numbers, else 0 (older or hand-made reports).
-double images_of(const nlohmann::json& object, const char* steps_key, const nlohmann::json& holder,
-                 const char* batch_key) {
-  const auto steps = object.find(steps_key);
-  const auto batch = holder.find(batch_key);
-  if (steps == object.end() || batch == holder.end() || !steps->is_number() || !batch->is_number())
-    return 0;
-  const double images = steps->get<double>() * batch->get<double>();
-  return images > 0 ? images : 0;
-}
 
 // A context value as text for comparison and messages; nothing when the report lacks it.
 std::optional<std::string> context_text(const nlohmann::json& report,
@@ -63,7 +44,7 @@ bool has_cpu_object(const nlohmann::json& report) {
 
 }  // namespace
 
-std::string MachineDifference::describe() const {
+std::string ReportDifference::describe() const {
   return item + ": " + base + " (base) vs " + candidate + " (new)";
 }
 
@@ -88,21 +69,43 @@ std::vector<MachineDifference> machine_differences(const nlohmann::json& base,
   return differences;
 }
 
-std::vector<ReportPoint> report_points(const nlohmann::json& report) {
-  std::vector<ReportPoint> points;
-  if (report.at("kind") == "run") {
-    const double seconds = report.at("metrics").at("train_seconds").get<double>();
-    points.push_back({run_point_id(report.at("config")), {seconds}, seconds,
-                      images_of(report.at("metrics"), "steps", report.at("config"), "batch")});
-    return points;
+std::vector<ReportDifference> config_differences(const nlohmann::json& base,
+                                                 const nlohmann::json& candidate) {
+  const nlohmann::json empty = nlohmann::json::object();
+  const std::vector<Setting> new_settings = comparable_settings(candidate.value("config", empty));
+  std::vector<ReportDifference> differences;
+  for (const Setting& b : comparable_settings(base.value("config", empty))) {
+    for (const Setting& n : new_settings) {
+      if (n.name == b.name && n.value != b.value) differences.push_back({b.name, b.value, n.value});
+    }
   }
-  for (const auto& p : report.at("points")) {
-    if (p.at("status") != "ok") continue;
-    points.push_back({p.at("id").get<std::string>(), p.at("times_s").get<std::vector<double>>(),
-                      p.at("time").at("median").get<double>(), images_of(p, "steps", p, "batch")});
-  }
+  return differences;
+}
+
+std::vector<PointRecord> report_points(const nlohmann::json& report) {
+  std::vector<PointRecord> points = as_sweep_record(report).points;
+  std::erase_if(points, [](const PointRecord& p) { return !p.measured(); });
   return points;
 }
+
+namespace {
+
+// What keeps a report from standing for a whole measurement, each line prefixed with `which`.
+void add_unfinished(const SweepRecord& report, const std::string& which,
+                    std::vector<std::string>& out) {
+  const auto failed = report.failed_points();
+  if (!report.complete) {
+    out.push_back(which + " report is incomplete (\"complete\": false)" +
+                  (report.interrupted ? ": the sweep was interrupted"
+                   : failed.empty()   ? ": points are missing"
+                                      : ""));
+  }
+  for (const PointRecord* p : failed) {
+    out.push_back(which + " report: point " + p->id + " failed: " + p->reason);
+  }
+}
+
+}  // namespace
 
 bool Comparison::any_regression() const {
   return std::any_of(points.begin(), points.end(), [](const ComparedPoint& p) { return p.regression; });
@@ -116,31 +119,42 @@ Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& can
   comparison.threshold = threshold;
   comparison.alpha = alpha;
   comparison.machine_differences = machine_differences(base, candidate);
-  const std::vector<ReportPoint> base_points = report_points(base);
-  std::map<std::string, ReportPoint> new_points;
-  for (auto& p : report_points(candidate)) new_points.emplace(p.id, p);
+  comparison.config_differences = config_differences(base, candidate);
+  const SweepRecord base_record = as_sweep_record(base), new_record = as_sweep_record(candidate);
+  add_unfinished(base_record, "base", comparison.unfinished);
+  add_unfinished(new_record, "new", comparison.unfinished);
+  std::map<std::string, const PointRecord*> new_points;
+  for (const PointRecord& p : new_record.points) {
+    if (p.measured()) new_points.emplace(p.id, &p);
+  }
 
-  for (const ReportPoint& b : base_points) {
+  for (const PointRecord& b : base_record.points) {
+    if (!b.measured()) continue;
     const auto it = new_points.find(b.id);
     if (it == new_points.end()) {
       comparison.only_in_base.push_back(b.id);
       continue;
     }
-    ReportPoint n = it->second;
+    const PointRecord& n = *it->second;
     ComparedPoint c;
     c.id = b.id;
-    if (b.images > 0 && n.images > 0) c.work_scale = b.images / n.images;
-    for (double& t : n.times_s) t *= c.work_scale;
-    c.base_median_s = b.median_s;
-    c.new_median_s = n.median_s * c.work_scale;
-    c.ratio = c.new_median_s / b.median_s;
-    c.test = mann_whitney_u(n.times_s, b.times_s);
+    if (b.images() > 0 && n.images() > 0) c.work_scale = b.images() / n.images();
+    std::vector<double> new_times = n.times_s;
+    for (double& t : new_times) t *= c.work_scale;
+    c.base_median_s = b.time.median;
+    c.new_median_s = n.time.median * c.work_scale;
+    c.ratio = c.new_median_s / b.time.median;
+    const MannWhitney test = mann_whitney_u(new_times, b.times_s);
+    c.u = test.u;
+    c.p_value = test.p_value;
+    c.exact = test.exact;
+    c.significant = test.p_value < alpha;
     // With few repetitions no outcome reaches p < alpha (3 vs 3: p >= 0.1); the rank test can then
     // not separate change from noise and the threshold alone decides.
-    c.decided_by_threshold = c.test.min_p_value >= alpha;
-    c.significant = c.decided_by_threshold || c.test.p_value < alpha;
-    c.regression = c.ratio > 1.0 + threshold && c.significant;
-    c.improvement = c.ratio < 1.0 - threshold && c.significant;
+    c.decided_by_threshold = test.min_p_value >= alpha;
+    const bool beyond_noise = c.significant || c.decided_by_threshold;
+    c.regression = c.ratio > 1.0 + threshold && beyond_noise;
+    c.improvement = c.ratio < 1.0 - threshold && beyond_noise;
     comparison.points.push_back(c);
     new_points.erase(it);
   }
@@ -149,32 +163,22 @@ Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& can
 }
 
 nlohmann::json comparison_json(const Comparison& comparison) {
-  nlohmann::json points = nlohmann::json::array();
-  for (const ComparedPoint& c : comparison.points) {
-    points.push_back({{"id", c.id},
-                      {"base_median_s", c.base_median_s},
-                      {"new_median_s", c.new_median_s},
-                      {"work_scale", c.work_scale},
-                      {"ratio", c.ratio},
-                      {"u", c.test.u},
-                      {"p_value", c.test.p_value},
-                      {"exact", c.test.exact},
-                      {"significant", c.significant},
-                      {"decided_by_threshold", c.decided_by_threshold},
-                      {"regression", c.regression},
-                      {"improvement", c.improvement}});
-  }
-  nlohmann::json differences = nlohmann::json::array();
-  for (const MachineDifference& d : comparison.machine_differences) {
-    differences.push_back({{"item", d.item}, {"base", d.base}, {"new", d.candidate}});
-  }
+  const auto differences = [](const std::vector<ReportDifference>& list) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const ReportDifference& d : list) {
+      out.push_back({{"item", d.item}, {"base", d.base}, {"new", d.candidate}});
+    }
+    return out;
+  };
   return {{"threshold", comparison.threshold},
           {"alpha", comparison.alpha},
           {"regression", comparison.any_regression()},
-          {"points", points},
+          {"points", comparison.points},
           {"only_in_base", comparison.only_in_base},
           {"only_in_new", comparison.only_in_new},
-          {"machine_differences", differences}};
+          {"machine_differences", differences(comparison.machine_differences)},
+          {"config_differences", differences(comparison.config_differences)},
+          {"unfinished", comparison.unfinished}};
 }
 
 }  // namespace cnnbench

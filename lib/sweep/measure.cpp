@@ -13,24 +13,27 @@ namespace cnnbench {
 
 using nlohmann::json;
 
-json SweepRunner::point_header(const PointSpec& point) const {
-  return {{"id", point.id()},
-          {"model", model_name(point.model)},
-          {"strategy", point.strategy},
-          {"cores", point.cores},
-          {"nodes", point.nodes},
-          {"p", point.total_cores()},
-          {"series", point.strategy == "cluster" ? "cluster/c" + std::to_string(point.cores) : point.strategy}};
-}
-
-json SweepRunner::not_measured(const PointSpec& point, const std::string& status, const std::string& reason) const {
-  json record = point_header(point);
-  record["status"] = status;
-  record["reason"] = reason;
+PointRecord SweepRunner::point_header(const PointSpec& point) const {
+  PointRecord record;
+  record.id = point.id();
+  record.model = model_name(point.model);
+  record.strategy = point.strategy;
+  record.cores = point.cores;
+  record.nodes = point.nodes;
+  record.p = point.total_cores();
+  record.series = point.strategy == "cluster" ? "cluster/c" + std::to_string(point.cores) : point.strategy;
   return record;
 }
 
-json SweepRunner::measure(const PointSpec& point) {
+PointRecord SweepRunner::not_measured(const PointSpec& point, const std::string& status,
+                                      const std::string& reason) const {
+  PointRecord record = point_header(point);
+  record.status = status;
+  record.reason = reason;
+  return record;
+}
+
+PointRecord SweepRunner::measure(const PointSpec& point) {
   const auto info = available_.find(point.strategy);
   if (info != available_.end() && !info->second.available) {
     return not_measured(point, "skipped", info->second.reason);
@@ -51,7 +54,7 @@ json SweepRunner::measure(const PointSpec& point) {
       return not_measured(point, "skipped", e.what());
     }
   }
-  json record = point_header(point);
+  PointRecord record = point_header(point);
   // One series of repetitions per core the point is pinned to (several only for the baseline),
   // taken in turn so that a drifting machine affects them alike.
   const std::vector<int> cores = baseline_cores(point);
@@ -90,42 +93,32 @@ json SweepRunner::measure(const PointSpec& point) {
     if (summarize(series[k].times).median < summarize(series[best].times).median) best = k;
   }
   if (series.size() > 1) {
-    json per_core = json::array();
+    BaselineCoresRecord per_core{cores[best], {}};
     for (std::size_t k = 0; k < series.size(); ++k) {
-      per_core.push_back({{"core", cores[k]},
-                          {"times_s", series[k].times},
-                          {"images_per_s", summary_json(summarize(series[k].rates))}});
+      per_core.per_core.push_back({cores[k], series[k].times, summarize(series[k].rates)});
     }
-    record["baseline_cores"] = {
-        {"chosen", cores[best]},
-        {"per_core", per_core},
-        {"meaning", "the baseline ran on each of these cores in turn; the fastest core's "
-                    "repetitions are the point's times, so no speedup gains from a slow core"}};
+    record.baseline_cores = per_core;
   }
   const std::vector<double>& times = series[best].times;
   const Repetition& last = series[best].last;
-  record["status"] = "ok";
-  record["times_s"] = times;
-  record["warmup_times_s"] = series[best].warmup_times;
-  record["time"] = summary_json(summarize(times));
-  record["images_per_s"] = summary_json(summarize(series[best].rates));
-  record["steps"] = last.steps;
-  record["batch"] = options_.batch;
-  record["final_loss"] = last.final_loss;
-  record["strategy_metrics"] = last.strategy_metrics;
-  record["pin_map"] = last.pin_map;
+  record.times_s = times;
+  record.warmup_times_s = series[best].warmup_times;
+  record.time = summarize(times);
+  record.images_per_s = summarize(series[best].rates);
+  record.steps = last.steps;
+  record.batch = options_.batch;
+  record.final_loss = last.final_loss;
+  record.strategy_metrics = last.strategy_metrics;
+  record.pin_map = last.pin_map;
   if (pair) {
-    std::vector<double> ratios;
-    for (std::size_t i = 0; i < times.size(); ++i) ratios.push_back(baseline_times[i] / times[i]);
-    record["paired_baseline"] = {
-        {"core", pair->core >= 0 ? json(pair->core) : json(nullptr)},
-        {"times_s", baseline_times},
-        {"warmup_times_s", baseline_warmup_times},
-        {"ratios", ratios},
-        {"meaning", "a serial repetition ran just before each of the point's repetitions; "
-                    "speedup is the median of the pairs' time ratios"}};
+    PairedBaselineRecord paired;
+    if (pair->core >= 0) paired.core = pair->core;
+    paired.times_s = baseline_times;
+    paired.warmup_times_s = baseline_warmup_times;
+    for (std::size_t i = 0; i < times.size(); ++i) paired.ratios.push_back(baseline_times[i] / times[i]);
+    record.paired_baseline = paired;
   }
-  if (options_.target_accuracy) record["time_to_accuracy"] = time_to_accuracy(point);
+  if (options_.target_accuracy) record.time_to_accuracy = time_to_accuracy(point);
   return record;
 }
 
@@ -133,10 +126,9 @@ json SweepRunner::measure(const PointSpec& point) {
 std::optional<PairedBaseline> SweepRunner::paired_baseline_of(const PointSpec& point) const {
   if (point.strategy == "serial") return std::nullopt;
   const PointSpec serial{point.model, "serial", 1, 1};
-  const json* measured = find_measured_point(report_.at("points"), serial.id());
+  const PointRecord* measured = report_.find_measured(serial.id());
   if (measured == nullptr) return std::nullopt;
-  const json& cores = measured->value("baseline_cores", json::object());
-  return PairedBaseline{serial, cores.contains("chosen") ? cores.at("chosen").get<int>() : -1};
+  return PairedBaseline{serial, measured->baseline_cores ? measured->baseline_cores->chosen : -1};
 }
 
 // The cores the point's repetitions run on; -1: wherever the strategy pins itself. The serial
@@ -216,9 +208,9 @@ void SweepRunner::measure_allreduce() {
   const std::filesystem::path output = scratch_ / "allreduce.json";
   const std::vector<std::string> args = launcher_.allreduce_bench(ranks, output);
   try {
-    report_["allreduce"] = launch_for_json(args, output, "allreduce benchmark");
+    report_.allreduce = launch_for_json(args, output, "allreduce benchmark");
   } catch (const Error& e) {
-    report_["allreduce"] = {{"ranks", ranks}, {"reason", e.what()}};
+    report_.allreduce = {{"ranks", ranks}, {"reason", e.what()}};
   }
 }
 

@@ -67,21 +67,18 @@ SweepRunner::~SweepRunner() {
   std::filesystem::remove_all(scratch_, ignored);
 }
 
-json SweepRunner::run() {
+SweepRecord SweepRunner::run() {
   load_data();
   const std::vector<PointSpec> plan = plan_points(options_, cores_, nodes_, machine_cores_);
-  report_ = {{"schema_version", sweep_schema_version},
-             {"kind", "sweep"},
-             {"complete", false},
-             {"interrupted", false},
-             {"context", collect_context()},
-             {"config", config_json()},
-             {"features", build_features()},
-             {"allreduce", nullptr},
-             {"points", json::array()},
-             {"amdahl", json::array()},
-             {"scaling_prediction", json::array()}};
-  std::map<std::string, json> kept = resumed_points();
+  report_ = SweepRecord{};
+  report_.context = collect_context();
+  report_.config = config_json();
+  report_.features = build_features();
+  std::map<std::string, PointRecord> kept = resumed_points();
+  if (!options_.quiet && options_.repeat < 3) {
+    std::fprintf(stderr, "warning: --repeat %d: fewer than 3 repetitions give no spread worth the "
+                         "name; use --repeat 3 or more\n", options_.repeat);
+  }
   const double start = now_seconds();
   double cost_done = 0, cost_total = 0, seconds_done = 0;
   for (const auto& p : plan) cost_total += point_cost(p);
@@ -90,29 +87,35 @@ json SweepRunner::run() {
       const PointSpec& point = plan[i];
       const auto old = kept.find(point.id());
       if (old != kept.end()) {
-        report_["points"].push_back(old->second);
+        report_.points.push_back(old->second);
         cost_total -= point_cost(point);
         continue;
       }
       announce(i, plan.size(), point, cost_done > 0 ? seconds_done / cost_done * (cost_total - cost_done) : -1);
       const double point_start = now_seconds();
-      if (point.strategy == "cluster" && report_["allreduce"].is_null()) measure_allreduce();
-      json record = measure(point);
+      if (point.strategy == "cluster" && report_.allreduce.is_null()) measure_allreduce();
+      report_.points.push_back(measure(point));
       seconds_done += now_seconds() - point_start;
       cost_done += point_cost(point);
-      report_["points"].push_back(record);
-      finish_point(record);
+      finish_point();
     }
-    report_["complete"] = true;
   } catch (const SweepInterrupted&) {
-    report_["interrupted"] = true;
+    report_.interrupted = true;
     if (!options_.quiet) std::fprintf(stderr, "sweep interrupted: the report keeps the finished points\n");
   }
-  report_["elapsed_s"] = now_seconds() - start;
+  // Complete only when every point of the plan ran and none failed: a resumed run measures the
+  // failed ones again.
+  const std::size_t failed = report_.failed_points().size();
+  report_.complete = !report_.interrupted && failed == 0;
+  report_.elapsed_s = now_seconds() - start;
+  add_scaling_analysis(report_);
   save();
-  if (!options_.quiet && report_.contains("baseline_warning")) {
-    std::fprintf(stderr, "warning: %s\n",
-                 report_["baseline_warning"]["message"].get<std::string>().c_str());
+  if (!options_.quiet && report_.baseline_warning) {
+    std::fprintf(stderr, "warning: %s\n", report_.baseline_warning->message.c_str());
+  }
+  if (!options_.quiet && failed > 0) {
+    std::fprintf(stderr, "%zu point%s failed: the report is marked incomplete; --resume measures %s again\n",
+                 failed, failed == 1 ? "" : "s", failed == 1 ? "it" : "them");
   }
   return report_;
 }
@@ -185,11 +188,11 @@ json SweepRunner::config_json() const {
 
 // With --resume, the finished points of the existing report, after checking it was made with
 // the same settings (launcher and machine aside).
-std::map<std::string, json> SweepRunner::resumed_points() {
-  std::map<std::string, json> kept;
+std::map<std::string, PointRecord> SweepRunner::resumed_points() {
+  std::map<std::string, PointRecord> kept;
   if (!options_.resume || !std::filesystem::exists(options_.out)) return kept;
-  const json old = read_report(options_.out);
-  json old_config = old.at("config"), new_config = report_.at("config");
+  const SweepRecord old = read_report(options_.out).get<SweepRecord>();
+  json old_config = old.config, new_config = report_.config;
   for (json* c : {&old_config, &new_config}) {
     c->erase("launcher");
     c->erase("machine_cores");
@@ -201,10 +204,10 @@ std::map<std::string, json> SweepRunner::resumed_points() {
            it.value().dump() + "); pass the same flags or drop --resume");
     }
   }
-  for (const auto& p : old.at("points")) {
-    if (p.at("status") != "failed") kept[p.at("id").get<std::string>()] = p;
+  for (const PointRecord& p : old.points) {
+    if (p.status != "failed") kept[p.id] = p;
   }
-  if (old.contains("allreduce") && old.at("allreduce").is_object()) report_["allreduce"] = old.at("allreduce");
+  if (old.allreduce.is_object()) report_.allreduce = old.allreduce;
   if (!options_.quiet) {
     std::fprintf(stderr, "resuming %s: %zu finished points kept\n", options_.out.c_str(), kept.size());
   }
@@ -223,31 +226,44 @@ void SweepRunner::announce(std::size_t index, std::size_t total, const PointSpec
                eta >= 0 ? ("ETA " + duration_text(eta)).c_str() : "");
 }
 
-void SweepRunner::finish_point(const json& record) {
+// Repetitions shorter than this are dominated by timer resolution, thread start-up and noise.
+constexpr double short_repetition_s = 0.1;
+
+void SweepRunner::finish_point() {
   add_scaling_analysis(report_);
   save();
   if (options_.quiet) return;
-  const json& p = report_["points"].back();
-  if (record.at("status") != "ok") {
-    std::fprintf(stderr, "    %s: %s\n", record.at("status").get<std::string>().c_str(),
-                 record.at("reason").get<std::string>().c_str());
+  const PointRecord& p = report_.points.back();
+  if (!p.measured()) {
+    std::fprintf(stderr, "    %s: %s\n", p.status.c_str(), p.reason.c_str());
     return;
   }
-  std::fprintf(stderr, "    median %.3f s (MAD %.3f), %.0f images/s", p["time"]["median"].get<double>(),
-               p["time"]["mad"].get<double>(), p["images_per_s"]["median"].get<double>());
-  if (p.contains("speedup")) std::fprintf(stderr, ", speedup %.2f", p["speedup"].get<double>());
-  if (p.contains("time_to_accuracy") && p["time_to_accuracy"].value("reached", false)) {
-    std::fprintf(stderr, ", %.1f s to %.0f%%", p["time_to_accuracy"]["seconds"].get<double>(),
-                 100 * p["time_to_accuracy"]["target"].get<double>());
+  std::fprintf(stderr, "    median %.3f s", p.time.median);
+  // One repetition has no spread to show.
+  if (p.times_s.size() >= 2) std::fprintf(stderr, " (MAD %.3f)", p.time.mad);
+  if (p.images_per_s) std::fprintf(stderr, ", %.0f images/s", p.images_per_s->median);
+  if (p.speedup) {
+    // Paired: the median of serial/point ratios of repetitions taken in turn, which need not
+    // equal the ratio of the medians (nor of images/s).
+    const bool paired = p.paired_baseline && !p.paired_baseline->ratios.empty();
+    std::fprintf(stderr, ", %s %.2f", paired ? "paired speedup" : "speedup", *p.speedup);
+  }
+  const json& tta = p.time_to_accuracy;
+  if (tta.is_object() && tta.value("reached", false)) {
+    std::fprintf(stderr, ", %.1f s to %.0f%%", tta["seconds"].get<double>(), 100 * tta["target"].get<double>());
   }
   std::fprintf(stderr, "\n");
+  if (p.time.median < short_repetition_s) {
+    std::fprintf(stderr, "    warning: a repetition takes %.0f ms, under %.0f ms: too short to time "
+                         "reliably; raise --steps\n", 1e3 * p.time.median, 1e3 * short_repetition_s);
+  }
 }
 
 void SweepRunner::save() const {
   if (!options_.out.empty()) write_json(options_.out, report_);
 }
 
-json run_sweep(const SweepOptions& options) {
+SweepRecord run_sweep(const SweepOptions& options) {
   SweepRunner runner(options);
   return runner.run();
 }

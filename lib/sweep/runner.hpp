@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cnnbench/data.hpp"
+#include "cnnbench/records.hpp"
 #include "cnnbench/sweep.hpp"
 #include "cnnbench/train.hpp"
 #include "launcher.hpp"
@@ -45,7 +46,7 @@ class SweepRunner {
   SweepRunner(const SweepRunner&) = delete;
   SweepRunner& operator=(const SweepRunner&) = delete;
 
-  nlohmann::json run();
+  SweepRecord run();
 
  private:
   // runner.cpp
@@ -53,17 +54,17 @@ class SweepRunner {
   std::string sweep_option(const OptionSpec& spec) const;
   nlohmann::json options_json() const;
   nlohmann::json config_json() const;
-  std::map<std::string, nlohmann::json> resumed_points();
+  std::map<std::string, PointRecord> resumed_points();
   double point_cost(const PointSpec& p) const;
   void announce(std::size_t index, std::size_t total, const PointSpec& point, double eta) const;
-  void finish_point(const nlohmann::json& record);
+  void finish_point();
   void save() const;
 
   // measure.cpp
-  nlohmann::json point_header(const PointSpec& point) const;
-  nlohmann::json not_measured(const PointSpec& point, const std::string& status,
-                              const std::string& reason) const;
-  nlohmann::json measure(const PointSpec& point);
+  PointRecord point_header(const PointSpec& point) const;
+  PointRecord not_measured(const PointSpec& point, const std::string& status,
+                           const std::string& reason) const;
+  PointRecord measure(const PointSpec& point);
   std::optional<PairedBaseline> paired_baseline_of(const PointSpec& point) const;
   std::vector<int> baseline_cores(const PointSpec& point) const;
   void stop_check() const;
@@ -82,7 +83,7 @@ class SweepRunner {
   std::map<std::string, StrategyInfo> available_;
   std::filesystem::path scratch_;
   Dataset train_;
-  nlohmann::json report_;
+  SweepRecord report_;
 };
 
 }  // namespace cnnbench

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cnnbench/models.hpp"
+#include "cnnbench/records.hpp"
 
 namespace cnnbench {
 
@@ -85,15 +86,8 @@ double predicted_step_seconds(double one_node_step_seconds, int batch, int nodes
 // Error naming the file and the field ("points[3].times_s[1]: expected a positive number").
 nlohmann::json read_report(const std::filesystem::path& path);
 
-// The rows compare works on: one per measured point of a report.
-struct ReportPoint {
-  std::string id;               // "lenet5/stream/n1c2"
-  std::vector<double> times_s;  // raw repetitions (a run report has one)
-  double median_s = 0;
-  double images = 0;  // steps x batch of one repetition; 0 when the report does not say
-};
-// Measured points ("status": "ok") of a report that read_report accepted.
-std::vector<ReportPoint> report_points(const nlohmann::json& report);
+// The measured points ("status": "ok") of a report that read_report accepted, of either kind.
+std::vector<PointRecord> report_points(const nlohmann::json& report);
 
 struct ComparedPoint {
   std::string id;
@@ -102,30 +96,44 @@ struct ComparedPoint {
   double base_median_s = 0, new_median_s = 0;
   double work_scale = 1;
   double ratio = 0;  // new / base median time: > 1 is slower
-  MannWhitney test;
-  bool significant = false;  // p < alpha, or the rank test cannot decide (see decided_by_threshold)
-  bool decided_by_threshold = false;  // too few repetitions for p < alpha
-  bool regression = false;   // ratio > 1 + threshold and significant
-  bool improvement = false;  // ratio < 1 - threshold and significant
+  double u = 0, p_value = 1;  // the Mann-Whitney U test of the (scaled) repetitions
+  bool exact = false;
+  bool significant = false;           // p < alpha
+  bool decided_by_threshold = false;  // too few repetitions for any p < alpha: the threshold decides
+  bool regression = false;   // ratio > 1 + threshold, and significant or decided_by_threshold
+  bool improvement = false;  // ratio < 1 - threshold, and significant or decided_by_threshold
 };
-// One way in which the machines or builds of two reports differ, which makes their times
-// incomparable as a measure of the code alone.
-struct MachineDifference {
-  std::string item;       // "CPU", "core count", "SIMD target", "OpenBLAS core type", "compiler", "build flags"
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ComparedPoint, id, base_median_s, new_median_s, work_scale, ratio,
+                                   u, p_value, exact, significant, decided_by_threshold, regression,
+                                   improvement)
+
+// One way in which two reports differ that makes their times incomparable as a measure of the
+// code alone: the machine or build (MachineDifference) or a setting of the run (config).
+struct ReportDifference {
+  std::string item;  // "CPU", "SIMD target", "batch", "data source", ...
   std::string base, candidate;
   std::string describe() const;  // "SIMD target: avx2 (base) vs avx3 (new)"
 };
+using MachineDifference = ReportDifference;
 // What differs between the contexts of two reports: the CPU (vendor, family, model,
 // microarchitecture; cpu_model when a report predates the cpu object), the core count, the SIMD
 // target, the OpenBLAS core type, the compiler and the build flags. An item one report does not
 // record (older reports lack simd and openblas) is not compared.
 std::vector<MachineDifference> machine_differences(const nlohmann::json& base,
                                                    const nlohmann::json& candidate);
+// The comparable_settings (records.hpp) of two reports' configs that differ; a setting one report
+// does not record is not compared.
+std::vector<ReportDifference> config_differences(const nlohmann::json& base,
+                                                 const nlohmann::json& candidate);
 
 struct Comparison {
   std::vector<ComparedPoint> points;           // in the order of the base report
   std::vector<std::string> only_in_base, only_in_new;
   std::vector<MachineDifference> machine_differences;
+  std::vector<ReportDifference> config_differences;
+  // Why a report cannot stand for a whole measurement: "base: incomplete (...)", "new: point
+  // fc3/stream/n1c2 failed: ..."; any of them makes compare exit 1.
+  std::vector<std::string> unfinished;
   double threshold = 0.05;
   double alpha = 0.05;
   bool any_regression() const;
@@ -134,12 +142,12 @@ Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& can
                            double threshold, double alpha);
 nlohmann::json comparison_json(const Comparison& comparison);
 
-// The point of a report's "points" with this id ("lenet5/serial/n1c1") if it was measured, else
-// nullptr.
-const nlohmann::json* find_measured_point(const nlohmann::json& points, const std::string& id);
-// Fills in the derived numbers of a sweep report from its measured points: per point speedup,
-// efficiency and Karp-Flatt (against the serial point of the same model), "amdahl" (one fit per
-// model and series) and "scaling_prediction" (needs "allreduce" with a fit from > 1 rank).
+// Fills in the derived numbers of a sweep from its measured points: per point speedup,
+// efficiency and Karp-Flatt (against the serial point of the same model), the Amdahl fits (one
+// per model and series), the scaling prediction (needs an allreduce fit from > 1 rank) and the
+// baseline warning.
+void add_scaling_analysis(SweepRecord& sweep);
+// The same on a report as JSON.
 void add_scaling_analysis(nlohmann::json& report);
 
 // ---- the sweep runner --------------------------------------------------------------------------
@@ -180,7 +188,7 @@ struct SweepOptions {
 };
 
 // Runs the sweep and returns its report (also written to options.out after every point).
-nlohmann::json run_sweep(const SweepOptions& options);
+SweepRecord run_sweep(const SweepOptions& options);
 
 // The points a sweep would measure, in order (serial baselines first), before any skipping.
 struct PointSpec {

@@ -1,0 +1,160 @@
+// Sweep reports as typed records: one point (PointRecord) and the sweep around it (SweepRecord),
+// with what the analysis derives from them. The sweep runner fills them, the analysis and compare
+// read them, and records.cpp alone turns them into JSON and back: the report's key names live
+// there (and in the schema, results/schema/sweep-report.schema.json, and the plot script).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cnnbench/report.hpp"
+
+namespace cnnbench {
+
+
+// The serial repetitions a point's own took turns with, and the ratios of the pairs.
+struct PairedBaselineRecord {
+  std::optional<int> core;  // the serial point's core; none when unpinned
+  std::vector<double> times_s, warmup_times_s;
+  std::vector<double> ratios;  // serial time / point time, pair by pair
+};
+
+// The serial baseline's repetitions on one of the cores it ran on.
+struct CoreSeriesRecord {
+  int core = 0;
+  std::vector<double> times_s;
+  Summary images_per_s;
+};
+struct BaselineCoresRecord {
+  int chosen = 0;  // the fastest core, whose repetitions are the point's times
+  std::vector<CoreSeriesRecord> per_core;
+};
+
+
+// One point of a sweep ("lenet5/stream/n1c2"): what was measured, or why not.
+struct PointRecord {
+  std::string id, model, strategy;
+  std::string series;  // the line it belongs to in the plots: the strategy, "cluster/c<threads>"
+  int cores = 1, nodes = 1;
+  int p = 1;  // cores x nodes
+  std::string status = "ok";  // "ok", "skipped" or "failed"
+  std::string reason;         // why it was skipped or failed
+  // Measured points ("ok"):
+  std::vector<double> times_s, warmup_times_s;
+  Summary time;
+  std::optional<Summary> images_per_s;
+  std::optional<std::int64_t> steps;  // per repetition
+  std::optional<int> batch;
+  std::optional<double> final_loss;
+  nlohmann::json strategy_metrics, pin_map;  // as the strategy reports them; null when absent
+  std::optional<BaselineCoresRecord> baseline_cores;
+  std::optional<PairedBaselineRecord> paired_baseline;
+  nlohmann::json time_to_accuracy;  // measure_time_to_accuracy's result; null when not measured
+  // Derived by add_scaling_analysis: speedup is the median of the paired ratios where there are
+  // any, else serial median / point median (speedup_unpaired either way); no Karp-Flatt at p = 1.
+  std::optional<double> speedup, speedup_unpaired, efficiency, karp_flatt;
+
+  bool measured() const { return status == "ok"; }
+  // Images of one repetition (steps x batch); 0 when the report does not say.
+  double images() const;
+};
+
+struct AmdahlRecord {
+  std::string model, series;
+  double serial_fraction = 0, rmse_inverse_speedup = 0;
+  int points = 0;
+};
+
+struct PredictedStepRecord {
+  int nodes = 1;
+  double step_s = 0, compute_s = 0, allreduce_s = 0, speedup = 0;
+};
+struct MeasuredVsPredictedRecord {
+  int nodes = 1;
+  double measured_speedup = 0, predicted_speedup = 0;
+};
+// The cluster scaling prediction of one model (see README, "scaling model").
+struct ScalingPredictionRecord {
+  std::string model;
+  bool available = false;
+  std::string reason;         // why not, when not available
+  double gradient_bytes = 0;  // 4 x the model's parameters: what every step's allreduce moves
+  int batch = 0;
+  double one_node_step_s = 0, serial_step_s = 0;
+  std::string one_node_step_source;
+  double alpha_s = 0, beta_s_per_byte = 0;
+  std::vector<PredictedStepRecord> predicted;
+  std::vector<MeasuredVsPredictedRecord> measured_vs_predicted;
+};
+
+struct BeatenPoint {
+  std::string id;
+  double speedup = 0;  // over serial
+};
+struct BaselineWarningRecord {
+  std::vector<BeatenPoint> points;
+  double margin = 0;
+  std::string message;
+};
+
+// A sweep report. context (the machine and build, collect_context), config (the sweep's settings),
+// features and allreduce (allreduce-bench's output) are kept as the JSON objects they are made as.
+struct SweepRecord {
+  bool complete = false;     // every point of the plan ran and none failed
+  bool interrupted = false;  // stopped by a signal
+  nlohmann::json context = nlohmann::json::object();
+  nlohmann::json config = nlohmann::json::object();
+  nlohmann::json features;   // null when absent
+  nlohmann::json allreduce;  // null: not measured; {"ranks", "reason"} when it failed
+  std::vector<PointRecord> points;
+  std::vector<AmdahlRecord> amdahl;
+  std::vector<ScalingPredictionRecord> scaling_prediction;
+  std::optional<BaselineWarningRecord> baseline_warning;
+  std::optional<double> elapsed_s;
+
+  // The point with this id ("lenet5/serial/n1c1") if it was measured, else nullptr.
+  const PointRecord* find_measured(const std::string& id) const;
+  std::vector<const PointRecord*> failed_points() const;
+};
+
+// to_json / from_json of every record above (records.cpp). Reading is lenient beyond what
+// read_report checks: a field of the wrong type is left at its default.
+#define CNNBENCH_RECORD_JSON(Record)                           \
+  void to_json(nlohmann::json& out, const Record& record);     \
+  void from_json(const nlohmann::json& in, Record& record);
+CNNBENCH_RECORD_JSON(Summary)
+CNNBENCH_RECORD_JSON(PairedBaselineRecord)
+CNNBENCH_RECORD_JSON(CoreSeriesRecord)
+CNNBENCH_RECORD_JSON(BaselineCoresRecord)
+CNNBENCH_RECORD_JSON(PointRecord)
+CNNBENCH_RECORD_JSON(AmdahlRecord)
+CNNBENCH_RECORD_JSON(PredictedStepRecord)
+CNNBENCH_RECORD_JSON(MeasuredVsPredictedRecord)
+CNNBENCH_RECORD_JSON(ScalingPredictionRecord)
+CNNBENCH_RECORD_JSON(BeatenPoint)
+CNNBENCH_RECORD_JSON(BaselineWarningRecord)
+CNNBENCH_RECORD_JSON(SweepRecord)
+#undef CNNBENCH_RECORD_JSON
+
+// A run report (`cnnbench train --report`) seen as a sweep of one point, so that compare can put
+// it beside a sweep: the point's one repetition is the run's train_seconds; complete unless the
+// run was interrupted.
+SweepRecord run_as_sweep(const nlohmann::json& run_report);
+// A report read_report accepted, of either kind, as a SweepRecord.
+SweepRecord as_sweep_record(const nlohmann::json& report);
+
+// One setting of a report that changes what a repetition measures, as text ("batch", "64").
+struct Setting {
+  std::string name, value;
+};
+// The settings of a report's config that must match for its times to compare with another's:
+// batch, steps and epochs per repetition, learning rate, momentum, weight decay, data source and
+// size, pinning, SIMD target, warm-up and the strategy options (the grid, repetition count,
+// seed and launcher are not among them). Sweep and run reports give the same names.
+std::vector<Setting> comparable_settings(const nlohmann::json& config);
+
+}  // namespace cnnbench

@@ -1,0 +1,133 @@
+// Edge cases of compare, plot, the sweep's report and exit status, and allreduce-bench: reports
+// that differ in settings or machine, incomplete or failed ones, unreadable ones, a threshold
+// without its percent sign, an existing --out, a failing point, one MPI rank
+// (tests/cli_edges.hpp runs the rows).
+#include <string>
+#include <vector>
+
+#include "cli_edges.hpp"
+#include "cnnbench/config.hpp"
+
+namespace {
+
+using cnnbench::test::Edge;
+
+// Shell that writes a sweep report of one fc3 point with five repetitions around `median` seconds;
+// `config`, `context`, `complete` and `more_points` (", {...}") go in as given.
+std::string report(const std::string& file, double median, const std::string& config = "{}",
+                   const std::string& context = "{}", const std::string& complete = "true",
+                   const std::string& more_points = "") {
+  const auto t = [&](double f) { return std::to_string(median * f); };
+  const std::string json =
+      R"({"schema_version":1,"kind":"sweep","complete":)" + complete + R"(,"context":)" + context +
+      R"(,"config":)" + config +
+      R"(,"points":[{"id":"fc3/serial/n1c1","model":"fc3","strategy":"serial","cores":1,"nodes":1,)" +
+      R"("p":1,"series":"serial","status":"ok","times_s":[)" + t(1) + "," + t(1.01) + "," + t(0.99) + "," +
+      t(1.02) + "," + t(0.98) + R"(],"time":{"median":)" + t(1) + R"(,"min":)" + t(0.98) + R"(,"max":)" +
+      t(1.02) + R"(,"mean":)" + t(1) + R"(,"mad":)" + t(0.01) + "}}" + more_points + "]}";
+  return "printf '%s' '" + json + "' > " + file;
+}
+
+const std::string failed_point =
+    R"(,{"id":"fc3/stream/n1c2","model":"fc3","strategy":"stream","cores":2,"nodes":1,"p":2,)"
+    R"("series":"stream","status":"failed","reason":"out of memory"})";
+
+// Three repetitions a side, twice as slow: 3 against 3 can reach no p below 0.1.
+std::string three_reps(const std::string& file, double median) {
+  const auto t = [&](double f) { return std::to_string(median * f); };
+  return "printf '%s' '" +
+         std::string(R"({"schema_version":1,"kind":"sweep","complete":true,"context":{},"config":{},)") +
+         R"("points":[{"id":"fc3/serial/n1c1","model":"fc3","strategy":"serial","cores":1,"nodes":1,)" +
+         R"("status":"ok","times_s":[)" + t(1) + "," + t(1.01) + "," + t(0.99) + R"(],"time":{"median":)" +
+         t(1) + R"(,"min":)" + t(0.99) + R"(,"max":)" + t(1.01) + "}}]}' > " + file;
+}
+
+// The smallest sweep there is: one serial point of one step on 64 synthetic images.
+const std::string tiny_sweep =
+    "sweep --model fc3 --strategies serial --steps 1 --repeat 1 --warmup 0 --synthetic 64 --quiet "
+    "--out {dir}/out.json";
+
+const std::string base = report("base.json", 1.0);
+const std::string same = report("new.json", 1.0);
+
+const std::vector<Edge> kCompareEdges = {
+    // --threshold: a bare number above 1 would mean hundreds of percent.
+    {"ThresholdBareFiveIsAUsageError", "compare {dir}/base.json {dir}/new.json --threshold 5", 2,
+     "write 5% (or 0.05)", {"base.json", "new.json"}, base + " && " + same},
+    {"ThresholdFivePercent", "compare {dir}/base.json {dir}/new.json --threshold 5%", 0,
+     "no regression beyond 5.0%", {"base.json", "new.json"}, base + " && " + same},
+    {"ThresholdFraction", "compare {dir}/base.json {dir}/new.json --threshold 0.05", 0,
+     "no regression beyond 5.0%", {"base.json", "new.json"}, base + " && " + same},
+    // Settings and machines.
+    {"ConfigDifferenceWarns", "compare {dir}/base.json {dir}/new.json", 0,
+     "warning: the reports differ in batch: 16 (base) vs 256 (new)", {"base.json", "new.json"},
+     report("base.json", 1.0, R"({"batch":16,"data":{"source":"mnist"}})") + " && " +
+         report("new.json", 1.0, R"({"batch":256,"data":{"source":"mnist"}})")},
+    {"StrictRefusesConfigDifference", "compare {dir}/base.json {dir}/new.json --strict", 1,
+     "data source: mnist (base) vs synthetic (new)", {"base.json", "new.json"},
+     report("base.json", 1.0, R"({"batch":64,"data":{"source":"mnist"}})") + " && " +
+         report("new.json", 1.0, R"({"batch":64,"data":{"source":"synthetic"}})"),
+     false, "no regression"},
+    {"StrictAcceptsTheSameSettings", "compare {dir}/base.json {dir}/new.json --strict", 0,
+     "no regression", {"base.json", "new.json"},
+     report("base.json", 1.0, R"({"batch":64,"lr":0.01})") + " && " +
+         report("new.json", 1.0, R"({"batch":64,"lr":0.01})"),
+     false, "warning"},
+    {"MachineDifferenceListed", "compare {dir}/base.json {dir}/new.json --strict", 1,
+     "CPU: AMD EPYC 7763 (base) vs Intel Xeon 8480 (new)", {"base.json", "new.json"},
+     report("base.json", 1.0, "{}", R"({"cpu_model":"AMD EPYC 7763"})") + " && " +
+         report("new.json", 1.0, "{}", R"({"cpu_model":"Intel Xeon 8480"})")},
+    // significant is p < alpha: 3 repetitions against 3 never are, whatever the ratio.
+    {"SignificantMeansPBelowAlpha", "compare {dir}/base.json {dir}/new.json --json", 1,
+     R"("significant": false)", {"base.json", "new.json"},
+     three_reps("base.json", 1.0) + " && " + three_reps("new.json", 2.0), false,
+     R"("significant": true)"},
+    // Reports that do not hold a whole measurement.
+    {"IncompleteBaseExits1", "compare {dir}/base.json {dir}/new.json", 1,
+     "base report is incomplete", {"base.json", "new.json"},
+     report("base.json", 1.0, "{}", "{}", "false") + " && " + same},
+    {"FailedPointExits1", "compare {dir}/base.json {dir}/new.json", 1,
+     "new report: point fc3/stream/n1c2 failed: out of memory", {"base.json", "new.json"},
+     base + " && " + report("new.json", 1.0, "{}", "{}", "true", failed_point)},
+    // Unreadable reports: exit 1, one line naming the file, in compare and in plot alike.
+    {"CorruptReportCompare", "compare {dir}/base.json {dir}/bad.json", 1, "bad.json: at byte",
+     {"bad.json", "base.json"}, base + " && printf '{\"kind\":' > bad.json"},
+    {"CorruptReportPlot", "plot {dir}/bad.json --out {dir}/plots", 1, "bad.json: at byte",
+     {"bad.json"}, "printf '{\"kind\":' > bad.json"},
+    {"MissingReportCompare", "compare {dir}/base.json {dir}/none.json", 1,
+     "none.json: cannot open: No such file or directory", {"base.json"}, base},
+    {"MissingReportPlot", "plot {dir}/none.json --out {dir}/plots", 1,
+     "none.json: cannot open: No such file or directory", {}},
+    {"PlotOutIsAFile", "plot {dir}/base.json --out {dir}/taken", 1, "taken", {"base.json", "taken"},
+     base + " && printf x > taken"},
+    // The sweep keeps an existing report unless told what to do with it.
+    {"SweepRefusesToOverwrite", tiny_sweep, 1, "out.json already exists: pass --resume",
+     {"out.json"}, "printf x > out.json"},
+    {"SweepForceOverwrites", tiny_sweep + " --force", 0, "", {"out.json"}, "printf x > out.json"},
+    {"SweepResumeKeepsTheReport", tiny_sweep + " --resume", 0, "", {"out.json"},
+     "{cli} " + tiny_sweep},
+    // One repetition: no MAD, and a warning that it cannot show a spread.
+    {"SweepOneRepetitionHasNoMad", "sweep --model fc3 --strategies serial --steps 1 --repeat 1 "
+     "--warmup 0 --synthetic 64 --out {dir}/out.json", 0, "fewer than 3 repetitions", {"out.json"},
+     "", false, "MAD"},
+#if CNNBENCH_HAVE_MPI
+    // A cluster point whose launcher fails: the sweep says so, exits 1, and its report is not
+    // complete (compare refuses it).
+    {"SweepWithAFailedPointExits1",
+     "sweep --model fc3 --strategies serial,cluster --nodes 1 --cores 1 --mpirun false --steps 1 "
+     "--repeat 1 --warmup 0 --synthetic 64 --out {dir}/out.json",
+     1, "1 point failed", {"out.json"}},
+    {"FailedSweepIsIncomplete", "compare {dir}/out.json {dir}/out.json", 1,
+     "base report is incomplete", {"out.json"},
+     "{cli} sweep --model fc3 --strategies serial,cluster --nodes 1 --cores 1 --mpirun false "
+     "--steps 1 --repeat 1 --warmup 0 --synthetic 64 --quiet --out {dir}/out.json || true"},
+    {"AllreduceBenchRefusesOneRank", "allreduce-bench", 2, "run it under mpirun -np N", {}},
+    {"AllreduceBenchRoundsToWholeFloats",
+     "allreduce-bench --allow-one-rank --min-bytes 5 --max-bytes 7 --repetitions 1 --warmup 0", 0,
+     "--min-bytes 5 rounded up to 8", {}},
+#endif
+};
+
+}  // namespace
+
+CNNBENCH_EDGE_TABLE(CompareEdges, kCompareEdges);
