@@ -12,7 +12,7 @@ cmake --build --preset release -j"$(nproc)"
 ./datasets/fetch_mnist.sh
 cli=build/release/apps/cnnbench
 mkdir -p results
-"$cli" sweep --target-accuracy 0.9 --out results/sweep.json
+"$cli" sweep --target-accuracy 0.9 --out results/sweep.json --force
 "$cli" plot results/sweep.json --out results/plots
 echo "report: results/sweep.json  plots: results/plots/speedup.png (and .svg, efficiency, throughput, time_to_accuracy, scaling_prediction)"
 echo "compare with the committed reference: $cli compare results/sweep-2core.json results/sweep.json"
