@@ -290,7 +290,7 @@ TEST_F(JsonFileTest, WritesIndentedJsonWithTrailingNewline) {
 
 TEST_F(JsonFileTest, UnwritableFolderThrowsAndKeepsTheOldFile) {
   const fs::path path = dir / "report.json";
-  write_file_atomically(path, "old content\n");
+  write_output(path, "old content\n");
   fs::permissions(dir, fs::perms::owner_read | fs::perms::owner_exec);
   // Root ignores folder permissions; then this check can't be made here.
   if (::access(dir.c_str(), W_OK) == 0) GTEST_SKIP() << "permissions are not enforced";

@@ -165,7 +165,7 @@ TEST(RunTraining, LossTrajectoryOfFirstTenStepsIsPinned) {
     current[model_name(kind)] = run_training(config, data, RunOptions{}).step_losses;
   }
   if (std::getenv("CNNBENCH_UPDATE_GOLDEN")) {
-    write_file_atomically(golden, current.dump(2) + "\n");
+    write_output(golden, current.dump(2) + "\n");
     GTEST_SKIP() << "rewrote " << golden;
   }
   const nlohmann::json expected = nlohmann::json::parse(read_file(golden));
