@@ -156,7 +156,8 @@ int run_train(const TrainArgs& a) {
     std::fprintf(stderr, "cnnbench: interrupted: checkpoint at step %lld written to %s; continue "
                  "with --resume %s\n", static_cast<long long>(result.progress.global_step),
                  result.saved->c_str(), result.saved->c_str());
-    return 128 + stop_signal;
+    // Another rank's signal stops this one too (cluster ranks agree): report it as SIGINT.
+    return 128 + (stop_signal != 0 ? static_cast<int>(stop_signal) : SIGINT);
   }
   return 0;
 }
