@@ -7,6 +7,8 @@ printing one "cnnbench: error: ..." line for anything else that goes wrong)
 """
 import argparse
 import json
+import os
+import stat
 import sys
 import textwrap
 from pathlib import Path
@@ -86,10 +88,40 @@ def new_figure(report, title, models):
     return fig, axes[0]
 
 
+def write_output(path, write):
+    """Writes a file by the rules of cnnbench's own outputs (lib/core/output.cpp): a symlink is
+    followed and its target replaced; a device or FIFO is written in place; a regular file is
+    replaced atomically (a temp file in its folder, then rename), keeping the old file's mode, and
+    a new one gets 0666 less the umask. `write` writes the content to a binary file object."""
+    path = Path(os.path.realpath(path))
+    try:
+        old = os.stat(path)
+    except FileNotFoundError:
+        old = None
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        with open(path, "wb") as f:
+            write(f)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.parent / f".{path.name}.tmp.{os.getpid()}"
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            if old is not None:
+                os.fchmod(f.fileno(), stat.S_IMODE(old.st_mode))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
 def save(fig, out, name):
     fig.tight_layout(rect=(0, 0.08, 1, 1 - 0.045 * getattr(fig, "title_lines", 1)))
     for ext in ("png", "svg"):
-        fig.savefig(out / f"{name}.{ext}", dpi=120)
+        write_output(out / f"{name}.{ext}", lambda f: fig.savefig(f, format=ext, dpi=120))
     plt.close(fig)
     print(f"wrote {out / name}.png and .svg")
 
@@ -261,13 +293,19 @@ def main():
     if report.get("kind") != "sweep":
         sys.exit(f"plot_report.py: {args.report} is not a sweep report")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        sys.exit(f"plot_report.py: --out {args.out}: {e.strerror}")
     models = report["config"]["models"]
-    plot_speedup(report, models, out)
-    plot_efficiency(report, models, out)
-    plot_throughput(report, models, out)
-    plot_time_to_accuracy(report, models, out)
-    plot_scaling_prediction(report, models, out)
+    try:
+        plot_speedup(report, models, out)
+        plot_efficiency(report, models, out)
+        plot_throughput(report, models, out)
+        plot_time_to_accuracy(report, models, out)
+        plot_scaling_prediction(report, models, out)
+    except OSError as e:
+        sys.exit(f"plot_report.py: cannot write {e.filename or args.out}: {e.strerror}")
     return 0
 
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <regex>
 #include <set>
@@ -30,6 +31,7 @@ struct Edge {
   std::string setup = {};  // shell run in the folder first (mkfifo, ln -s, chmod); {cli} = cnnbench
   bool as_user = false;  // run as an unprivileged user (nobody) where the tests run as root
   std::string absent = {};  // must NOT appear in the output ("" = nothing forbidden)
+  std::string check = {};   // shell run in the folder afterwards that must exit 0 (modes, links)
 };
 
 inline std::string substitute(std::string text, const std::string& name, const std::string& value) {
@@ -81,6 +83,10 @@ inline void run_edge(const Edge& edge) {
   // What no user should see: a Python traceback or a C++ exception's type name.
   EXPECT_EQ(r.output.find("Traceback (most recent call last)"), std::string::npos) << shown;
   EXPECT_FALSE(std::regex_search(r.output, std::regex("std::|terminate called|what\\(\\):"))) << shown;
+  if (!edge.check.empty()) {
+    const std::string command = "cd '" + dir + "' && { " + substitute_dir(edge.check, dir) + " ; }";
+    EXPECT_EQ(std::system(command.c_str()), 0) << "check failed: " << edge.check << "\n" << shown;
+  }
   std::vector<std::string> expected = edge.files;
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(files_below(temp.path()), expected) << shown;

@@ -1,6 +1,7 @@
 // `cnnbench` as a user runs it: usage errors exit 2, runtime errors exit 1 with one line naming
 // the cause, resume through the CLI is exact, and reports are written whole.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -8,8 +9,11 @@
 #include <csignal>
 #include <thread>
 
+#include <algorithm>
 #include <filesystem>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -191,33 +195,86 @@ TEST(Cli, SummaryLineNamesModelStrategyAndSpeed) {
   EXPECT_NE(r.output.find("images/s"), std::string::npos) << r.output;
 }
 
-// SIGINT or SIGTERM mid-run: a checkpoint is written, the exit code says interrupted (130), and
-// --resume then ends bit for bit where the uninterrupted run ends.
+// Starts `cnnbench train ARGS...` in `dir`, sends `signals` (each after `delay_ms`) and returns the
+// wait status. A signal that lands before the process has set its handlers (a slow start on a
+// loaded machine) kills it: then it tries again with a longer delay.
+int signalled_run(const fs::path& dir, const std::vector<std::string>& args, const std::vector<int>& signals) {
+  int status = 0;
+  for (int delay_ms : {300, 1000, 2500}) {
+    const pid_t child = ::fork();
+    if (child < 0) return -1;
+    if (child == 0) {
+      if (::chdir(dir.c_str()) != 0) ::_exit(127);
+      std::vector<char*> argv = {const_cast<char*>(CNNBENCH_CLI), const_cast<char*>("train")};
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(CNNBENCH_CLI, argv.data());
+      ::_exit(127);
+    }
+    for (const int signal : signals) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      ::kill(child, signal);
+    }
+    ::waitpid(child, &status, 0);
+    if (WIFEXITED(status)) break;
+  }
+  return status;
+}
+
+// Every file in `dir`, by name.
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Without --save the checkpoint goes beside the report, named after its step, and a second
+// interrupted run adds a file instead of replacing the first.
+TEST(Cli, InterruptCheckpointIsNamedAfterItsStepBesideTheReport) {
+  const fs::path dir = fresh_temp_dir("cli-interrupt-name");
+  const std::vector<std::string> args = {"--model", "fc3", "--synthetic", "512", "--batch", "8",
+                                         "--steps", "10000000", "--quiet", "--report", "out/r.json"};
+  for (int run = 0; run < 2; ++run) {
+    const int status = signalled_run(dir, args, {SIGINT});
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << status;
+  }
+  const std::vector<std::string> names = names_in(dir / "out");
+  ASSERT_EQ(names.size(), 3u) << ::testing::PrintToString(names);
+  EXPECT_EQ(names[2], "r.json");
+  const std::regex checkpoint("cnnbench-interrupted-step-[0-9]+(-2)?\\.safetensors");
+  EXPECT_TRUE(std::regex_match(names[0], checkpoint)) << names[0];
+  EXPECT_TRUE(std::regex_match(names[1], checkpoint)) << names[1];
+  EXPECT_EQ(names_in(dir), std::vector<std::string>{"out"}) << "nothing is written into the working directory";
+}
+
+// A second Ctrl-C ends the run at once with 130, leaving no temporary file. The report goes to a
+// FIFO nobody reads, so the orderly stop after the first signal waits there until the second.
+TEST(Cli, SecondInterruptAbortsAtOnce) {
+  const fs::path dir = fresh_temp_dir("cli-interrupt-twice");
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+  const int status = signalled_run(dir, {"--model", "fc3", "--synthetic", "512", "--batch", "8", "--steps",
+                                         "10000000", "--quiet", "--save", "c.st", "--report", "fifo"},
+                                   {SIGINT, SIGINT});
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  for (const std::string& name : names_in(dir)) {
+    EXPECT_TRUE(name == "fifo" || name == "c.st") << "left behind: " << name;
+  }
+}
+
+// SIGINT or SIGTERM mid-run: a checkpoint is written, the exit code says which signal (130 or
+// 143), and --resume then ends bit for bit where the uninterrupted run ends.
 TEST(Cli, InterruptedRunCheckpointsAndResumesExactly) {
   const fs::path dir = fresh_temp_dir("cli-interrupt");
   const std::string common = "train --model fc3 --synthetic 512 --batch 8 --quiet --steps 15000";
   ASSERT_EQ(run_cli(common + " --save " + (dir / "straight.st").string()).code, 0);
   for (const int signal : {SIGINT, SIGTERM}) {
     const std::string interrupted = (dir / ("interrupted-" + std::to_string(signal) + ".st")).string();
-    int status = 0;
-    // A signal that lands before the process has set its handlers (a slow start on a loaded
-    // machine) kills it: try again a little later.
-    for (int delay_ms : {300, 1000, 2500}) {
-      const pid_t child = ::fork();
-      ASSERT_GE(child, 0);
-      if (child == 0) {
-        ::execl(CNNBENCH_CLI, CNNBENCH_CLI, "train", "--model", "fc3", "--synthetic", "512",
-                "--batch", "8", "--steps", "15000", "--quiet", "--save", interrupted.c_str(),
-                static_cast<char*>(nullptr));
-        ::_exit(127);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-      ::kill(child, signal);
-      ::waitpid(child, &status, 0);
-      if (WIFEXITED(status)) break;
-    }
+    const int status = signalled_run(dir, {"--model", "fc3", "--synthetic", "512", "--batch", "8", "--steps",
+                                           "15000", "--quiet", "--save", interrupted}, {signal});
     ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping cleanly";
-    ASSERT_EQ(WEXITSTATUS(status), 130) << "the run ended before the signal: make it longer";
+    ASSERT_EQ(WEXITSTATUS(status), 128 + signal) << "the run ended before the signal: make it longer";
     ASSERT_TRUE(fs::exists(interrupted));
     const std::string resumed = (dir / ("resumed-" + std::to_string(signal) + ".st")).string();
     ASSERT_EQ(run_cli(common + " --resume " + interrupted + " --save " + resumed).code, 0);

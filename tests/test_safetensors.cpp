@@ -394,13 +394,19 @@ TEST(Checkpoint, PartialMomentumIsAnError) {
 
 // --- atomic writes -----------------------------------------------------------------------------
 
-TEST(AtomicWrite, MissingDirectoryThrows) {
+// Missing folders are created (as for every output); a file where a folder belongs is an error
+// naming the path.
+TEST(AtomicWrite, MissingFoldersAreCreatedAFileInTheWayThrows) {
   TempDir dir;
   const auto file = dir.path() / "no" / "such" / "dir" / "c.safetensors";
+  save_checkpoint(file, Model(ModelKind::fc3), TrainProgress{});
+  EXPECT_TRUE(std::filesystem::exists(file));
+  const auto under_file = file / "c.safetensors";
   const std::string message =
-      error_of([&] { save_checkpoint(file, Model(ModelKind::fc3), TrainProgress{}); });
-  EXPECT_NE(message.find(file.string()), std::string::npos) << message;
-  EXPECT_FALSE(std::filesystem::exists(file));
+      error_of([&] { save_checkpoint(under_file, Model(ModelKind::fc3), TrainProgress{}); });
+  EXPECT_NE(message.find(under_file.string()), std::string::npos) << message;
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(file.parent_path()), {}), 1)
+      << "a temporary file was left";
 }
 
 TEST(AtomicWrite, FailedWriteLeavesExistingFileUntouched) {

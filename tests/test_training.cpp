@@ -1,12 +1,15 @@
 // The training driver: exact resume, --init, schedule length, errors, and the pinned loss
 // trajectory of the first steps (golden file cross-checked against PyTorch when it was made).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -165,7 +168,7 @@ TEST(RunTraining, LossTrajectoryOfFirstTenStepsIsPinned) {
     current[model_name(kind)] = run_training(config, data, RunOptions{}).step_losses;
   }
   if (std::getenv("CNNBENCH_UPDATE_GOLDEN")) {
-    write_file_atomically(golden, current.dump(2) + "\n");
+    write_output(golden, current.dump(2) + "\n");
     GTEST_SKIP() << "rewrote " << golden;
   }
   const nlohmann::json expected = nlohmann::json::parse(read_file(golden));
@@ -177,6 +180,52 @@ TEST(RunTraining, LossTrajectoryOfFirstTenStepsIsPinned) {
       EXPECT_NEAR(got[i], want[i], 1e-4 * std::abs(want[i])) << model << " step " << i;
     }
     EXPECT_LT(got.back(), got.front()) << model << " must learn in 10 steps";
+  }
+}
+
+// The bar never fills a terminal's last column (that wraps, and every redraw scrolls a line), at
+// every width the program draws at, for the longest numbers a run shows.
+TEST(ProgressBar, FitsEveryTerminalWidth) {
+  ProgressState s;
+  s.step = 123456789;
+  s.total = 987654321;
+  s.images_per_s = 1234567;
+  s.loss = 12.3456;
+  s.eta_seconds = 9876543;
+  for (int columns = 40; columns <= 200; ++columns) {
+    const std::string line = progress_bar_line(s, columns);
+    EXPECT_LE(line.size(), static_cast<std::size_t>(columns - 1)) << columns << ": " << line;
+    EXPECT_NE(line.find("step 123456789/987654321"), std::string::npos) << columns << ": " << line;
+  }
+  // Wide enough: every part and a bar; narrow: the step count still shows.
+  EXPECT_NE(progress_bar_line(s, 120).find("ETA"), std::string::npos);
+  EXPECT_EQ(progress_bar_line(s, 80).size(), 79u);
+  EXPECT_NE(progress_bar_line(s, 40).find("step"), std::string::npos);
+}
+
+TEST(ProgressBar, FillsInProportion) {
+  ProgressState s;
+  s.step = 50;
+  s.total = 100;
+  const std::string line = progress_bar_line(s, 80);
+  const std::size_t width = line.find(']') - 1;
+  EXPECT_EQ(std::count(line.begin(), line.end(), '#'), static_cast<std::ptrdiff_t>(width / 2)) << line;
+  EXPECT_EQ(progress_log_line(s), "step 50/100 (50%)  0 img/s  loss 0.0000  ETA 0s");
+}
+
+TEST(ProgressBar, WidthFromColumnsWithinBounds) {
+  if (::isatty(STDERR_FILENO) != 0) GTEST_SKIP() << "stderr is a terminal: its width decides";
+  const char* saved = std::getenv("COLUMNS");
+  const std::string old = saved ? saved : "";
+  for (const auto& [value, expected] : std::vector<std::pair<std::string, int>>{
+           {"100", 100}, {"20", 40}, {"1000", 200}, {"x", 80}}) {
+    ::setenv("COLUMNS", value.c_str(), 1);
+    EXPECT_EQ(terminal_columns(), expected) << value;
+  }
+  if (saved) {
+    ::setenv("COLUMNS", old.c_str(), 1);
+  } else {
+    ::unsetenv("COLUMNS");
   }
 }
 

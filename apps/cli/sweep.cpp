@@ -63,6 +63,7 @@ int run_sweep_command(const SweepArgs& a) {
     fail(a.out + " already exists: pass --resume to keep its finished points and measure the rest, "
                  "or --force to overwrite it");
   }
+  check_output_path(a.out, "--out");  // before the first point, not after the last
   SweepOptions o;
   o.models.clear();
   for (const auto& m : a.models) o.models.push_back(parse_model(m));
@@ -93,7 +94,6 @@ int run_sweep_command(const SweepArgs& a) {
   if (!a.hostfile.empty()) o.hostfile = std::filesystem::absolute(a.hostfile);
   o.self = std::filesystem::read_symlink("/proc/self/exe");
   o.out = a.out;
-  if (o.out.has_parent_path()) std::filesystem::create_directories(o.out.parent_path());
   o.resume = a.resume;
   o.quiet = a.quiet;
   std::signal(SIGINT, on_sweep_stop_signal);

@@ -2,7 +2,6 @@
 // an optional JSON report and checkpoint.
 #include <unistd.h>
 
-#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -33,10 +32,61 @@ struct TrainArgs {
   int threads = 1;
   std::map<std::string, std::string> options;  // strategy options by name; "" = not given
   std::string isa = "best";
+  std::string progress;  // "" = the default of progress_mode()
 };
 
-std::atomic<bool> stop_signal{false};
-extern "C" void on_stop_signal(int) { stop_signal.store(true); }
+// The first SIGINT/SIGTERM asks for an orderly stop (the run ends after the current range, saves
+// a checkpoint and exits 128 + the signal); a second one ends the process at once, removing the
+// temporary file of a write in progress. Only async-signal-safe calls: a flag and write(2).
+volatile std::sig_atomic_t stop_signal = 0;
+volatile std::sig_atomic_t stop_message = 1;  // 0 on MPI ranks but rank 0
+extern "C" void on_stop_signal(int signal) {
+  if (stop_signal != 0) {
+    remove_output_in_progress();
+    ::_exit(128 + signal);
+  }
+  stop_signal = signal;
+  static const char message[] =
+      "\ncnnbench: stopping after the current steps, saving a checkpoint (again to abort at once)\n";
+  if (stop_message) {
+    [[maybe_unused]] const ssize_t ignored = ::write(STDERR_FILENO, message, sizeof message - 1);
+  }
+}
+
+void install_stop_handlers() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+}
+
+// This process's rank when an MPI launcher started it (before MPI is initialised), else -1.
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != 0) return std::atoi(value);
+  }
+  return -1;
+}
+
+// --progress, else: nothing with --quiet, lines under an MPI launcher (rank 0 prints them; its
+// stderr is a pipe), a bar on a terminal, nothing otherwise (a log gets the summary line).
+ProgressMode progress_mode(const TrainArgs& a) {
+  if (!a.progress.empty()) return parse_progress_mode(a.progress);
+  if (a.quiet) return ProgressMode::none;
+  if (launcher_rank() >= 0) return ProgressMode::lines;
+  return ::isatty(STDERR_FILENO) ? ProgressMode::bar : ProgressMode::none;
+}
+
+// Where an interrupted run without --save leaves its checkpoint: beside a report file, else here.
+std::filesystem::path interrupt_folder(const std::string& report) {
+  std::error_code error;
+  if (report.empty() || report == "-" || !std::filesystem::path(report).has_parent_path()) return ".";
+  const auto status = std::filesystem::status(report, error);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) return ".";
+  return std::filesystem::path(report).parent_path();
+}
 
 TrainConfig make_config(const TrainArgs& a) {
   TrainConfig c;
@@ -58,9 +108,16 @@ TrainConfig make_config(const TrainArgs& a) {
 
 int run_train(const TrainArgs& a) {
   // Before anything slow, so that an early Ctrl-C also ends in a clean stop.
-  std::signal(SIGINT, on_stop_signal);
-  std::signal(SIGTERM, on_stop_signal);
+  if (launcher_rank() > 0) stop_message = 0;
+  install_stop_handlers();
   const TrainConfig config = make_config(a);
+  const ProgressMode progress = progress_mode(a);
+  // Every output is checked before the data is loaded: a typo costs nothing, not a whole run.
+  if (!a.report.empty()) check_output_path(a.report, "--report");
+  if (!a.save.empty()) check_output_path(a.save, "--save");
+  if (const auto graph = config.options.find("graph"); graph != config.options.end()) {
+    check_output_path(graph->second, "--graph");
+  }
   use_isa(a.isa);
   Dataset train, test;
   if (a.synthetic > 0) {
@@ -76,8 +133,9 @@ int run_train(const TrainArgs& a) {
   if (!a.resume.empty()) options.resume = a.resume;
   if (!a.save.empty()) options.save = a.save;
   if (a.eval) options.test = &test;
-  options.progress_bar = !a.quiet && ::isatty(STDERR_FILENO);
-  options.stop_requested = [] { return stop_signal.load(); };
+  options.interrupt_folder = interrupt_folder(a.report);
+  options.progress = progress;
+  options.stop_requested = [] { return stop_signal != 0; };
 
   const RunResult result = run_training(config, train, options);
   if (!result.primary) return 0;
@@ -85,10 +143,10 @@ int run_train(const TrainArgs& a) {
   if (!a.report.empty()) write_json(a.report, make_run_report(config, train, result));
   if (!a.quiet) {
     std::FILE* out = a.report == "-" ? stderr : stdout;
-    const double loss = result.step_losses.empty() ? 0.0 : result.step_losses.back();
-    std::fprintf(out, "%s %s: %lld steps, %.0f images/s, %.2f s, last loss %.4f", a.model.c_str(),
-                 a.strategy.c_str(), static_cast<long long>(result.steps_run), result.images_per_s,
-                 result.train_seconds, loss);
+    // The report's names and values: metrics.last_step_loss and metrics.epoch_mean_loss.
+    std::fprintf(out, "%s %s: %lld steps, %.0f images/s, %.2f s, last step loss %.4f, epoch mean loss %.4f",
+                 a.model.c_str(), a.strategy.c_str(), static_cast<long long>(result.steps_run),
+                 result.images_per_s, result.train_seconds, result.last_step_loss, result.epoch_mean_loss);
     if (result.test) std::fprintf(out, ", test accuracy %.2f%%", 100.0 * result.test->accuracy);
     if (result.interrupted) std::fprintf(out, " (interrupted at step %lld)",
                                          static_cast<long long>(result.progress.global_step));
@@ -98,7 +156,8 @@ int run_train(const TrainArgs& a) {
     std::fprintf(stderr, "cnnbench: interrupted: checkpoint at step %lld written to %s; continue "
                  "with --resume %s\n", static_cast<long long>(result.progress.global_step),
                  result.saved->c_str(), result.saved->c_str());
-    return 128 + SIGINT;
+    // Another rank's signal stops this one too (cluster ranks agree): report it as SIGINT.
+    return 128 + (stop_signal != 0 ? static_cast<int>(stop_signal) : SIGINT);
   }
   return 0;
 }
@@ -144,6 +203,10 @@ void add_train_command(CLI::App& root, Runner& runner) {
   cmd->add_flag("--eval", args->eval, "report test-set accuracy at the end");
   cmd->add_option("--report", args->report, "write the JSON run report here ('-' = stdout)");
   cmd->add_flag("--quiet", args->quiet, "no progress bar and no summary line");
+  cmd->add_option("--progress", args->progress,
+                  "bar, lines or none (default: a bar on a terminal, lines under mpirun, else none; "
+                  "none with --quiet)")
+      ->check(CLI::IsMember({"bar", "lines", "none"}));
   cmd->add_option("--threads,--cores", args->threads,
                   "cores/threads the strategy may use (stream: cores; cluster: threads per rank)")
       ->check(CLI::Range(1, 4096))

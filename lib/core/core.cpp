@@ -1,10 +1,7 @@
-// Errors, the seeded RNG, clocks, atomic file writes and OpenBLAS threading.
+// Errors, the seeded RNG, clocks, reading files and OpenBLAS threading.
 #include "cnnbench/core.hpp"
 
-#include <fcntl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -76,48 +73,6 @@ std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream) {
 double now_seconds() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
-}
-
-void write_file_atomically(const std::filesystem::path& path, std::string_view bytes) {
-  const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : ".";
-  std::string temp_name = path.filename().string();
-  temp_name.insert(0, 1, '.');  // (not "." + name: GCC 12 warns falsely on that at -O3)
-  temp_name.append(".tmp.XXXXXX");
-  std::string pattern = (dir / temp_name).string();
-  const int fd = ::mkstemp(pattern.data());
-  if (fd < 0) {
-    fail("cannot write " + path.string() + ": cannot create a temporary file in " + dir.string() +
-         ": " + std::strerror(errno));
-  }
-  auto abandon = [&](const char* what) {
-    const int saved = errno;
-    ::close(fd);
-    ::unlink(pattern.c_str());
-    fail("cannot write " + path.string() + ": " + what + ": " + std::strerror(saved));
-  };
-  const char* p = bytes.data();
-  std::size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      abandon("write failed");
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  if (::fchmod(fd, 0644) != 0) abandon("chmod failed");
-  if (::fsync(fd) != 0) abandon("fsync failed");
-  if (::close(fd) != 0) {
-    const int saved = errno;
-    ::unlink(pattern.c_str());
-    fail("cannot write " + path.string() + ": close failed: " + std::strerror(saved));
-  }
-  if (::rename(pattern.c_str(), path.c_str()) != 0) {
-    const int saved = errno;
-    ::unlink(pattern.c_str());
-    fail("cannot write " + path.string() + ": rename failed: " + std::strerror(saved));
-  }
 }
 
 std::string read_file(const std::filesystem::path& path) {

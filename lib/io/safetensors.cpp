@@ -209,7 +209,7 @@ void write_safetensors(const std::filesystem::path& file, const SafetensorsFile&
     std::memcpy(out, t.data.data(), t.data.size() * sizeof(float));
     out += t.data.size() * sizeof(float);
   }
-  write_file_atomically(file, bytes);
+  write_output(file, bytes);
 }
 
 SafetensorsFile read_safetensors(const std::filesystem::path& file) {

@@ -169,7 +169,7 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& value) 
     CNNBENCH_CHECK(std::cout.good(), "cannot write JSON to standard output");
     return;
   }
-  write_file_atomically(path, text);
+  write_output(path, text);
 }
 
 }  // namespace cnnbench

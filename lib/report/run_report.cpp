@@ -10,8 +10,9 @@ namespace cnnbench {
 
 namespace {
 
-nlohmann::json config_json(const TrainConfig& config, const Dataset& train) {
+nlohmann::json config_json(const TrainConfig& config, const Dataset& train, std::int64_t total_steps) {
   nlohmann::json json = config;
+  json["steps"] = total_steps;  // an epoch run's too, not the -1 that stands for "by epochs"
   json["data"] = {{"source", train.source}, {"train_samples", train.count}};
   return json;
 }
@@ -37,6 +38,8 @@ nlohmann::json make_run_report(const TrainConfig& config, const Dataset& train,
       {"images", images},
       {"global_step", result.progress.global_step},
       {"final_loss", final_loss(result.step_losses)},
+      {"last_step_loss", result.last_step_loss},
+      {"epoch_mean_loss", result.epoch_mean_loss},
       {"gflops", result.images_per_s * spec.train_flops_per_image / 1e9},
       {"train_flops_per_image", spec.train_flops_per_image},
       {"peak_rss_bytes", peak_rss_bytes()},
@@ -61,7 +64,7 @@ nlohmann::json make_run_report(const TrainConfig& config, const Dataset& train,
       {"schema_version", report_schema_version},
       {"kind", "run"},
       {"context", collect_context()},
-      {"config", config_json(config, train)},
+      {"config", config_json(config, train, result.total_steps)},
       {"metrics", metrics},
       {"epochs", epochs},
       {"loss_curve", result.step_losses},

@@ -486,7 +486,7 @@ std::string graph_dot(const Graph& graph, const Partition& partition, const std:
 
 void write_graph_dot(const std::filesystem::path& path, const Graph& graph,
                      const Partition& partition, const std::string& title) {
-  write_file_atomically(path, graph_dot(graph, partition, title));
+  write_output(path, graph_dot(graph, partition, title));
 }
 
 }  // namespace cnnbench::stream

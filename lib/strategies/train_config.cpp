@@ -1,5 +1,7 @@
 // TrainConfig at the edges: as JSON (the run report's config, a time-to-accuracy job) and as the
 // `cnnbench train` arguments that rebuild it (a sweep's launched points).
+#include <charconv>
+#include <cstdlib>
 #include <sstream>
 
 #include "cnnbench/core.hpp"
@@ -17,15 +19,23 @@ std::string number_text(double value) {
   return out.str();
 }
 
+// A float as the shortest decimal that reads back as that float: 0.01, not the double
+// 0.009999999776482582 it widens to.
+double shortest(float value) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, value).ptr;
+  return std::strtod(std::string(text, end).c_str(), nullptr);
+}
+
 }  // namespace
 
 void to_json(nlohmann::json& out, const TrainConfig& config) {
   out = {{"model", model_name(config.model)},
          {"strategy", config.strategy},
          {"batch", config.batch},
-         {"lr", config.sgd.lr},
-         {"momentum", config.sgd.momentum},
-         {"weight_decay", config.sgd.weight_decay},
+         {"lr", shortest(config.sgd.lr)},
+         {"momentum", shortest(config.sgd.momentum)},
+         {"weight_decay", shortest(config.sgd.weight_decay)},
          {"seed", config.seed},
          {"shuffle", config.shuffle},
          {"steps", config.steps},

@@ -167,7 +167,7 @@ TrainConfig SweepRunner::train_config(const PointSpec& point) const {
 Repetition SweepRunner::run_in_process(const PointSpec& point, int pin_core) const {
   RunOptions run_options;
   run_options.stop_requested = options_.stop_requested;
-  run_options.interrupt_save = scratch_ / "interrupted.safetensors";
+  run_options.interrupt_folder = scratch_;
   TrainConfig config = train_config(point);
   if (pin_core >= 0) config.options[strategy_option::pin_core.name] = std::to_string(pin_core);
   const RunResult result = run_training(config, train_, run_options);

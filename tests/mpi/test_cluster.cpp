@@ -120,7 +120,7 @@ TEST(ClusterRank, Run) {
     const nlohmann::json result = allreduce_benchmark(bench);
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    if (rank == 0) write_file_atomically(fs::path(c.out) / "report.json", result.dump(1));
+    if (rank == 0) write_output(fs::path(c.out) / "report.json", result.dump(1));
     return;
   }
   const ModelKind kind = parse_model(c.model);
@@ -155,7 +155,7 @@ TEST(ClusterRank, Run) {
   strategy->sync_to(model);
   write_rank_result(c, rank, model, losses);
   if (strategy->is_primary()) {
-    write_file_atomically(fs::path(c.out) / "report.json",
+    write_output(fs::path(c.out) / "report.json",
                           nlohmann::json{{"metrics", strategy->metrics()},
                                          {"pins", pin_map_json(strategy->pin_map())}}
                               .dump(1));

@@ -1,5 +1,5 @@
 // Core helpers shared by every part of libcnnbench: errors, aligned buffers, the seeded RNG,
-// clocks and atomic file writes.
+// clocks and output files.
 #pragma once
 
 #include <cstddef>
@@ -77,9 +77,27 @@ std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream);
 
 double now_seconds();  // steady clock, seconds
 
-// Writes bytes to `path` atomically: a temp file in the same folder, fsync, rename. On any error
-// the temp file is removed, `path` keeps its old content, and an Error names the path and cause.
-void write_file_atomically(const std::filesystem::path& path, std::string_view bytes);
+// Writes an output file (lib/core/output.cpp). A regular file, new or old, is replaced atomically
+// (a temp file in its folder, fsync, rename) and keeps the old file's mode and owner (a new one
+// gets 0666 less the umask); a symlink is followed and its target replaced; a device, a FIFO or a
+// file with other hard links is written in place. Missing folders are created. On any error the
+// temp file is removed, a regular file keeps its old content, and an Error names the path and
+// cause ("No space left on device").
+void write_output(const std::filesystem::path& path, std::string_view bytes);
+
+// Before any work: refuses an output file ("-" passes) that write_output could not write: a
+// folder, a parent that is a file, a folder (or the nearest existing one above a missing one)
+// that is not writable, a device that is not. The Error starts with "OPTION PATH: ".
+void check_output_path(const std::filesystem::path& path, const std::string& option);
+// The same for an output folder (plot --out): a file there, or no write permission, is refused.
+void check_output_folder(const std::filesystem::path& dir, const std::string& option);
+
+// `path` if nothing is there, else the first free of STEM-2.EXT, STEM-3.EXT, ...
+std::filesystem::path unused_path(const std::filesystem::path& path);
+
+// Async-signal-safe: removes the temporary file of a write_output in progress (a second Ctrl-C
+// that ends the process at once leaves no partial file).
+void remove_output_in_progress() noexcept;
 
 // Whole file into memory; Error naming the path when it can't be read.
 std::string read_file(const std::filesystem::path& path);

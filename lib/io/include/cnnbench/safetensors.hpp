@@ -22,7 +22,7 @@ struct SafetensorsFile {
   const Tensor* find(const std::string& name) const;
 };
 
-// Writes atomically (temp file + rename). Tensors are laid out in the given order.
+// Writes through write_output (atomic for a regular file). Tensors are laid out in the given order.
 void write_safetensors(const std::filesystem::path& file, const SafetensorsFile& content);
 // Strict reader: header length within the file and below 100 MB, valid JSON object, dtype F32,
 // shapes non-negative, data_offsets [begin,end) inside the data section, sized as the shape says,

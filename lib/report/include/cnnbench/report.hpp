@@ -30,7 +30,7 @@ std::string mpi_version_string();
 // {"threads", "gflops", "n", "repetitions", "best_seconds"}. Restores the BLAS thread count.
 nlohmann::json measure_sgemm_peak(int threads, double seconds);
 
-// Writes JSON (indented) to path atomically, or to stdout when path is "-".
+// Writes JSON (indented) to path with write_output, or to stdout when path is "-".
 void write_json(const std::filesystem::path& path, const nlohmann::json& value);
 
 struct Summary {

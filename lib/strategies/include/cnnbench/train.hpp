@@ -16,6 +16,7 @@
 #include "cnnbench/data.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/checkpoint.hpp"
+#include "cnnbench/progress.hpp"
 #include "cnnbench/topology.hpp"
 
 namespace cnnbench {
@@ -148,10 +149,11 @@ struct RunOptions {
   std::optional<std::filesystem::path> init;    // --init: weights from safetensors
   std::optional<std::filesystem::path> resume;  // --resume: weights, momentum and progress
   std::optional<std::filesystem::path> save;    // --save: checkpoint at the end (or interruption)
-  // Where an interrupted run saves its checkpoint when --save was not given.
-  std::filesystem::path interrupt_save = "cnnbench-interrupted.safetensors";
+  // The folder an interrupted run saves its checkpoint in when --save was not given, as
+  // cnnbench-interrupted-step-N.safetensors (-2, -3 ... added rather than replacing a file).
+  std::filesystem::path interrupt_folder = ".";
   const Dataset* test = nullptr;                // --eval
-  bool progress_bar = false;
+  ProgressMode progress = ProgressMode::none;
   std::function<bool()> stop_requested;         // polled between ranges (SIGINT/SIGTERM)
   // Called on every process after each every_steps steps of the run (counted from step 0) and
   // after its last step, with the steps done and the model as the strategy has it; returning
@@ -175,6 +177,10 @@ struct RunResult {
   std::vector<EpochRecord> epochs;
   double train_seconds = 0;         // wall time of the steps (excludes loading and evaluation)
   std::int64_t steps_run = 0;
+  std::int64_t total_steps = 0;     // the run's planned length (--steps, or epochs x steps per epoch)
+  // What the summary line and the report both show: the loss of the last step run, and the mean
+  // over the steps run of the last epoch (a partial one when the run stopped inside it).
+  double last_step_loss = 0, epoch_mean_loss = 0;
   double images_per_s = 0;
   std::optional<EvalResult> test;
   bool interrupted = false;
