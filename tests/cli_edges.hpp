@@ -27,17 +27,21 @@ struct Edge {
   int code = 0;          // the exit code
   std::string message;   // printed somewhere in stdout + stderr ("" = nothing asked)
   std::vector<std::string> files = {};  // the folder's files afterwards, setup's included
-  std::string setup = {};               // shell run in the folder first (mkfifo, ln -s, chmod)
+  std::string setup = {};  // shell run in the folder first (mkfifo, ln -s, chmod); {cli} = cnnbench
   bool as_user = false;  // run as an unprivileged user (nobody) where the tests run as root
   std::string absent = {};  // must NOT appear in the output ("" = nothing forbidden)
 };
 
-inline std::string substitute_dir(std::string text, const std::string& dir) {
-  for (std::size_t at = text.find("{dir}"); at != std::string::npos; at = text.find("{dir}", at)) {
-    text.replace(at, 5, dir);
-    at += dir.size();
+inline std::string substitute(std::string text, const std::string& key, const std::string& value) {
+  for (std::size_t at = text.find(key); at != std::string::npos; at = text.find(key, at)) {
+    text.replace(at, key.size(), value);
+    at += value.size();
   }
   return text;
+}
+
+inline std::string substitute_dir(const std::string& text, const std::string& dir) {
+  return substitute(text, "{dir}", dir);
 }
 
 // Every path below `dir`, relative, sorted; folders end in '/'.
@@ -55,7 +59,10 @@ inline void run_edge(const Edge& edge) {
   const TempDir temp;
   const std::string dir = temp.path().string();
   std::string prefix = "cd '" + dir + "' &&";
-  if (!edge.setup.empty()) prefix += " { " + substitute_dir(edge.setup, dir) + " ; } >/dev/null 2>&1 &&";
+  if (!edge.setup.empty()) {
+    prefix += " { " + substitute(substitute_dir(edge.setup, dir), "{cli}", CNNBENCH_CLI) +
+              " ; } >/dev/null 2>&1 &&";
+  }
   if (edge.as_user && ::geteuid() == 0) {
     std::filesystem::permissions(temp.path(), std::filesystem::perms::all);
   }
