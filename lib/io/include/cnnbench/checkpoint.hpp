@@ -19,8 +19,8 @@ struct TrainProgress {
   std::int64_t steps_per_epoch = 0;
   // What the run trained with, so that a resumed run can say what it changed; files written
   // before these were recorded (and PyTorch's) have none.
-  std::optional<SgdConfig> sgd;
-  std::string data;  // the training set's source ("" when not recorded)
+  std::optional<SgdConfig> sgd{};
+  std::string data{};  // the training set's source ("" when not recorded)
 };
 
 // The shortest text that reads back as the same float ("0.01", not "0.00999999978"): how the
