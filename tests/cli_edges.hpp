@@ -34,16 +34,16 @@ struct Edge {
   std::string check = {};   // shell run in the folder afterwards that must exit 0 (modes, links)
 };
 
-inline std::string substitute(std::string text, const std::string& name, const std::string& value) {
-  for (std::size_t at = text.find(name); at != std::string::npos; at = text.find(name, at)) {
-    text.replace(at, name.size(), value);
+inline std::string substitute(std::string text, const std::string& key, const std::string& value) {
+  for (std::size_t at = text.find(key); at != std::string::npos; at = text.find(key, at)) {
+    text.replace(at, key.size(), value);
     at += value.size();
   }
   return text;
 }
 
-inline std::string substitute_dir(std::string text, const std::string& dir) {
-  return substitute(std::move(text), "{dir}", dir);
+inline std::string substitute_dir(const std::string& text, const std::string& dir) {
+  return substitute(text, "{dir}", dir);
 }
 
 // Every path below `dir`, relative, sorted; folders end in '/'.

@@ -3,8 +3,11 @@
 #include <string>
 
 #include "cnnbench/config.hpp"
+#include "cnnbench/isa.hpp"
+#include "cnnbench/report.hpp"
 #include "cnnbench/train.hpp"
 #include "commands.hpp"
+#include "input_rules.hpp"
 
 namespace cnnbench::cli {
 
@@ -16,6 +19,22 @@ std::string without_flag(const OptionSpec& spec, const std::string& problem) {
     if (problem.starts_with(lead)) return problem.substr(lead.size());
   }
   return problem;
+}
+
+// --version: the release, the revision and how this binary was built.
+std::string version_text() {
+  const nlohmann::json build = build_json();
+  std::string revision = build.at("git_sha").get<std::string>();
+  if (build.at("git_dirty").get<bool>()) revision += " (dirty)";
+  std::string targets;
+  for (const std::string& target : isa_info().compiled) targets += (targets.empty() ? "" : " ") + target;
+  const std::string sanitize = build.at("sanitize").get<std::string>();
+  return "cnnbench " + build.at("version").get<std::string>() + "\ngit " + revision + "\nbuild " +
+         build.at("type").get<std::string>() + ", " + build.at("compiler").get<std::string>() +
+         ", flags " + build.at("flags").get<std::string>() +
+         (sanitize.empty() ? "" : ", sanitizers " + sanitize) + "\nSIMD targets " + targets +
+         "\nCUDA " + (CNNBENCH_HAVE_CUDA ? "on" : "off") + ", MPI " +
+         (CNNBENCH_HAVE_MPI ? "on" : "off") + ", hwloc " + (CNNBENCH_HAVE_HWLOC ? "on" : "off");
 }
 
 }  // namespace
@@ -45,13 +64,16 @@ void build_app(CLI::App& app, Runner& runner) {
   app.name("cnnbench");
   app.description("cnnbench: parallel training benchmarks for FC-3 and LeNet-5 on MNIST");
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("cnnbench ") + CNNBENCH_VERSION);
+  app.set_version_flag("--version", version_text, "Print the version, git revision and build, and exit");
+  app.failure_message(failure_message);
   add_train_command(app, runner);
   add_info_command(app, runner);
   add_sweep_command(app, runner);
   add_compare_command(app, runner);
   add_plot_command(app, runner);
   add_allreduce_bench_command(app, runner);
+  add_completion_command(app, runner);
+  add_man_command(app, runner);
 }
 
 }  // namespace cnnbench::cli

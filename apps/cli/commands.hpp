@@ -21,6 +21,8 @@ void add_sweep_command(CLI::App& root, Runner& runner);
 void add_compare_command(CLI::App& root, Runner& runner);
 void add_plot_command(CLI::App& root, Runner& runner);
 void add_allreduce_bench_command(CLI::App& root, Runner& runner);
+void add_completion_command(CLI::App& root, Runner& runner);
+void add_man_command(CLI::App& root, Runner& runner);
 
 // One flag per strategy option (strategy_option_specs()), storing into values[name]; "" means not
 // given. The sweep gets only the options it passes on, with its own defaults. Choices and numbers

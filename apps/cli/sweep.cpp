@@ -10,31 +10,30 @@
 #include "cnnbench/report.hpp"
 #include "cnnbench/sweep.hpp"
 #include "commands.hpp"
+#include "input_rules.hpp"
 
 namespace cnnbench::cli {
 
 namespace {
 
-struct SweepArgs {
+struct SweepArgs : CommonArgs {
+  SweepArgs() {
+    synthetic = 8192;
+    steps = 60;
+    epochs = -1;
+  }
   std::vector<std::string> models = {"fc3", "lenet5"};
   std::vector<std::string> strategies;
   std::vector<int> cores, nodes;
   int repeat = 3, warmup = 1;
-  std::int64_t steps = 60, epochs = -1;
-  int batch = 64;
-  float lr = 0.01f, momentum = 0.9f;
-  std::uint64_t seed = 1;
-  bool no_pin = false, resume = false, force = false, quiet = false;
-  std::map<std::string, std::string> options;  // strategy options passed on; "" = not given
-  std::string isa = "best";
-  std::string data_dir;
-  std::size_t synthetic = 8192;
+  bool resume = false, force = false;
   double target_accuracy = -1;
   std::int64_t eval_every = 25, tta_max_steps = 3000;
   std::string launcher = "mpirun", launcher_args, hostfile;
   std::string out = "results/sweep.json";
   // Internal: one time-to-accuracy job of a cluster point, run by the sweep under the launcher.
   std::string tta_job, tta_out;
+  std::vector<const OptionSpec*> given_options;  // the strategy options given on the command line
 };
 
 std::atomic<bool> stop_signal{false};
@@ -47,6 +46,19 @@ std::vector<std::string> split_words(const std::string& text) {
   return words;
 }
 
+// Repeated list items are measured once; the cores per node (and, without a hostfile, the ranks
+// of one thread each) must fit the machine unless --oversubscribe.
+void check_sweep_args(SweepArgs& a) {
+  drop_repeats("--model", a.models);
+  drop_repeats("--strategies", a.strategies);
+  drop_repeats("--cores", a.cores);
+  drop_repeats("--nodes", a.nodes);
+  for (int cores : a.cores) check_threads("--cores", cores, 1, a.batch, a.oversubscribe);
+  if (a.hostfile.empty()) {
+    for (int nodes : a.nodes) check_threads("--nodes", nodes, 1, a.batch, a.oversubscribe);
+  }
+}
+
 // Every rank runs the job; rank 0 writes the result where the sweep reads it.
 int run_time_to_accuracy_job(const SweepArgs& a) {
   const auto job = nlohmann::json::parse(read_file(a.tta_job)).get<TimeToAccuracyJob>();
@@ -56,8 +68,24 @@ int run_time_to_accuracy_job(const SweepArgs& a) {
   return 0;
 }
 
+// A strategy option that none of the chosen strategies reads is a mistake, as it is for train.
+void check_options_apply(const SweepArgs& a) {
+  if (a.strategies.empty()) return;  // every strategy
+  std::string chosen;
+  for (const std::string& s : a.strategies) chosen += (chosen.empty() ? "" : ",") + s;
+  for (const OptionSpec* spec : a.given_options) {
+    bool applies = false;
+    for (const std::string& s : a.strategies) applies = applies || spec->applies_to(s);
+    if (!applies) {
+      fail(spec->flag() + " does not apply to --strategies " + chosen + " (it is an option of " +
+           spec->strategies_text() + ")");
+    }
+  }
+}
+
 int run_sweep_command(const SweepArgs& a) {
   if (!a.tta_job.empty()) return run_time_to_accuracy_job(a);
+  check_options_apply(a);
   // Hours of measurements must not vanish under a repeated command: say how to keep or replace them.
   if (!a.resume && !a.force && std::filesystem::exists(a.out)) {
     fail(a.out + " already exists: pass --resume to keep its finished points and measure the rest, "
@@ -79,6 +107,7 @@ int run_sweep_command(const SweepArgs& a) {
   o.momentum = a.momentum;
   o.seed = a.seed;
   o.pin = !a.no_pin;
+  o.oversubscribe = a.oversubscribe;
   for (const auto& [name, value] : a.options) {
     if (!value.empty()) o.options[name] = value;
   }
@@ -114,60 +143,34 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
       "sweep", "Run the benchmark sweep: serial baseline, then every strategy x cores x nodes point");
   cmd->add_option("--model", args->models, "models, comma separated")
       ->delimiter(',')
-      ->check(CLI::IsMember({"fc3", "lenet5"}))
+      ->check(CLI::IsMember(model_choices()))
       ->capture_default_str();
-  add_isa_option(cmd, args->isa);
   cmd->add_option("--strategies", args->strategies,
                   "strategies, comma separated (default: every strategy; missing ones are listed as skipped)")
       ->delimiter(',');
-  cmd->add_option("--cores", args->cores, "threads per node / pinned cores, comma separated (default 1..nproc)")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 4096));
-  cmd->add_option("--nodes", args->nodes, "MPI ranks of cluster points, comma separated (default 1..min(4, nproc))")
-      ->delimiter(',')
-      ->check(CLI::Range(1, 65536));
-  cmd->add_option("--repeat", args->repeat, "measured repetitions per point")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
-  cmd->add_option("--warmup", args->warmup, "unmeasured repetitions before them")
-      ->check(CLI::Range(0, 1000))
-      ->capture_default_str();
-  auto* epochs = cmd->add_option("--epochs", args->epochs, "epochs per repetition (instead of --steps)")
-                     ->check(CLI::PositiveNumber);
-  cmd->add_option("--steps", args->steps, "optimizer steps per repetition")
-      ->check(CLI::PositiveNumber)
-      ->excludes(epochs)
-      ->capture_default_str();
-  cmd->add_option("--batch", args->batch, "mini-batch size")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  cmd->add_option("--lr", args->lr, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--momentum", args->momentum, "SGD momentum")->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
-  cmd->add_option("--seed", args->seed, "seed of init, data and shuffling")->capture_default_str();
-  cmd->add_flag("--no-pin", args->no_pin, "do not bind worker threads to cores");
-  add_strategy_option_flags(cmd, args->options, OptionFlags::sweep);
-  auto* data = cmd->add_option("--data", args->data_dir, "MNIST folder (default: synthetic data)");
-  cmd->add_option("--synthetic", args->synthetic, "synthetic training samples when --data is not given")
-      ->check(CLI::PositiveNumber)
-      ->excludes(data)
-      ->capture_default_str();
-  cmd->add_option("--target-accuracy", args->target_accuracy,
-                  "also measure wall time until test accuracy first reaches this fraction")
-      ->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--eval-every", args->eval_every, "time to accuracy: steps between test evaluations")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--tta-max-steps", args->tta_max_steps, "time to accuracy: give up after this many steps")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  add_number_option(cmd, general_option::sweep_cores, args->cores);
+  add_number_option(cmd, general_option::nodes, args->nodes);
+  add_common_flags(cmd, *args, OptionFlags::sweep);
+  add_number_option(cmd, general_option::repeat, args->repeat)->capture_default_str();
+  add_number_option(cmd, general_option::warmup, args->warmup)->capture_default_str();
+  add_number_option(cmd, general_option::target_accuracy, args->target_accuracy);
+  add_number_option(cmd, general_option::eval_every, args->eval_every)->capture_default_str();
+  add_number_option(cmd, general_option::tta_max_steps, args->tta_max_steps)->capture_default_str();
   cmd->add_option("--mpirun", args->launcher, "MPI launcher of cluster points")->capture_default_str();
   cmd->add_option("--mpirun-args", args->launcher_args, "extra launcher arguments, one string");
   cmd->add_option("--hostfile", args->hostfile, "launcher hostfile")->check(CLI::ExistingFile);
   cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")->capture_default_str();
   cmd->add_flag("--resume", args->resume, "keep the finished points of --out and run the rest");
   cmd->add_flag("--force", args->force, "overwrite an existing --out report");
-  cmd->add_flag("--quiet", args->quiet, "no progress lines");
   cmd->add_option("--tta-job", args->tta_job)->group("");
   cmd->add_option("--tta-out", args->tta_out)->group("");
-  cmd->callback([args, &runner] { runner = [args] { return run_sweep_command(*args); }; });
+  cmd->callback([args, cmd, &runner] {
+    for (const OptionSpec* spec : strategy_option_specs()) {
+      if (spec->in_sweep && cmd->count(spec->flag()) > 0) args->given_options.push_back(spec);
+    }
+    if (args->tta_job.empty()) check_sweep_args(*args);
+    runner = [args] { return run_sweep_command(*args); };
+  });
 }
 
 }  // namespace cnnbench::cli

@@ -12,26 +12,20 @@
 #include "cnnbench/report.hpp"
 #include "cnnbench/train.hpp"
 #include "commands.hpp"
+#include "input_rules.hpp"
 
 namespace cnnbench::cli {
 
 namespace {
 
-struct TrainArgs {
+struct TrainArgs : CommonArgs {
+  TrainArgs() { data_dir = "datasets/mnist"; }
   std::string model = "lenet5";
   std::string strategy = "serial";
-  std::string data_dir = "datasets/mnist";
-  std::size_t synthetic = 0;
-  std::int64_t epochs = 1;
-  std::int64_t steps = -1;
-  int batch = 64;
-  float lr = 0.01f, momentum = 0.9f, weight_decay = 0.0f;
-  std::uint64_t seed = 1;
-  bool no_shuffle = false, eval = false, quiet = false, no_pin = false;
+  float weight_decay = 0.0f;
+  bool no_shuffle = false, eval = false;
   std::string init, save, resume, report;
   int threads = 1;
-  std::map<std::string, std::string> options;  // strategy options by name; "" = not given
-  std::string isa = "best";
   std::string progress;  // "" = the default of progress_mode()
 };
 
@@ -168,52 +162,30 @@ void add_train_command(CLI::App& root, Runner& runner) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = root.add_subcommand("train", "Train one model with one strategy");
   cmd->add_option("--model", args->model, "fc3 or lenet5")
-      ->check(CLI::IsMember({"fc3", "lenet5"}))
+      ->check(CLI::IsMember(model_choices()))
       ->capture_default_str();
   cmd->add_option("--strategy", args->strategy, "serial, blas, stream, cluster or gpu")
       ->capture_default_str();
-  add_isa_option(cmd, args->isa);
-  auto* data = cmd->add_option("--data", args->data_dir, "folder with the MNIST IDX files")
-                   ->capture_default_str();
-  cmd->add_option("--synthetic", args->synthetic,
-                  "use N deterministic synthetic samples instead of MNIST")
-      ->check(CLI::PositiveNumber)
-      ->excludes(data);
-  auto* epochs = cmd->add_option("--epochs", args->epochs, "epochs to train")
-                     ->check(CLI::NonNegativeNumber)
-                     ->capture_default_str();
-  cmd->add_option("--steps", args->steps, "total optimizer steps of the run (resume included)")
-      ->check(CLI::NonNegativeNumber)
-      ->excludes(epochs);
-  cmd->add_option("--batch", args->batch, "mini-batch size")
-      ->check(CLI::Range(1, 1 << 20))
+  add_common_flags(cmd, *args, OptionFlags::train);
+  add_number_option(cmd, general_option::weight_decay, args->weight_decay)->capture_default_str();
+  add_number_option(cmd, general_option::threads, args->threads, "--threads,--cores")
       ->capture_default_str();
-  cmd->add_option("--lr", args->lr, "learning rate")->check(CLI::PositiveNumber)->capture_default_str();
-  cmd->add_option("--momentum", args->momentum, "SGD momentum")
-      ->check(CLI::Range(0.0f, 1.0f))
-      ->capture_default_str();
-  cmd->add_option("--weight-decay", args->weight_decay, "L2 weight decay")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
-  cmd->add_option("--seed", args->seed, "seed of the init and the shuffling")->capture_default_str();
   cmd->add_flag("--no-shuffle", args->no_shuffle, "visit samples in file order");
   cmd->add_option("--init", args->init, "initial weights (safetensors)")->check(CLI::ExistingFile);
   cmd->add_option("--save", args->save, "write a checkpoint at the end (safetensors)");
   cmd->add_option("--resume", args->resume, "continue from a checkpoint")->check(CLI::ExistingFile);
   cmd->add_flag("--eval", args->eval, "report test-set accuracy at the end");
   cmd->add_option("--report", args->report, "write the JSON run report here ('-' = stdout)");
-  cmd->add_flag("--quiet", args->quiet, "no progress bar and no summary line");
   cmd->add_option("--progress", args->progress,
                   "bar, lines or none (default: a bar on a terminal, lines under mpirun, else none; "
                   "none with --quiet)")
       ->check(CLI::IsMember({"bar", "lines", "none"}));
-  cmd->add_option("--threads,--cores", args->threads,
-                  "cores/threads the strategy may use (stream: cores; cluster: threads per rank)")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  cmd->add_flag("--no-pin", args->no_pin, "do not bind worker threads to cores");
-  add_strategy_option_flags(cmd, args->options, OptionFlags::train);
-  cmd->callback([args, &runner] { runner = [args] { return run_train(*args); }; });
+  cmd->callback([args, &runner] {
+    // Cluster ranks on one node share its cores; other strategies run one process.
+    const int ranks = args->strategy == "cluster" ? ranks_on_this_node() : 1;
+    check_threads("--threads", args->threads, ranks, args->batch, args->oversubscribe);
+    runner = [args] { return run_train(*args); };
+  });
 }
 
 }  // namespace cnnbench::cli

@@ -1,8 +1,10 @@
 // cnnbench checkpoints: the model's parameters under PyTorch's names, the SGD momentum under
 // "momentum.<name>", and the training progress in __metadata__, all in one safetensors file.
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <string>
+#include <type_traits>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/checkpoint.hpp"
@@ -45,17 +47,17 @@ ModelKind checkpoint_model(const std::filesystem::path& file, const SafetensorsF
        ": not an FC-3 or LeNet-5 checkpoint: it has neither c1.weight nor f1.weight");
 }
 
-template <class Integer>
-Integer metadata_number(const std::filesystem::path& file, const SafetensorsFile& content,
-                        const std::string& key) {
+template <class Number>
+Number metadata_number(const std::filesystem::path& file, const SafetensorsFile& content,
+                       const std::string& key) {
   const auto it = content.metadata.find(key);
   if (it == content.metadata.end()) return 0;
   const std::string& text = it->second;
-  Integer value = 0;
+  Number value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
-    fail(file.string() + ": __metadata__ \"" + key + "\" should be an integer, found \"" + text +
-         "\"");
+    fail(file.string() + ": __metadata__ \"" + key + "\" should be " +
+         (std::is_integral_v<Number> ? "an integer" : "a number") + ", found \"" + text + "\"");
   }
   return value;
 }
@@ -73,6 +75,12 @@ const Tensor* matching_tensor(const std::filesystem::path& file, const Safetenso
 
 }  // namespace
 
+std::string float_text(float value) {
+  std::array<char, 32> text{};
+  const auto [end, error] = std::to_chars(text.data(), text.data() + text.size(), value);
+  return error == std::errc() ? std::string(text.data(), end) : std::to_string(value);
+}
+
 void save_checkpoint(const std::filesystem::path& file, const Model& model,
                      const TrainProgress& progress) {
   const ModelSpec& spec = model.spec();
@@ -88,6 +96,12 @@ void save_checkpoint(const std::filesystem::path& file, const Model& model,
                       {"seed", std::to_string(progress.seed)},
                       {"batch", std::to_string(progress.batch)},
                       {"steps_per_epoch", std::to_string(progress.steps_per_epoch)}};
+  if (progress.sgd) {
+    content.metadata["lr"] = float_text(progress.sgd->lr);
+    content.metadata["momentum"] = float_text(progress.sgd->momentum);
+    content.metadata["weight_decay"] = float_text(progress.sgd->weight_decay);
+  }
+  if (!progress.data.empty()) content.metadata["data"] = progress.data;
   write_safetensors(file, content);
 }
 
@@ -138,6 +152,14 @@ TrainProgress load_checkpoint(const std::filesystem::path& file, Model& model) {
   progress.seed = metadata_number<std::uint64_t>(file, content, "seed");
   progress.batch = metadata_number<std::int64_t>(file, content, "batch");
   progress.steps_per_epoch = metadata_number<std::int64_t>(file, content, "steps_per_epoch");
+  if (content.metadata.count("lr") != 0) {
+    progress.sgd = SgdConfig{metadata_number<float>(file, content, "lr"),
+                             metadata_number<float>(file, content, "momentum"),
+                             metadata_number<float>(file, content, "weight_decay")};
+  }
+  if (const auto data = content.metadata.find("data"); data != content.metadata.end()) {
+    progress.data = data->second;
+  }
 
   for (std::size_t i = 0; i < spec.tensors.size(); ++i) {
     const ParamTensor& t = spec.tensors[i];

@@ -119,6 +119,16 @@ std::string mpi_version_string() {
 #endif
 }
 
+nlohmann::json build_json() {
+  return {{"version", CNNBENCH_VERSION},
+          {"type", CNNBENCH_BUILD_TYPE},
+          {"compiler", CNNBENCH_CXX_COMPILER},
+          {"flags", compile_flags()},
+          {"sanitize", CNNBENCH_SANITIZE},
+          {"git_sha", build::git_sha},
+          {"git_dirty", build::git_dirty}};
+}
+
 nlohmann::json collect_context() {
   const Topology& topology = machine_topology();
   return {
@@ -130,14 +140,7 @@ nlohmann::json collect_context() {
       {"cores", topology.cores},
       {"pus", topology.pus},
       {"topology", topology_json(topology)},
-      {"build",
-       {{"version", CNNBENCH_VERSION},
-        {"type", CNNBENCH_BUILD_TYPE},
-        {"compiler", CNNBENCH_CXX_COMPILER},
-        {"flags", compile_flags()},
-        {"sanitize", CNNBENCH_SANITIZE},
-        {"git_sha", build::git_sha},
-        {"git_dirty", build::git_dirty}}},
+      {"build", build_json()},
       {"libraries",
        {{"openblas", trim(blas_version())},
         {"hwloc", string_or_null(hwloc_version_string())},

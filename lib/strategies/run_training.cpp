@@ -18,6 +18,29 @@ namespace {
 constexpr std::int64_t max_steps_per_range = 200;
 constexpr std::int64_t max_images_per_range = 200 * 64;
 
+// The settings a resumed run changes from the checkpoint's run: allowed (the run continues from
+// the same step), but the result is no longer the uninterrupted run's, so each is said.
+std::vector<std::string> resume_changes(const TrainProgress& saved, const TrainConfig& config,
+                                        const Dataset& train, const std::string& file) {
+  std::vector<std::string> changes;
+  const auto compare = [&](const std::string& flag, float before, float now) {
+    if (before != now) {
+      changes.push_back("--resume " + file + ": the checkpoint was trained with " + flag + " " +
+                        float_text(before) + ", this run uses " + flag + " " + float_text(now));
+    }
+  };
+  if (saved.sgd) {
+    compare("--lr", saved.sgd->lr, config.sgd.lr);
+    compare("--momentum", saved.sgd->momentum, config.sgd.momentum);
+    compare("--weight-decay", saved.sgd->weight_decay, config.sgd.weight_decay);
+  }
+  if (!saved.data.empty() && saved.data != train.source) {
+    changes.push_back("--resume " + file + ": the checkpoint was trained on " + saved.data +
+                      ", this run trains on " + train.source);
+  }
+  return changes;
+}
+
 void load_initial_weights(Model& model, TrainProgress& progress, const TrainConfig& config,
                           const RunOptions& options) {
   init_params(model.params, config.model, config.seed);
@@ -83,9 +106,14 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   result.total_steps = total_steps;
   TrainProgress& progress = result.progress;
   load_initial_weights(result.model, progress, config, options);
+  const std::vector<std::string> changes =
+      options.resume ? resume_changes(progress, config, train, options.resume->string())
+                     : std::vector<std::string>{};
   progress.seed = config.seed;
   progress.batch = config.batch;
   progress.steps_per_epoch = steps_per_epoch;
+  progress.sgd = config.sgd;
+  progress.data = train.source;
   if (progress.global_step > total_steps) {
     fail("--resume: the checkpoint is already at step " + std::to_string(progress.global_step) +
          ", past the requested total of " + std::to_string(total_steps) + " steps");
@@ -93,6 +121,9 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
 
   strategy->prepare(result.model, train, config);
   const bool primary = strategy->is_primary();
+  for (const std::string& change : changes) {
+    if (primary) std::fprintf(stderr, "cnnbench: warning: %s\n", change.c_str());
+  }
   ProgressReporter bar(primary ? options.progress : ProgressMode::none, total_steps, config.batch);
   const std::int64_t range_cap = std::clamp<std::int64_t>(max_images_per_range / config.batch, 1,
                                                           max_steps_per_range);

@@ -74,14 +74,6 @@ std::string joined(const std::vector<std::string>& words, const std::string& las
   return text;
 }
 
-bool in_range(const OptionSpec& spec, double value) {
-  if (spec.finite && !std::isfinite(value)) return false;
-  if (spec.minimum && (spec.exclusive_minimum ? value <= *spec.minimum : value < *spec.minimum)) {
-    return false;
-  }
-  return !spec.maximum || value <= *spec.maximum;
-}
-
 // The whole text read by `read` (std::stoi, std::stod); nothing when it is not one number or
 // does not fit the type.
 template <class Read>
@@ -113,7 +105,7 @@ std::string part_factor_problem(const OptionSpec& spec, const std::string& value
   if (!part || *part < 0 || !factor) {
     return head + spec.value_name + " (N a whole number >= 0, FACTOR a number" + range_words(spec) + ")";
   }
-  if (!in_range(spec, *factor)) return head + "a FACTOR of" + range_words(spec) + " in " + spec.value_name;
+  if (!spec.admits(*factor)) return head + "a FACTOR of" + range_words(spec) + " in " + spec.value_name;
   if (out != nullptr) *out = {*part, *factor};
   return "";
 }
@@ -135,7 +127,15 @@ bool OptionSpec::applies_to(const std::string& strategy) const {
   return false;
 }
 
-std::string OptionSpec::help_text() const { return joined(strategies, " and ") + ": " + help; }
+bool OptionSpec::admits(double value) const {
+  if (finite && !std::isfinite(value)) return false;
+  if (minimum && (exclusive_minimum ? value <= *minimum : value < *minimum)) return false;
+  return !maximum || value <= *maximum;
+}
+
+std::string OptionSpec::strategies_text() const { return joined(strategies, " and "); }
+
+std::string OptionSpec::help_text() const { return strategies_text() + ": " + help; }
 
 std::string OptionSpec::default_text() const {
   return default_value.empty() ? default_note : default_value;
@@ -166,12 +166,12 @@ std::string option_value_problem(const OptionSpec& spec, const std::string& valu
              joined(spec.choices, " or ") + ")";
     case OptionKind::whole_number: {
       const std::optional<int> number = parse_whole_number(value);
-      if (number && in_range(spec, *number)) return "";
+      if (number && spec.admits(*number)) return "";
       return spec.flag() + " " + value + ": expected a whole number" + range_words(spec);
     }
     case OptionKind::number: {
       const std::optional<double> number = parse_number(value);
-      if (number && in_range(spec, *number)) return "";
+      if (number && spec.admits(*number)) return "";
       return spec.flag() + " " + value + ": expected a " + (spec.finite ? "finite " : "") +
              "number" + range_words(spec);
     }
@@ -192,7 +192,7 @@ void check_strategy_options(const std::map<std::string, std::string>& options,
     }
     if (!spec->applies_to(strategy)) {
       fail(spec->flag() + " does not apply to --strategy " + strategy + " (it is an option of " +
-           joined(spec->strategies, " and ") + "; " + options_of(strategy) + ")");
+           spec->strategies_text() + "; " + options_of(strategy) + ")");
     }
     const std::string problem = option_value_problem(*spec, value);
     if (!problem.empty()) fail(problem);

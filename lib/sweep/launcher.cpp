@@ -36,6 +36,7 @@ std::vector<std::string> Launcher::train(const TrainConfig& config, int ranks,
     args.insert(args.end(), {"--synthetic", std::to_string(options_.synthetic_samples)});
   }
   args.insert(args.end(), {"--quiet", "--report", report.string(), "--isa", options_.isa});
+  if (options_.oversubscribe) args.push_back("--oversubscribe");
   return args;
 }
 

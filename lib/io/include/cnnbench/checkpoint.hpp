@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include "cnnbench/models.hpp"
 
@@ -15,10 +17,18 @@ struct TrainProgress {
   std::uint64_t seed = 0;
   std::int64_t batch = 0;
   std::int64_t steps_per_epoch = 0;
+  // What the run trained with, so that a resumed run can say what it changed; files written
+  // before these were recorded (and PyTorch's) have none.
+  std::optional<SgdConfig> sgd{};
+  std::string data{};  // the training set's source ("" when not recorded)
 };
 
+// The shortest text that reads back as the same float ("0.01", not "0.00999999978"): how the
+// metadata records the SGD settings, and how messages name them.
+std::string float_text(float value);
+
 // Tensors: PyTorch names for the parameters ("f1.weight", ...), "momentum.<name>" for the SGD
-// buffers; __metadata__: format, model, progress. PyTorch loads the parameters with
+// buffers; __metadata__: format, model, progress, SGD settings and data source. PyTorch loads the parameters with
 // {k: v for k, v in load_file(f).items() if not k.startswith("momentum.")}.
 void save_checkpoint(const std::filesystem::path& file, const Model& model,
                      const TrainProgress& progress);

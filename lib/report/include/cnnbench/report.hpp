@@ -18,6 +18,8 @@ inline constexpr int report_schema_version = 1;
 // supported}, compiler, flags, build type, git sha + dirty, library versions (OpenBLAS, hwloc,
 // MPI, CUDA), "openblas": {core_type}, OPENBLAS_* / OMP_* / GOTO* / CNNBENCH_* environment.
 nlohmann::json collect_context();
+// The context's "build": version, type, compiler, flags, sanitizers, git sha and dirty flag.
+nlohmann::json build_json();
 
 // Which strategies this build has and, for those it lacks, why:
 // {"serial": {"available": true, "description": ...}, "gpu": {"available": false, "reason": ...}}.

@@ -79,7 +79,10 @@ struct OptionSpec {
   std::string sweep_default{};
 
   bool applies_to(const std::string& strategy) const;
+  // Whether a number is within the range (and finite when the spec asks for it).
+  bool admits(double value) const;
   std::string flag() const { return "--" + name; }
+  std::string strategies_text() const;  // "cluster and stream"
   std::string help_text() const;      // "stream: strict, group-async or async"
   std::string default_text() const;   // default_value, or default_note, or ""
 };

@@ -1,0 +1,108 @@
+// The input rules of `train` and `sweep`: each number flag declared with its rule (an OptionSpec
+// of kind number or whole_number, as the strategy options are), the flags both commands share
+// declared once, what the machine allows (threads against the batch and the cores), repeated list
+// items, and "did you mean" for a mistyped command or flag.
+#pragma once
+
+#include <charconv>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cnnbench/train.hpp"
+#include "commands.hpp"
+
+namespace cnnbench::cli {
+
+// The general flags' rules: whole numbers and numbers with their ranges said for people.
+namespace general_option {
+extern const OptionSpec batch, lr, momentum, weight_decay, seed;
+extern const OptionSpec train_steps, train_epochs, sweep_steps, sweep_epochs, synthetic;
+extern const OptionSpec threads, sweep_cores, nodes, repeat, warmup;
+extern const OptionSpec eval_every, tta_max_steps, target_accuracy;
+}  // namespace general_option
+
+// "" when `value` (what T read from `text`, nothing when T could not hold it) is within the spec's
+// kind and range; else "TEXT: expected a finite number > 0". `highest` is T's largest value.
+std::string number_problem(const OptionSpec& spec, const std::string& text,
+                           std::optional<double> value, const std::string& highest);
+
+// `text` read as T exactly: the whole text, in T's range (a float that would overflow or round to
+// 0 is refused, as is -1 for an unsigned T); nothing otherwise.
+template <class T>
+std::optional<double> read_exactly(const std::string& text) {
+  const char* first = text.data();
+  const char* const last = first + text.size();
+  if (first != last && *first == '+') ++first;
+  T value{};
+  const auto [end, error] = std::from_chars(first, last, value);
+  if (first == last || error != std::errc() || end != last) return std::nullopt;
+  return static_cast<double>(value);
+}
+
+// `names` (default: the spec's flag) bound to `value`, or to each item of a comma-separated list,
+// checked by number_problem: a usage error (exit 2) that says the range for people.
+template <class T>
+CLI::Validator number_rule(const OptionSpec& spec) {
+  const std::string highest = std::to_string(std::numeric_limits<T>::max());
+  return CLI::Validator(
+      [spec, highest](std::string& text) {
+        return number_problem(spec, text, read_exactly<T>(text), highest);
+      },
+      "", spec.name);
+}
+template <class T>
+CLI::Option* add_number_option(CLI::App* cmd, const OptionSpec& spec, T& value,
+                               const std::string& names = "") {
+  return cmd->add_option(names.empty() ? spec.flag() : names, value, spec.help)
+      ->type_name(spec.value_name)
+      ->check(number_rule<T>(spec));
+}
+template <class T>
+CLI::Option* add_number_option(CLI::App* cmd, const OptionSpec& spec, std::vector<T>& values) {
+  return cmd->add_option(spec.flag(), values, spec.help)
+      ->type_name(spec.value_name)
+      ->delimiter(',')
+      ->check(number_rule<T>(spec));
+}
+
+// The flags `train` and `sweep` share, with the same rules; which one says the defaults and help
+// that differ (train: one run, steps in total; sweep: steps per repetition, synthetic by default).
+struct CommonArgs {
+  std::string isa = "best";
+  std::string data_dir;
+  std::size_t synthetic = 0;
+  std::int64_t steps = -1, epochs = 1;
+  int batch = 64;
+  float lr = 0.01f, momentum = 0.9f;
+  std::uint64_t seed = 1;
+  bool no_pin = false, oversubscribe = false, quiet = false;
+  std::map<std::string, std::string> options;  // strategy options by name; "" = not given
+};
+void add_common_flags(CLI::App* cmd, CommonArgs& args, OptionFlags which);
+
+// The values of --model (train) and --model's items (sweep).
+const std::vector<std::string>& model_choices();
+
+// The hardware threads this machine runs (what the sweep's default cores count up to).
+int machine_threads();
+// Ranks of this MPI job on this node, from the launcher's environment; 1 when not launched so.
+int ranks_on_this_node();
+// Usage error (CLI::ValidationError) when `threads` workers per rank (`flag` names them) exceed
+// the batch, or, `ranks` of them on this node, the machine's hardware threads and oversubscribing
+// was not asked for.
+void check_threads(const std::string& flag, int threads, int ranks, int batch, bool oversubscribe);
+
+// Drops repeated items of a list flag, keeping the first of each in order; says so on stderr.
+void drop_repeats(const std::string& flag, std::vector<std::string>& items);
+void drop_repeats(const std::string& flag, std::vector<int>& items);
+
+// The candidate closest to `word` within a few edits ("trian" -> "train"); "" when none is.
+std::string closest_word(const std::string& word, const std::vector<std::string>& candidates);
+// The root app's failure message: CLI11's, or for a mistyped command or flag, what was meant.
+std::string failure_message(const CLI::App* app, const CLI::Error& error);
+
+}  // namespace cnnbench::cli
