@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <regex>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct Edge {
   std::string absent = {};  // must NOT appear in the output ("" = nothing forbidden)
   std::string check = {};   // shell run in the folder afterwards that must exit 0 (modes, links)
 };
+
+// gtest names a failing row by this, not by its bytes.
+inline void PrintTo(const Edge& edge, std::ostream* out) { *out << edge.name; }
 
 inline std::string substitute(std::string text, const std::string& key, const std::string& value) {
   for (std::size_t at = text.find(key); at != std::string::npos; at = text.find(key, at)) {

@@ -86,12 +86,12 @@ void check_options_apply(const SweepArgs& a) {
 int run_sweep_command(const SweepArgs& a) {
   if (!a.tta_job.empty()) return run_time_to_accuracy_job(a);
   check_options_apply(a);
+  check_output_path(a.out, "--out");  // before the first point, not after the last
   // Hours of measurements must not vanish under a repeated command: say how to keep or replace them.
   if (!a.resume && !a.force && std::filesystem::exists(a.out)) {
     fail(a.out + " already exists: pass --resume to keep its finished points and measure the rest, "
                  "or --force to overwrite it");
   }
-  check_output_path(a.out, "--out");  // before the first point, not after the last
   SweepOptions o;
   o.models.clear();
   for (const auto& m : a.models) o.models.push_back(parse_model(m));
