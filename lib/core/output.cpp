@@ -43,27 +43,30 @@ fs::path folder_of(const fs::path& path) {
   return path.has_parent_path() ? path.parent_path() : fs::path(".");
 }
 
-void write_all(int fd, std::string_view bytes, const fs::path& path) {
+// Writes all of `bytes` to fd; 0, or the errno of the write that failed.
+int write_all(int fd, std::string_view bytes) {
   const char* p = bytes.data();
   std::size_t left = bytes.size();
   while (left > 0) {
     const ssize_t n = ::write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
-      const int saved = errno;
-      ::close(fd);
-      fail_errno(path, "", saved);
+      return errno;
     }
     p += n;
     left -= static_cast<std::size_t>(n);
   }
+  return 0;
 }
 
 // Devices, FIFOs and files with more than one name: written where they are.
 void write_in_place(const fs::path& path, std::string_view bytes, bool truncate) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | (truncate ? O_TRUNC : 0));
   if (fd < 0) fail_errno(path, "", errno);
-  write_all(fd, bytes, path);
+  if (const int failed = write_all(fd, bytes); failed != 0) {
+    ::close(fd);
+    fail_errno(path, "", failed);
+  }
   if (::close(fd) != 0) fail_errno(path, "", errno);
 }
 
@@ -88,18 +91,9 @@ void write_replacing(const fs::path& path, std::string_view bytes, const struct 
     ::unlink(temp.c_str());
     fail_errno(path, what, saved);
   };
-  const char* p = bytes.data();
-  std::size_t left = bytes.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int saved = errno;
-      ::close(fd);
-      abandon("", saved);
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
+  if (const int failed = write_all(fd, bytes); failed != 0) {
+    ::close(fd);
+    abandon("", failed);
   }
   if (old != nullptr) {
     if (old->st_uid != ::geteuid() || old->st_gid != ::getegid()) {
