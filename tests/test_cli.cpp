@@ -291,4 +291,32 @@ TEST(Cli, InterruptedRunCheckpointsAndResumesExactly) {
   }
 }
 
+// A sweep stopped by SIGTERM exits 143 (SIGINT: 130) and leaves its report, marked interrupted and
+// incomplete, with what it measured so far.
+TEST(Cli, SweepStoppedBySigtermExits143WithAnIncompleteReport) {
+  const fs::path dir = fresh_temp_dir("cli-sweep-sigterm");
+  int status = 0;
+  for (int delay_ms : {1500, 4000}) {
+    fs::remove(dir / "r.json");
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::execl(CNNBENCH_CLI, CNNBENCH_CLI, "sweep", "--model", "fc3", "--strategies", "serial", "--cores", "1",
+              "--steps", "20", "--repeat", "1000", "--warmup", "0", "--synthetic", "256", "--quiet", "--out",
+              (dir / "r.json").c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    ::kill(child, SIGTERM);
+    ::waitpid(child, &status, 0);
+    if (WIFEXITED(status)) break;  // else the signal came before the handlers: wait longer
+  }
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 143);
+  ASSERT_TRUE(fs::exists(dir / "r.json"));
+  const auto report = nlohmann::json::parse(cnnbench::read_file(dir / "r.json"));
+  EXPECT_TRUE(report.at("interrupted").get<bool>());
+  EXPECT_FALSE(report.at("complete").get<bool>());
+}
+
 }  // namespace

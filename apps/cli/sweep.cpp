@@ -36,8 +36,11 @@ struct SweepArgs : CommonArgs {
   std::vector<const OptionSpec*> given_options;  // the strategy options given on the command line
 };
 
-std::atomic<bool> stop_signal{false};
-extern "C" void on_sweep_stop_signal(int) { stop_signal.store(true); }
+std::atomic<int> stop_signal{0};  // the first SIGINT or SIGTERM; 0 = none
+extern "C" void on_sweep_stop_signal(int signal) {
+  int none = 0;
+  stop_signal.compare_exchange_strong(none, signal);
+}
 
 std::vector<std::string> split_words(const std::string& text) {
   std::istringstream in(text);
@@ -127,11 +130,11 @@ int run_sweep_command(const SweepArgs& a) {
   o.quiet = a.quiet;
   std::signal(SIGINT, on_sweep_stop_signal);
   std::signal(SIGTERM, on_sweep_stop_signal);
-  o.stop_requested = [] { return stop_signal.load(); };
+  o.stop_requested = [] { return stop_signal.load() != 0; };
 
   const SweepRecord report = run_sweep(o);
   if (!a.quiet) std::fprintf(stderr, "report: %s\n", a.out.c_str());
-  if (report.interrupted) return 130;
+  if (report.interrupted) return 128 + (stop_signal.load() != 0 ? stop_signal.load() : SIGINT);
   return report.failed_points().empty() ? 0 : 1;
 }
 
