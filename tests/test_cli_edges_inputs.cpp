@@ -89,6 +89,11 @@ const std::vector<Edge> kInputEdges = {
     {"CompletionZshHasChoices", "completion zsh", 0, ":(strict group-async async)"},
     {"CompletionUnknownShell", "completion fish", 2, "fish"},
     {"ManPage", "man", 0, ".TH CNNBENCH 1"},
+
+    // info and allreduce-bench follow the same rules.
+    {"InfoMistypedFlag", "info --jsn", 2, "did you mean '--json'?"},
+    {"InfoJson", "info --json", 0, "\"simd\""},
+    {"AllreduceBenchNotANumber", "allreduce-bench --min-bytes x", 2, "--min-bytes"},
 };
 
 }  // namespace
