@@ -24,7 +24,7 @@ struct AllreduceArgs {
 };
 
 // MPI_Allreduce of MPI_FLOAT moves whole 4-byte elements: a size in between is rounded up.
-std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
+[[maybe_unused]] std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
 
 int run_allreduce_bench([[maybe_unused]] const AllreduceArgs& a) {
 #if CNNBENCH_HAVE_MPI

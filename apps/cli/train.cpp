@@ -109,8 +109,10 @@ int run_train(const TrainArgs& a) {
   // Every output is checked before the data is loaded: a typo costs nothing, not a whole run.
   if (!a.report.empty()) check_output_path(a.report, "--report");
   if (!a.save.empty()) check_output_path(a.save, "--save");
-  if (const auto graph = config.options.find("graph"); graph != config.options.end()) {
-    check_output_path(graph->second, "--graph");
+  for (const auto& [name, value] : config.options) {
+    if (const OptionSpec* spec = find_option_spec(name); spec != nullptr && spec->output_file) {
+      check_output_path(value, spec->flag());
+    }
   }
   use_isa(a.isa);
   Dataset train, test;

@@ -23,7 +23,7 @@ const OptionSpec microbatches{
     .minimum = 1, .range = ">= 1", .in_sweep = true};
 const OptionSpec graph{
     .name = "graph", .kind = OptionKind::text, .value_name = "FILE",
-    .help = "write the dataflow graph (Graphviz .dot)", .strategies = {"stream"}};
+    .help = "write the dataflow graph (Graphviz .dot)", .strategies = {"stream"}, .output_file = true};
 const OptionSpec widths{
     .name = "widths", .kind = OptionKind::text, .value_name = "LIST",
     .default_note = "chosen for the cores",

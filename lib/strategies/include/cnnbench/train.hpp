@@ -73,6 +73,7 @@ struct OptionSpec {
   bool exclusive_minimum = false;
   std::string range{};
   bool finite = true;  // infinities and NaN are refused
+  bool output_file = false;  // a file the run writes: checked before any work, like --report
   // The sweep passes it on to the points of its strategies; sweep_default, when set, is the
   // sweep's own default (the report's config records the option either way).
   bool in_sweep = false;
