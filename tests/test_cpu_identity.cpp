@@ -92,6 +92,23 @@ TEST(CpuIdentity, IntelSapphireRapidsAndTheNominalClockInTheName) {
   EXPECT_DOUBLE_EQ(*cpu.mhz_current, 800.0);
 }
 
+// A KVM guest on a Sapphire Rapids host that reports model 167 (Rocket Lake, which has no AMX):
+// the name keeps both what the flags and what the model say, so no report calls it Rocket Lake.
+TEST(CpuIdentity, AmxFlagsOutweighAClientModelNumber) {
+  const std::string amx = zen4_flags + " amx_bf16 avx512_fp16 amx_tile amx_int8";
+  const CpuIdentity guest = identify_cpu(
+      x86_block(0, "GenuineIntel", 6, 167, 1, "Intel(R) Xeon(R) Processor", "2600.000", amx));
+  EXPECT_EQ(guest.microarchitecture,
+            "Sapphire Rapids or later (AMX flags; the CPUID model 167 would be Rocket Lake)");
+  const std::string i9 = "11th Gen Intel(R) Core(TM) i9-11900K";
+  const CpuIdentity rocket_lake =
+      identify_cpu(x86_block(0, "GenuineIntel", 6, 167, 1, i9, "3500.000", zen4_flags));
+  EXPECT_EQ(rocket_lake.microarchitecture, "Rocket Lake");
+  const CpuIdentity granite = identify_cpu(
+      x86_block(0, "GenuineIntel", 6, 0xad, 1, "Intel(R) Xeon(R) 6972P", "2400.000", amx));
+  EXPECT_EQ(granite.microarchitecture, "Granite Rapids");
+}
+
 TEST(CpuIdentity, IntelModel85IsSplitByStepping) {
   EXPECT_EQ(x86_microarchitecture("Intel", 6, 0x55, 4), "Skylake-SP");
   EXPECT_EQ(x86_microarchitecture("Intel", 6, 0x55, 7), "Cascade Lake");

@@ -176,6 +176,26 @@ const char* find_entry(const std::array<Entry, N>& table, int key) {
   return nullptr;
 }
 
+// Intel server parts with AMX. A hypervisor may pass the host's AMX flags through while it
+// reports another model number (a Sapphire Rapids guest that says model 0xa7, Rocket Lake, which
+// has no AMX): the flags are then the truer witness, and the name says so.
+constexpr std::array<const char*, 3> intel_amx_parts = {"Sapphire Rapids", "Emerald Rapids",
+                                                        "Granite Rapids"};
+
+std::string checked_against_flags(const std::string& vendor, const std::string& by_model,
+                                  int model, std::string_view flags) {
+  if (vendor != "Intel" || by_model.rfind("unknown", 0) == 0) return by_model;
+  std::istringstream words{std::string(flags)};
+  bool amx = false;
+  for (std::string word; words >> word;) amx = amx || word == "amx_tile";
+  if (!amx) return by_model;
+  for (const char* part : intel_amx_parts) {
+    if (by_model == part) return by_model;
+  }
+  return "Sapphire Rapids or later (AMX flags; the CPUID model " + std::to_string(model) +
+         " would be " + by_model + ")";
+}
+
 std::string hex(int value, int digits) {
   std::array<char, 16> text{};
   std::snprintf(text.data(), text.size(), "0x%0*x", digits, static_cast<unsigned>(value));
@@ -270,7 +290,10 @@ CpuIdentity identify_cpu(std::string_view cpuinfo) {
     cpu.isa_flags = flags_present(value("flags"), x86_flags_of_interest);
     cpu.microarchitecture =
         cpu.family && cpu.model
-            ? x86_microarchitecture(cpu.vendor, *cpu.family, *cpu.model, cpu.stepping.value_or(0))
+            ? checked_against_flags(cpu.vendor,
+                                    x86_microarchitecture(cpu.vendor, *cpu.family, *cpu.model,
+                                                          cpu.stepping.value_or(0)),
+                                    *cpu.model, value("flags"))
             : "unknown";
   } else if (values.count("CPU implementer")) {
     cpu.architecture = "arm";
