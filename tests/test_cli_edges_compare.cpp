@@ -63,7 +63,7 @@ const std::vector<Edge> kCompareEdges = {
      "warning: the reports differ in batch: 16 (base) vs 256 (new)", {"base.json", "new.json"},
      report("base.json", 1.0, R"({"batch":16,"data":{"source":"mnist"}})") + " && " +
          report("new.json", 1.0, R"({"batch":256,"data":{"source":"mnist"}})")},
-    {"StrictRefusesConfigDifference", "compare {dir}/base.json {dir}/new.json --strict", 1,
+    {"StrictRefusesConfigDifference", "compare {dir}/base.json {dir}/new.json --strict", 2,
      "data source: mnist (base) vs synthetic (new)", {"base.json", "new.json"},
      report("base.json", 1.0, R"({"batch":64,"data":{"source":"mnist"}})") + " && " +
          report("new.json", 1.0, R"({"batch":64,"data":{"source":"synthetic"}})"),
@@ -73,10 +73,25 @@ const std::vector<Edge> kCompareEdges = {
      report("base.json", 1.0, R"({"batch":64,"lr":0.01})") + " && " +
          report("new.json", 1.0, R"({"batch":64,"lr":0.01})"),
      false, "warning"},
-    {"MachineDifferenceListed", "compare {dir}/base.json {dir}/new.json --strict", 1,
+    {"MachineDifferenceListed", "compare {dir}/base.json {dir}/new.json --strict", 2,
      "CPU: AMD EPYC 7763 (base) vs Intel Xeon 8480 (new)", {"base.json", "new.json"},
      report("base.json", 1.0, "{}", R"({"cpu_model":"AMD EPYC 7763"})") + " && " +
          report("new.json", 1.0, "{}", R"({"cpu_model":"Intel Xeon 8480"})")},
+    // The same machine with another --isa: a warning naming the target; --same-machine refuses.
+    {"SimdTargetDifferenceWarns", "compare {dir}/base.json {dir}/new.json", 0,
+     "warning: the reports differ in SIMD target: avx2 (base) vs avx3_dl (new)",
+     {"base.json", "new.json"},
+     report("base.json", 1.0, "{}", R"({"simd":{"target":"avx2"}})") + " && " +
+         report("new.json", 1.0, "{}", R"({"simd":{"target":"avx3_dl"}})")},
+    {"SameMachineRefusesSimdTargetDifference",
+     "compare {dir}/base.json {dir}/new.json --same-machine", 2,
+     "SIMD target: avx2 (base) vs avx3_dl (new)", {"base.json", "new.json"},
+     report("base.json", 1.0, "{}", R"({"simd":{"target":"avx2"}})") + " && " +
+         report("new.json", 1.0, "{}", R"({"simd":{"target":"avx3_dl"}})"),
+     false, "no regression"},
+    {"SameMachineIgnoresSettings", "compare {dir}/base.json {dir}/new.json --same-machine", 0,
+     "warning: the reports differ in batch", {"base.json", "new.json"},
+     report("base.json", 1.0, R"({"batch":16})") + " && " + report("new.json", 1.0, R"({"batch":256})")},
     // significant is p < alpha: 3 repetitions against 3 never are, whatever the ratio.
     {"SignificantMeansPBelowAlpha", "compare {dir}/base.json {dir}/new.json --json", 1,
      R"("significant": false)", {"base.json", "new.json"},

@@ -282,7 +282,7 @@ TEST(SweepCompare, DifferentSimdTargetsWarnAndFailUnderSameMachine) {
 
   EXPECT_EQ(run_cli("compare " + base.string() + " " + candidate.string() + " --same-machine",
                     "same.log"),
-            1);
+            2);
   const std::string refused = log_text("same.log");
   EXPECT_NE(refused.find("cnnbench: error: --same-machine"), std::string::npos) << refused;
   EXPECT_NE(refused.find("SIMD target: avx2 (base) vs avx3 (new)"), std::string::npos) << refused;

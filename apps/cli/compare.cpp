@@ -119,7 +119,8 @@ int run_compare(const CompareArgs& a) {
   const nlohmann::json base = read_report(a.base);
   const nlohmann::json candidate = read_report(a.candidate);
   const Comparison comparison = compare_reports(base, candidate, threshold, a.alpha);
-  if (!report_differences(comparison, a)) return 1;
+  // A refusal is not a verdict on the code: exit 2, apart from a regression's 1.
+  if (!report_differences(comparison, a)) return 2;
   if (a.json) {
     write_json("-", comparison_json(comparison));
   } else {
@@ -149,10 +150,10 @@ void add_compare_command(CLI::App& root, Runner& runner) {
       ->capture_default_str();
   cmd->add_flag("--json", args->json, "print the comparison as JSON");
   cmd->add_flag("--same-machine", args->same_machine,
-                "fail (exit 1) when the reports differ in CPU, core count, SIMD target, OpenBLAS "
+                "refuse (exit 2) when the reports differ in CPU, core count, SIMD target, OpenBLAS "
                 "core type, compiler or build flags, instead of warning");
   cmd->add_flag("--strict", args->strict,
-                "fail (exit 1) when the reports differ in machine, build or settings (batch, steps, "
+                "refuse (exit 2) when the reports differ in machine, build or settings (batch, steps, "
                 "data, learning rate, strategy options...), instead of warning");
   cmd->callback([args, &runner] {
     parse_threshold(args->threshold);  // a bad threshold is a usage error (exit 2)
