@@ -99,8 +99,11 @@ template <class A, class B>
 using DenseForward = decltype(&sgemm::dense_forward);
 using DenseBackward = decltype(&sgemm::dense_backward);
 // The own kernels (the default backend), with the sgemm twins' signature.
-constexpr DenseForward own_dense_forward = [](auto... args) { dense_forward(args...); };
-constexpr DenseBackward own_dense_backward = [](auto... args) { dense_backward(args...); };
+// The own kernels directly: dense_forward would hand a layer to sgemm on a target without FMA.
+constexpr DenseForward own_dense_forward = [](auto... args) { own_kernel::dense_forward(args...); };
+constexpr DenseBackward own_dense_backward = [](auto... args) {
+  own_kernel::dense_backward(args...);
+};
 
 // One dense implementation against the naive twin on shapes that take every path of the own
 // kernel: forward through W^T (weights smaller than activations, e.g. 10 outputs) and through
@@ -162,50 +165,92 @@ TEST(Dense, SgemmTwinMatchesNaive) {
 }
 
 // The sgemm backend (the blas baseline's) runs the sgemm twin, the own backend (the default) the
-// own kernel.
+// own kernel, except where the rule hands the layer to sgemm (a target without FMA).
 TEST(Dense, BackendChoosesTheKernel) {
   Rng rng(2);
   const int B = 64, in = 120, out = 84;  // weights far below dense_sgemm_min_weight_bytes()
-  ASSERT_FALSE(dense_runs_on_sgemm(in, out));
   const Floats inp = random_floats(std::size_t(B) * in, rng);
   const Floats weight = random_floats(std::size_t(out) * in, rng);
   const Floats bias = random_floats(out, rng);
-  Floats own(std::size_t(B) * out), twin(own.size()), on_own(own.size()), on_sgemm(own.size());
-  dense_forward(own.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+  Floats twin(std::size_t(B) * out);
   sgemm::dense_forward(twin.data(), inp.data(), weight.data(), bias.data(), B, in, out);
-  ASSERT_NE(own, twin) << "the own kernel sums in another order than sgemm; if they agree to the "
-                          "last bit this test cannot tell which one ran";
-  dense_forward(on_sgemm.data(), inp.data(), weight.data(), bias.data(), B, in, out,
-                DenseBackend::sgemm);
-  dense_forward(on_own.data(), inp.data(), weight.data(), bias.data(), B, in, out,
-                DenseBackend::own);
-  EXPECT_EQ(on_sgemm, twin);
-  EXPECT_EQ(on_own, own);
+  for_each_supported_isa([&] {
+    Floats own(twin.size()), on_own(twin.size()), on_sgemm(twin.size());
+    own_kernel::dense_forward(own.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+    ASSERT_NE(own, twin) << "the own kernel sums in another order than sgemm; if they agree to "
+                            "the last bit this test cannot tell which one ran";
+    dense_forward(on_sgemm.data(), inp.data(), weight.data(), bias.data(), B, in, out,
+                  DenseBackend::sgemm);
+    dense_forward(on_own.data(), inp.data(), weight.data(), bias.data(), B, in, out,
+                  DenseBackend::own);
+    EXPECT_EQ(on_sgemm, twin);
+    EXPECT_EQ(on_own, dense_all_on_sgemm() ? twin : own);
+  });
+}
+
+// Targets without a fused multiply-add (sse4, scalar) run every dense layer on sgemm, forward
+// and backward; the others only layers above half the L2.
+TEST(Dense, TargetsWithoutFmaRunEveryLayerOnSgemm) {
+  Rng rng(7);
+  const int B = 64, in = 120, out = 84;
+  const Floats inp = random_floats(std::size_t(B) * in, rng);
+  const Floats weight = random_floats(std::size_t(out) * in, rng);
+  const Floats dout = random_floats(std::size_t(B) * out, rng);
+  struct Gradients {
+    Floats dinp, dweight, dbias;
+  };
+  const auto backward = [&](auto&& run) {
+    Gradients g{Floats(inp.size()), Floats(weight.size(), 0.0f), Floats(out, 0.0f)};
+    run(g.dinp.data(), g.dweight.data(), g.dbias.data(), dout.data(), inp.data(), weight.data(),
+        B, in, out);
+    return g;
+  };
+  const Gradients twin = backward(sgemm::dense_backward);
+  for_each_supported_isa([&] {
+    const std::string isa = isa_info().active;
+    const bool without_fma = isa == "sse4" || isa == "scalar";
+    EXPECT_EQ(dense_all_on_sgemm(), without_fma);
+    EXPECT_EQ(dense_runs_on_sgemm(in, out), without_fma);
+    const Gradients own = backward(own_kernel::dense_backward);
+    ASSERT_NE(own.dinp, twin.dinp) << "the own kernel and sgemm agree to the last bit here, so "
+                                      "this test cannot tell which one ran";
+    const Gradients got = backward([](auto... args) { dense_backward(args...); });
+    const Gradients& want = without_fma ? twin : own;
+    EXPECT_EQ(got.dinp, want.dinp);
+    EXPECT_EQ(got.dweight, want.dweight);
+  });
 }
 
 // A layer whose weights exceed half a core's L2 runs on sgemm on the own backend too: the bits are
-// the sgemm twin's, forward and backward.
+// the sgemm twin's, forward and backward. Checked on every target with FMA (on the others every
+// layer runs on sgemm).
 TEST(Dense, LayersLargerThanHalfTheL2RunOnSgemm) {
   Rng rng(6);
   const int B = 8, out = 64;
   const int in = int(dense_sgemm_min_weight_bytes() / (sizeof(float) * out)) + 1;
-  ASSERT_TRUE(dense_runs_on_sgemm(in, out)) << "in " << in;
-  ASSERT_FALSE(dense_runs_on_sgemm(in - 1, out)) << "the rule is exactly the weight bytes";
   const Floats inp = random_floats(std::size_t(B) * in, rng);
   const Floats weight = random_floats(std::size_t(out) * in, rng);
   const Floats bias = random_floats(out, rng), dout = random_floats(std::size_t(B) * out, rng);
-  Floats got(std::size_t(B) * out), want(got.size());
-  dense_forward(got.data(), inp.data(), weight.data(), bias.data(), B, in, out);
-  sgemm::dense_forward(want.data(), inp.data(), weight.data(), bias.data(), B, in, out);
-  EXPECT_EQ(got, want);
-  Floats dinp(inp.size()), dweight(weight.size(), 0.0f), dbias(out, 0.0f);
-  Floats want_dinp(inp.size()), want_dweight(weight.size(), 0.0f), want_dbias(out, 0.0f);
-  dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(),
-                 B, in, out);
-  sgemm::dense_backward(want_dinp.data(), want_dweight.data(), want_dbias.data(), dout.data(),
-                        inp.data(), weight.data(), B, in, out);
-  EXPECT_EQ(dinp, want_dinp);
-  EXPECT_EQ(dweight, want_dweight);
+  int checked = 0;
+  for_each_supported_isa([&] {
+    if (dense_all_on_sgemm()) return;
+    ++checked;
+    ASSERT_TRUE(dense_runs_on_sgemm(in, out)) << "in " << in;
+    ASSERT_FALSE(dense_runs_on_sgemm(in - 1, out)) << "the rule is exactly the weight bytes";
+    Floats got(std::size_t(B) * out), want(got.size());
+    dense_forward(got.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+    sgemm::dense_forward(want.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+    EXPECT_EQ(got, want);
+    Floats dinp(inp.size()), dweight(weight.size(), 0.0f), dbias(out, 0.0f);
+    Floats want_dinp(inp.size()), want_dweight(weight.size(), 0.0f), want_dbias(out, 0.0f);
+    dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                   weight.data(), B, in, out);
+    sgemm::dense_backward(want_dinp.data(), want_dweight.data(), want_dbias.data(), dout.data(),
+                          inp.data(), weight.data(), B, in, out);
+    EXPECT_EQ(dinp, want_dinp);
+    EXPECT_EQ(dweight, want_dweight);
+  });
+  if (checked == 0) GTEST_SKIP() << "no SIMD target of this CPU has FMA";
 }
 
 // Runs the optimised and naive conv on one shape, forward and backward, and compares. The

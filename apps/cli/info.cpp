@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cnnbench/gpu.hpp"
+#include "cnnbench/isa.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
@@ -20,7 +21,8 @@ namespace {
 
 struct InfoOptions {
   bool json = false;
-  bool peak = false;  // measure OpenBLAS SGEMM on one core and on all cores
+  bool peak = false;      // measure OpenBLAS SGEMM on one core and on all cores
+  std::string isa = "best";  // the target the kernels would run on, as train's --isa
 };
 
 constexpr int label_width = 14;
@@ -152,8 +154,12 @@ void print_kernels(std::ostream& out, const nlohmann::json& context) {
   print_wrapped_row(out, "compiled", simd.at("compiled").get<std::vector<std::string>>(), " ");
   print_row(out, "OpenBLAS", text_or_dash(context.at("openblas").at("core_type")));
   const auto sgemm_above = simd.at("dense_sgemm_min_weight_bytes").get<std::size_t>();
-  print_row(out, "sgemm dense", "layers with weights over " + std::to_string(sgemm_above / 1024) +
-                                       " KiB (half a core's L2)");
+  const bool all_on_sgemm = simd.value("dense_all_on_sgemm", false);
+  print_row(out, "sgemm dense",
+            all_on_sgemm ? "every dense layer (" + simd.at("target").get<std::string>() +
+                               " has no fused multiply-add)"
+                         : "layers with weights over " + std::to_string(sgemm_above / 1024) +
+                               " KiB (half a core's L2)");
 }
 
 void print_machine(std::ostream& out, const nlohmann::json& context) {
@@ -222,6 +228,7 @@ void print_gpus(std::ostream& out, const nlohmann::json& gpu) {
 }
 
 int run_info(const InfoOptions& options) {
+  use_isa(options.isa);
   nlohmann::json info = {
       {"context", collect_context()}, {"features", build_features()}, {"gpu", gpu_info_json()}};
   if (options.peak) {
@@ -261,6 +268,7 @@ void add_info_command(CLI::App& root, Runner& runner) {
   info->add_flag("--json", options->json, "Print the report context and strategy list as JSON");
   info->add_flag("--peak", options->peak,
                  "Measure OpenBLAS SGEMM GFLOP/s on one core and on all cores (about 2 s)");
+  add_isa_option(info, options->isa);
   info->callback([&runner, options] { runner = [options] { return run_info(*options); }; });
 }
 

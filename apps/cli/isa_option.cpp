@@ -1,4 +1,4 @@
-// The --isa option of train and sweep: which SIMD target the kernels run on. CNNBENCH_ISA gives
+// The --isa option of train, sweep and info: which SIMD target the kernels run on. CNNBENCH_ISA gives
 // the same choice from the environment; the flag wins. A target this CPU cannot run is a usage
 // error (exit 2) naming the CPU's best target.
 #include <string>

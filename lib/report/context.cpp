@@ -99,7 +99,8 @@ nlohmann::json simd_json() {
           {"best", isa.best},
           {"compiled", isa.compiled},
           {"supported", isa.supported},
-          {"dense_sgemm_min_weight_bytes", dense_sgemm_min_weight_bytes()}};
+          {"dense_sgemm_min_weight_bytes", dense_sgemm_min_weight_bytes()},
+          {"dense_all_on_sgemm", dense_all_on_sgemm()}};
 }
 
 }  // namespace

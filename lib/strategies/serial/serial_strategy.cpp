@@ -58,13 +58,17 @@ class SerialStrategy final : public Strategy {
     const int batch = config_.batch;
     const float grad_scale = 1.0f / static_cast<float>(batch);
     Model& m = *model_;
+    // The step clears the gradient as it reads it (in L1-sized chunks), which saves a pass over
+    // it: FC-3's is 1 MB, 3% of a step in a separate memset.
+    std::fill(m.grads.begin(), m.grads.end(), 0.0f);
+    float* const grads = m.grads.data();
     for (std::int64_t i = 0; i < range.count; ++i) {
       const std::uint32_t* indices = range.order + (range.first + i) * batch;
       gather_batch(x_.data(), y_.data(), *data_, indices, batch);
-      std::fill(m.grads.begin(), m.grads.end(), 0.0f);
-      const double loss_sum = forward_backward(m.kind, m.params.data(), m.grads.data(), x_.data(),
+      const double loss_sum = forward_backward(m.kind, m.params.data(), grads, x_.data(),
                                                y_.data(), batch, grad_scale, *workspace_);
-      sgd_step(m.params.data(), m.grads.data(), m.momentum.data(), m.params.size(), config_.sgd);
+      sum_sgd_step_and_clear(m.params.data(), &grads, 1, m.momentum.data(), m.params.size(),
+                             config_.sgd);
       on_step(i, loss_sum / batch);
     }
   }

@@ -28,10 +28,20 @@ void dense_forward(float* out, const float* inp, const float* weight, const floa
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int B, int in, int out_features);
 }  // namespace sgemm
-// On the own backend a layer whose weights exceed dense_sgemm_min_weight_bytes() (half a core's
-// L2) still runs on sgemm, which packs its operands and wins there (FC-3's f1 on a 512 KB L2).
-// A rule of shape and cache, never of timing: reruns take the same kernels.
+namespace own_kernel {
+// The register-blocked kernels themselves, whatever the rule below says: the tests' subject.
+void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
+                   int in, int out_features);
+void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                    const float* weight, int B, int in, int out_features);
+}  // namespace own_kernel
+// On the own backend a layer still runs on sgemm when its weights exceed
+// dense_sgemm_min_weight_bytes() (half a core's L2: OpenBLAS packs its operands and wins there,
+// FC-3's f1 on a 512 KB L2), and every layer does when the SIMD target in use has no fused
+// multiply-add (sse4, scalar: dense_all_on_sgemm()), where OpenBLAS still runs the kernel of the
+// CPU's own ISA. Rules of shape, cache and target, never of timing: reruns take the same kernels.
 std::size_t dense_sgemm_min_weight_bytes();
+bool dense_all_on_sgemm();
 bool dense_runs_on_sgemm(int in, int out_features);
 
 // --- conv2d, stride 1, zero padding: inp (B,C,H,W), weight (K,C,R,R), bias (K) -> (B,K,Ho,Wo) --
