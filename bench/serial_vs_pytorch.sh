@@ -5,10 +5,13 @@
 #
 # usage: bench/serial_vs_pytorch.sh [--cli PATH] [--pairs N] [--batches "16 64 256"]
 #                                   [--models "lenet5 fc3"] [--images N] [--isa TARGET]
-#                                   [--torch-coretype NAME|unset|inherit]
+#                                   [--torch-coretype NAME|unset|inherit] [--torch-isa avx2|unset]
 # --isa runs cnnbench's kernels on that SIMD target (default: the CPU's best). PyTorch's OpenBLAS
-# then gets the like-for-like kernel: OPENBLAS_CORETYPE=Haswell for avx2, unset (OpenBLAS picks
-# the CPU's best) otherwise; --torch-coretype overrides that (inherit: leave the environment be).
+# then gets its AVX2 setting, OPENBLAS_CORETYPE=Haswell, for avx2 and the targets below it, and
+# is left unset (OpenBLAS picks the CPU's best) otherwise; --torch-coretype overrides that
+# (inherit: leave the environment be). OPENBLAS_CORETYPE reaches PyTorch's dense layers only: its
+# convolutions run on oneDNN, which picks its own ISA. --torch-isa avx2 caps that too
+# (DNNL_MAX_CPU_ISA=AVX2, ATEN_CPU_CAPABILITY=avx2): PyTorch as it runs on a CPU without AVX-512.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,6 +22,7 @@ models="lenet5 fc3"
 images=32768  # per run and model (FC-3 gets twice as many: it is about twice as fast)
 isa=best
 torch_coretype=""
+torch_isa=unset
 python=/usr/bin/python3
 
 while [[ $# -gt 0 ]]; do
@@ -30,7 +34,8 @@ while [[ $# -gt 0 ]]; do
     --images) images="$2"; shift 2 ;;
     --isa) isa="$2"; shift 2 ;;
     --torch-coretype) torch_coretype="$2"; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --torch-isa) torch_isa="$2"; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "serial_vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +49,10 @@ if [[ -z "$cli" || ! -x "$cli" ]]; then
 fi
 [[ -x "$python" ]] || python="$(command -v python3)"
 if [[ -z "$torch_coretype" ]]; then
-  if [[ "$isa" == avx2 ]]; then torch_coretype=Haswell; else torch_coretype=unset; fi
+  case "$isa" in
+    avx2|sse4|scalar) torch_coretype=Haswell ;;
+    *) torch_coretype=unset ;;
+  esac
 fi
 # The environment PyTorch runs in: OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE, set with it on some
 # machines) as chosen above; cnnbench's own environment is left as it is.
@@ -53,6 +61,11 @@ case "$torch_coretype" in
   inherit) ;;
   unset) torch_env+=(-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE) ;;
   *) torch_env+=(OPENBLAS_CORETYPE="$torch_coretype") ;;
+esac
+case "$torch_isa" in
+  unset) ;;
+  avx2) torch_env+=(DNNL_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2) ;;
+  *) echo "serial_vs_pytorch.sh: --torch-isa takes avx2 or unset, not '$torch_isa'" >&2; exit 2 ;;
 esac
 
 have_torch=1
@@ -73,7 +86,7 @@ median() {
 echo "cnnbench: $cli"
 cpu_field() { grep -m1 "^$1" /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'; }
 echo "machine: $(nproc) cores, $(cpu_field 'model name'), family $(cpu_field 'cpu family') model $(cpu_field 'model') stepping $(cpu_field 'stepping')"
-echo "cnnbench --isa $isa; PyTorch OPENBLAS_CORETYPE: $torch_coretype (environment: ${OPENBLAS_CORETYPE:-unset})"
+echo "cnnbench --isa $isa; PyTorch OPENBLAS_CORETYPE: $torch_coretype (environment: ${OPENBLAS_CORETYPE:-unset}), PyTorch ISA cap: $torch_isa"
 printf '%-7s %5s %14s %14s %8s\n' model batch cnnbench_img/s pytorch_img/s ratio
 for model in $models; do
   for batch in $batches; do

@@ -13,14 +13,21 @@
 
 namespace {
 
-// --isa=TARGET (or CNNBENCH_ISA; the flag wins), taken out of argv before Google Benchmark sees
-// it. Returns false after printing why when this CPU cannot run the target.
+// --isa=TARGET or --isa TARGET, as train and sweep take it (or CNNBENCH_ISA; the flag wins),
+// taken out of argv before Google Benchmark sees it. Returns false after printing why when the
+// target is missing or this CPU cannot run it.
 bool apply_isa_flag(int& argc, char** argv) {
   std::string isa = std::getenv("CNNBENCH_ISA") ? std::getenv("CNNBENCH_ISA") : "best";
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--isa=", 6) == 0) {
       isa = argv[i] + 6;
+    } else if (std::strcmp(argv[i], "--isa") == 0) {
+      if (i + 1 == argc) {
+        std::fprintf(stderr, "cnnbench-micro: --isa needs a target (best, avx3_dl, ...)\n");
+        return false;
+      }
+      isa = argv[++i];
     } else {
       argv[kept++] = argv[i];
     }
