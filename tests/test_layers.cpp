@@ -188,9 +188,22 @@ TEST(Dense, BackendChoosesTheKernel) {
   });
 }
 
-// Targets without a fused multiply-add (sse4, scalar) run every dense layer on sgemm, forward
-// and backward; the others only layers above half the L2.
-TEST(Dense, TargetsWithoutFmaRunEveryLayerOnSgemm) {
+// OpenBLAS's kernel sets on the scale of the SIMD targets.
+TEST(Dense, OpenblasCoreNamesRankAgainstTheTargets) {
+  EXPECT_EQ(openblas_core_simd_level("SkylakeX"), 4);
+  EXPECT_EQ(openblas_core_simd_level("SAPPHIRERAPIDS"), 4);
+  EXPECT_EQ(openblas_core_simd_level("Haswell"), 3);
+  EXPECT_EQ(openblas_core_simd_level("Zen"), 3);
+  EXPECT_EQ(openblas_core_simd_level("Sandybridge"), 2);
+  EXPECT_EQ(openblas_core_simd_level("Nehalem"), 1);
+  EXPECT_EQ(openblas_core_simd_level("NEOVERSEV1"), 0);
+  EXPECT_EQ(openblas_core_simd_level(""), 0);
+}
+
+// A target without a fused multiply-add (sse4, scalar), or one narrower than OpenBLAS's kernel
+// set (avx2 beside SkylakeX), runs every dense layer on sgemm, forward and backward; the others
+// only layers above half the L2.
+TEST(Dense, TargetsBelowOpenblasRunEveryLayerOnSgemm) {
   Rng rng(7);
   const int B = 64, in = 120, out = 84;
   const Floats inp = random_floats(std::size_t(B) * in, rng);
@@ -208,14 +221,17 @@ TEST(Dense, TargetsWithoutFmaRunEveryLayerOnSgemm) {
   const Gradients twin = backward(sgemm::dense_backward);
   for_each_supported_isa([&] {
     const std::string isa = isa_info().active;
-    const bool without_fma = isa == "sse4" || isa == "scalar";
-    EXPECT_EQ(dense_all_on_sgemm(), without_fma);
-    EXPECT_EQ(dense_runs_on_sgemm(in, out), without_fma);
+    const int openblas = openblas_core_simd_level(blas_core_name());
+    const int level = isa == "avx3_dl" || isa == "avx3" ? 4 : isa == "avx2" ? 3 : -1;
+    const bool on_sgemm = isa == "sse4" || isa == "scalar" || (level > 0 && openblas > level);
+    SCOPED_TRACE("OpenBLAS kernels " + blas_core_name());
+    EXPECT_EQ(dense_all_on_sgemm(), on_sgemm);
+    EXPECT_EQ(dense_runs_on_sgemm(in, out), on_sgemm);
     const Gradients own = backward(own_kernel::dense_backward);
     ASSERT_NE(own.dinp, twin.dinp) << "the own kernel and sgemm agree to the last bit here, so "
                                       "this test cannot tell which one ran";
     const Gradients got = backward([](auto... args) { dense_backward(args...); });
-    const Gradients& want = without_fma ? twin : own;
+    const Gradients& want = on_sgemm ? twin : own;
     EXPECT_EQ(got.dinp, want.dinp);
     EXPECT_EQ(got.dweight, want.dweight);
   });

@@ -154,12 +154,17 @@ void print_kernels(std::ostream& out, const nlohmann::json& context) {
   print_wrapped_row(out, "compiled", simd.at("compiled").get<std::vector<std::string>>(), " ");
   print_row(out, "OpenBLAS", text_or_dash(context.at("openblas").at("core_type")));
   const auto sgemm_above = simd.at("dense_sgemm_min_weight_bytes").get<std::size_t>();
-  const bool all_on_sgemm = simd.value("dense_all_on_sgemm", false);
+  const std::string target = simd.at("target").get<std::string>();
+  const std::string why = target == "sse4" || target == "scalar"
+                              ? target + " has no fused multiply-add"
+                              : target + " is narrower than OpenBLAS's " +
+                                    text_or_dash(context.at("openblas").at("core_type")) +
+                                    " kernels; OPENBLAS_CORETYPE can narrow those";
   print_row(out, "sgemm dense",
-            all_on_sgemm ? "every dense layer (" + simd.at("target").get<std::string>() +
-                               " has no fused multiply-add)"
-                         : "layers with weights over " + std::to_string(sgemm_above / 1024) +
-                               " KiB (half a core's L2)");
+            simd.value("dense_all_on_sgemm", false)
+                ? "every dense layer (" + why + ")"
+                : "layers with weights over " + std::to_string(sgemm_above / 1024) +
+                      " KiB (half a core's L2)");
 }
 
 void print_machine(std::ostream& out, const nlohmann::json& context) {

@@ -23,7 +23,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <cctype>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "cnnbench/core.hpp"
@@ -154,6 +156,22 @@ void multiply(const Product& p, Start start, const float* init) {
 // product costs a multiply and an add, and the own kernel has half the peak of OpenBLAS's.
 bool target_fuses_multiply_add() { return HWY_NATIVE_FMA != 0; }
 
+// This target's x86 SIMD level on the scale of openblas_core_simd_level (4 AVX-512, 3 AVX2,
+// 1 SSE4, 0 scalar); -1 off x86, where no OpenBLAS kernel set is ranked against ours.
+int target_simd_level() {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return 4;
+#elif HWY_TARGET == HWY_AVX2
+  return 3;
+#elif HWY_TARGET == HWY_SSE4
+  return 1;
+#elif HWY_TARGET == HWY_SCALAR
+  return 0;
+#else
+  return -1;
+#endif
+}
+
 // dst (cols, rows) = src (rows, cols)^T. Blocks of 4 x 4 floats go through 128-bit registers
 // (two rounds of interleaves), which every target but the scalar one has; the edges that are not
 // whole blocks, and the scalar target, copy float by float. Tiles of 16 x 16 keep the rows that
@@ -224,6 +242,7 @@ void multiply(const Product& p, Start start, const float* init = nullptr) {
 
 HWY_EXPORT(transpose_loop);
 HWY_EXPORT(target_fuses_multiply_add);
+HWY_EXPORT(target_simd_level);
 
 // dst (cols, rows) = src (rows, cols)^T.
 void transpose(float* dst, const float* src, int rows, int cols) {
@@ -312,12 +331,39 @@ std::size_t dense_sgemm_min_weight_bytes() {
   return bytes;
 }
 
-// Measured on a Sapphire Rapids-class Xeon (2 MB L2), --isa sse4: serial FC-3 trained at 28,400
-// images/s on the own 4-lane kernels without FMA, 0.51x PyTorch on its AVX2 setting, because
-// OpenBLAS runs the kernel of the CPU's own ISA whatever target ours are narrowed to. On such a
-// target every dense layer runs on sgemm; the rule reads the target, never a timing.
+int openblas_core_simd_level(std::string_view core) {
+  std::string name(core);
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* avx512 : {"skylakex", "cooperlake", "sapphirerapids"}) {
+    if (name == avx512) return 4;
+  }
+  for (const char* avx2 : {"haswell", "zen", "excavator"}) {
+    if (name == avx2) return 3;
+  }
+  for (const char* avx : {"sandybridge", "bulldozer", "piledriver", "steamroller"}) {
+    if (name == avx) return 2;
+  }
+  for (const char* sse : {"prescott", "core2", "penryn", "dunnington", "nehalem", "atom",
+                          "opteron", "opteron(sse3)", "barcelona", "bobcat"}) {
+    if (name == sse) return 1;
+  }
+  return 0;
+}
+
+// Measured on a Sapphire Rapids-class Xeon (2 MB L2, OpenBLAS on its SkylakeX kernels): with
+// --isa sse4, serial FC-3 trained at 28,400 images/s on the own 4-lane kernels without FMA, 0.51x
+// PyTorch on its AVX2 setting; with --isa avx2 the blas baseline beat serial FC-3 by 1.4x
+// (paired sweep), because OpenBLAS runs the kernels of the CPU's own ISA whatever target ours are
+// narrowed to. On a target without FMA, or one narrower than OpenBLAS's kernels, every dense
+// layer runs on sgemm (OPENBLAS_CORETYPE=Haswell with --isa avx2 keeps the own AVX2 kernels: the
+// two then emulate an AVX2 machine together). The rule reads the target and OpenBLAS's kernel
+// set, never a timing.
 bool dense_all_on_sgemm() {
-  return !HWY_DYNAMIC_DISPATCH(target_fuses_multiply_add)();
+  static const int openblas_level = openblas_core_simd_level(blas_core_name());
+  if (!HWY_DYNAMIC_DISPATCH(target_fuses_multiply_add)()) return true;
+  const int target_level = HWY_DYNAMIC_DISPATCH(target_simd_level)();
+  return openblas_level > 0 && target_level >= 0 && openblas_level > target_level;
 }
 
 bool dense_runs_on_sgemm(int in, int out_features) {

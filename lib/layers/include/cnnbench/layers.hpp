@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace cnnbench {
 
@@ -37,12 +38,16 @@ void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout
 }  // namespace own_kernel
 // On the own backend a layer still runs on sgemm when its weights exceed
 // dense_sgemm_min_weight_bytes() (half a core's L2: OpenBLAS packs its operands and wins there,
-// FC-3's f1 on a 512 KB L2), and every layer does when the SIMD target in use has no fused
-// multiply-add (sse4, scalar: dense_all_on_sgemm()), where OpenBLAS still runs the kernel of the
-// CPU's own ISA. Rules of shape, cache and target, never of timing: reruns take the same kernels.
+// FC-3's f1 on a 512 KB L2), and every layer does (dense_all_on_sgemm()) when the SIMD target in
+// use has no fused multiply-add (sse4, scalar) or is narrower than OpenBLAS's kernel set (--isa
+// avx2 where OpenBLAS runs SkylakeX): OpenBLAS runs the CPU's own ISA whatever --isa says. Rules
+// of shape, cache, target and kernel set, never of timing: reruns take the same kernels.
 std::size_t dense_sgemm_min_weight_bytes();
 bool dense_all_on_sgemm();
 bool dense_runs_on_sgemm(int in, int out_features);
+// OpenBLAS's kernel set (openblas_get_corename(): "SkylakeX", "Haswell", "Zen", ...) as an x86
+// SIMD level: 4 AVX-512, 3 AVX2, 2 AVX, 1 SSE, 0 when not known (ARM, a new name).
+int openblas_core_simd_level(std::string_view core);
 
 // --- conv2d, stride 1, zero padding: inp (B,C,H,W), weight (K,C,R,R), bias (K) -> (B,K,Ho,Wo) --
 struct Conv2dShape {
