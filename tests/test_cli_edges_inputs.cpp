@@ -10,6 +10,10 @@ using cnnbench::test::Edge;
 
 const std::vector<Edge> kInputEdges = {
     {"BatchZero", "train --batch 0", 2, "--batch"},
+    // Usage errors read like every other error, and say which command's help to read.
+    {"UsageErrorSaysError", "train --lr 0", 2,
+     "cnnbench: error: --lr: 0: expected a finite number > 0\nRun 'cnnbench train --help'"},
+    {"UnknownCommandSaysError", "trian", 2, "cnnbench: error: unknown command 'trian'"},
     {"UnknownModel", "train --model vgg16", 2, "vgg16"},
     {"NegativeLearningRate", "train --lr -1", 2, "--lr"},
     {"UnknownStrategyIsRuntime", "train --synthetic 100 --strategy quantum --quiet", 1,

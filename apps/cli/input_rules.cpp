@@ -250,8 +250,9 @@ std::string failure_message(const CLI::App* app, const CLI::Error& error) {
       hint += suggestion(unknown_flag, flags_of(where));
     }
   }
-  if (hint.empty()) return CLI::FailureMessage::simple(app, error);
-  return prefix + ": " + hint + "\nRun with --help for more information.\n";
+  // Every error starts "cnnbench: error: ", usage errors too; the command run says where.
+  const std::string what = hint.empty() ? std::string(error.what()) : hint;
+  return "cnnbench: error: " + what + "\nRun '" + prefix + " --help' for more information.\n";
 }
 
 }  // namespace cnnbench::cli

@@ -1,5 +1,5 @@
 // cnnbench: benchmarks of parallel training strategies for FC-3 and LeNet-5 on MNIST.
-// Exit codes: 0 success, 1 runtime error (one line on stderr), 2 usage error (CLI11's message).
+// Exit codes: 0 success, 1 runtime error, 2 usage error; each error is "cnnbench: error: ..." on stderr.
 #include <cstdio>
 #include <exception>
 #include <iostream>
