@@ -7,13 +7,32 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 jobs=$(nproc)
 
+# Each stage's wall time, printed as it ends and once more at the end (where CI's time goes).
+timings=()
+stage_start=$SECONDS
+stage_done() {
+  timings+=("$(printf '%-22s %5ds' "$1" $((SECONDS - stage_start)))")
+  echo "test.sh: $1 took $((SECONDS - stage_start)) s"
+  stage_start=$SECONDS
+}
+print_timings() {
+  echo "test.sh: stage times (total ${SECONDS} s):"
+  printf '  %s\n' "${timings[@]}"
+}
+trap print_timings EXIT
+
 ./scripts/setup.sh
+stage_done setup
 cmake --preset ci >/dev/null
 cmake --build --preset ci -j"$jobs"
+stage_done build
 ./datasets/fetch_mnist.sh
+stage_done mnist
 # MPI tests oversubscribe the cores, so they run on their own after the rest.
 ctest --preset ci -j"$jobs" -LE mpi "$@"
+stage_done tests
 ctest --preset ci -L mpi "$@"
+stage_done "mpi tests"
 # The loss trajectory, PyTorch parity and every strategy's equivalence to serial once more on a
 # second SIMD target this CPU runs (avx2 where its best is AVX-512, else sse4): a kernel right on
 # the best target only fails here. test_layers already covers every target kernel by kernel.
@@ -26,14 +45,17 @@ print("avx2" if "avx2" in lower else (lower[0] if lower else "scalar"))')
   echo "test.sh: equivalence tests again with CNNBENCH_ISA=$second_isa"
   CNNBENCH_ISA="$second_isa" ctest --preset ci \
     -R '^(test_models|test_training|test_stream_strategy|test_cluster|py_test_torch_parity)$'
+  stage_done "second SIMD target"
 fi
 # ARM check: the layer and model tests cross-built for aarch64 and run under qemu-user (NEON
 # kernels; about 2-3 minutes). CNNBENCH_AARCH64=0 skips it.
 if [[ $# -eq 0 && "${CNNBENCH_AARCH64:-1}" != 0 ]]; then
   ./scripts/check-aarch64.sh
+  stage_done aarch64
 fi
 # ASan+UBSan unit tests and fuzzer smoke runs (one clang build), ThreadSanitizer runtime, stream
 # and cluster tests (a second build). CNNBENCH_SANITIZERS=0 skips them (a quick local run).
 if [[ $# -eq 0 && "${CNNBENCH_SANITIZERS:-1}" != 0 ]]; then
   ./scripts/ci-sanitizers.sh
+  stage_done sanitizers
 fi
