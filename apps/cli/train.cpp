@@ -147,6 +147,9 @@ int run_train(const TrainArgs& a) {
     if (result.interrupted) std::fprintf(out, " (interrupted at step %lld)",
                                          static_cast<long long>(result.progress.global_step));
     std::fprintf(out, "\n");
+    if (result.time_breakdown.workers.size() > 1) {
+      std::fprintf(out, "%s\n", straggler_line(result.time_breakdown).c_str());
+    }
   }
   if (result.interrupted) {
     std::fprintf(stderr, "cnnbench: interrupted: checkpoint at step %lld written to %s; continue "

@@ -196,6 +196,7 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
     result.test = evaluate(config.model, result.model.params.data(), *options.test);
   }
   result.strategy_metrics = strategy->metrics();
+  result.time_breakdown = strategy->time_breakdown();
   result.pins = strategy->pin_map();
   result.primary = primary;
   return result;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "../strategy_options.hpp"
+#include "cnnbench/core.hpp"
 
 namespace cnnbench {
 
@@ -93,6 +94,66 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
     metrics[strategy_option::slowdown.name] = {{"rank", shape.slow_rank}, {"factor", shape.slow_factor}};
   }
   return metrics;
+}
+
+namespace {
+// StepTimes as the doubles of one row of the gathered table, and back.
+constexpr std::size_t step_fields = time_category_count + max_timed_layers + 2;
+void put_step(const StepTimes& step, double* row) {
+  std::copy(step.seconds.begin(), step.seconds.end(), row);
+  std::copy(step.layer_seconds.begin(), step.layer_seconds.end(), row + time_category_count);
+  row[step_fields - 2] = step.wall;
+  row[step_fields - 1] = step.arrival;
+}
+StepTimes get_step(const double* row) {
+  StepTimes step;
+  std::copy_n(row, time_category_count, step.seconds.begin());
+  std::copy_n(row + time_category_count, max_timed_layers, step.layer_seconds.begin());
+  step.wall = row[step_fields - 2];
+  step.arrival = row[step_fields - 1];
+  return step;
+}
+}  // namespace
+
+std::vector<std::vector<std::vector<StepTimes>>> gather_step_times(
+    RankGroup& group, const std::vector<const StepTimeline*>& threads) {
+  const std::size_t ranks = static_cast<std::size_t>(group.size()), workers = threads.size();
+  const std::size_t steps = threads.empty() ? 0 : threads[0]->steps().size();
+  // (steps, ranks, threads, fields): this rank's rows filled, every other rank's zero.
+  std::vector<double> table(steps * ranks * workers * step_fields, 0.0);
+  const auto row = [&](std::size_t step, std::size_t rank, std::size_t thread) {
+    return table.data() + ((step * ranks + rank) * workers + thread) * step_fields;
+  };
+  const auto mine = static_cast<std::size_t>(group.rank());
+  for (std::size_t t = 0; t < workers; ++t) {
+    CNNBENCH_CHECK(threads[t]->steps().size() == steps, "cluster: threads recorded unequal steps");
+    for (std::size_t k = 0; k < steps; ++k) put_step(threads[t]->steps()[k], row(k, mine, t));
+  }
+  if (ranks > 1 && !table.empty()) group.sum(table.data(), table.size());
+  std::vector<std::vector<std::vector<StepTimes>>> out(
+      steps, std::vector<std::vector<StepTimes>>(ranks, std::vector<StepTimes>(workers)));
+  for (std::size_t k = 0; k < steps; ++k) {
+    for (std::size_t r = 0; r < ranks; ++r) {
+      for (std::size_t t = 0; t < workers; ++t) out[k][r][t] = get_step(row(k, r, t));
+    }
+  }
+  return out;
+}
+
+BreakdownBuilder cluster_breakdown_builder(int ranks, int threads_per_rank) {
+  std::vector<WorkerId> workers;
+  std::vector<int> unit_of;
+  for (int r = 0; r < ranks; ++r) {
+    for (int t = 0; t < threads_per_rank; ++t) {
+      if (threads_per_rank == 1) {
+        workers.push_back({"rank", r, -1});
+      } else {
+        workers.push_back({"thread", t, ranks > 1 ? r : -1});
+      }
+      unit_of.push_back(ranks > 1 ? r : t);
+    }
+  }
+  return BreakdownBuilder(std::move(workers), ranks > 1 ? "rank" : "thread", std::move(unit_of));
 }
 
 std::vector<PinRecord> gather_pins(RankGroup& group, const std::vector<PinRecord>& own) {

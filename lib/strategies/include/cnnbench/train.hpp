@@ -17,6 +17,7 @@
 #include "cnnbench/models.hpp"
 #include "cnnbench/checkpoint.hpp"
 #include "cnnbench/progress.hpp"
+#include "cnnbench/time_breakdown.hpp"
 #include "cnnbench/topology.hpp"
 
 namespace cnnbench {
@@ -121,6 +122,9 @@ class Strategy {
   virtual void sync_to(Model& model) = 0;
   // Strategy-specific metrics for the report ("stream": bubbles, staleness, ...).
   virtual nlohmann::json metrics() const { return nlohmann::json::object(); }
+  // Where the time of the steps run so far went (docs/design.md, "Where the time goes"); on a
+  // multi-rank job every rank's figures, gathered where the ranks last met.
+  virtual TimeBreakdown time_breakdown() const { return {}; }
   virtual std::vector<PinRecord> pin_map() const { return {}; }
   // False on every MPI rank but rank 0: only the primary prints, saves checkpoints and reports.
   virtual bool is_primary() const { return true; }
@@ -190,6 +194,7 @@ struct RunResult {
   bool interrupted = false;
   std::optional<std::filesystem::path> saved;  // the checkpoint written, if any
   nlohmann::json strategy_metrics;
+  TimeBreakdown time_breakdown;
   std::vector<PinRecord> pins;
   bool primary = true;              // false on MPI ranks other than 0
 };
