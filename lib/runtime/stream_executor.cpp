@@ -214,6 +214,7 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init, Clock
           actor_stats.fastest_firing_seconds = seconds;
         ++actor_stats.firings;
         actor_stats.busy_seconds += seconds;
+        actor_stats.carved_seconds += std::min(seconds, firing.carved_seconds());
         stats.busy_seconds += seconds;
         ++stats.firings;
         fired = true;

@@ -162,7 +162,8 @@ class StreamStrategy final : public Strategy {
 };
 
 // The straggler among copies of the net is the copy whose actors were busiest over the run
-// (their busy times include an injected --slowdown); without copies, the busiest core.
+// (an injected --slowdown included), not counting their parameter blocks' calls: there a copy
+// may wait for the update another copy runs. Without copies, the busiest core.
 TimeBreakdown StreamStrategy::time_breakdown() const {
   TimeBreakdown out = breakdown_.result(timed_layer_names(run_.model));
   if (run_.balance_dynamic) out.balanced_shares = flow_.shares();
@@ -171,7 +172,8 @@ TimeBreakdown StreamStrategy::time_breakdown() const {
   const stream::Graph& graph = executor_->graph();
   for (std::size_t a = 0; a < graph.actors.size(); ++a) {
     if (const auto* actor = dynamic_cast<const CopyActor*>(graph.actors[a].get())) {
-      copy_busy[static_cast<std::size_t>(actor->copy())] += executor_->actor_stats()[a].busy_seconds;
+      const stream::ActorStats& stats = executor_->actor_stats()[a];
+      copy_busy[static_cast<std::size_t>(actor->copy())] += stats.busy_seconds - stats.carved_seconds;
     }
   }
   std::vector<double> scratch;

@@ -336,6 +336,8 @@ struct ExecutorOptions {
 struct ActorStats {
   std::int64_t firings = 0;
   double busy_seconds = 0;
+  // Of busy_seconds, what the firings counted as another category (Firing::count_as).
+  double carved_seconds = 0;
   double fastest_firing_seconds = 0;  // 0 until it fired
 };
 struct ChannelStats {
