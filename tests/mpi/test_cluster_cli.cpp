@@ -1,6 +1,6 @@
 // `cnnbench train --strategy cluster` end to end under mpirun: only rank 0 reports and saves,
 // a checkpoint resumes on a different rank count and still equals serial, the report's time
-// breakdown adds up and names a slowed rank, and killing one rank of a running job ends the
+// breakdown adds up and names a slowed rank, its trace holds both ranks, and killing one rank of a running job ends the
 // whole job within 30 s.
 #include <gtest/gtest.h>
 
@@ -132,7 +132,8 @@ TEST(ClusterCli, TheReportBreaksTheStepsDownAndNamesTheSlowedRank) {
   run_ok(test::mpirun_command(2, {CNNBENCH_CLI, "train", "--strategy", "cluster", "--model",
                                   "lenet5", "--synthetic", "1024", "--batch", "128", "--steps",
                                   "24", "--slowdown", "1:2", "--quiet", "--report",
-                                  (dir / "run.json").string()}),
+                                  (dir / "run.json").string(), "--trace",
+                                  (dir / "trace.json").string()}),
          dir / "run.log");
   const auto report = nlohmann::json::parse(read_file(dir / "run.json"));
   const auto& breakdown = report.at("metrics").at("time_breakdown");
@@ -152,6 +153,17 @@ TEST(ClusterCli, TheReportBreaksTheStepsDownAndNamesTheSlowedRank) {
   EXPECT_EQ(straggler.at("kind"), "rank");
   EXPECT_EQ(straggler.at("id"), 1) << straggler.dump();
   EXPECT_GT(straggler.at("mean_excess").get<double>(), 1.2) << straggler.dump();
+  // Rank 0 wrote a trace with both ranks' threads in it.
+  const auto trace = nlohmann::json::parse(read_file(dir / "trace.json"));
+  std::vector<int> ranks;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.at("ph") != "X") continue;
+    EXPECT_GE(event.at("dur").get<double>(), 0.0);
+    const int rank = event.at("pid");
+    if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) ranks.push_back(rank);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  EXPECT_EQ(ranks, (std::vector<int>{0, 1}));
   fs::remove_all(dir);
 }
 

@@ -62,6 +62,10 @@ std::vector<std::vector<std::vector<StepTimes>>> gather_step_times(
 // when ranks have one thread; the straggler is a rank when there are several ranks.
 BreakdownBuilder cluster_breakdown_builder(int ranks, int threads_per_rank);
 
+// Collective: every rank's trace tracks, in rank order, on rank 0 (process = rank); the others
+// get none.
+std::vector<TraceTrack> gather_trace_tracks(RankGroup& group, const std::vector<TraceTrack>& own);
+
 // Collective: every rank's pin records, in rank order, on rank 0; the others keep their own.
 std::vector<PinRecord> gather_pins(RankGroup& group, const std::vector<PinRecord>& own);
 

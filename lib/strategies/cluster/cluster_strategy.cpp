@@ -44,6 +44,7 @@ struct alignas(64) ThreadState {
   // the update took 54 us of a 0.88 ms LeNet-5 step shared, 35 us replicated).
   aligned_vector<float> params, momentum;
   StepTimeline timeline;  // this share's phases, step by step, since the ranks last met
+  std::unique_ptr<SpanRing> spans;  // --trace only
 };
 
 void sleep_seconds(double seconds) {
@@ -93,6 +94,21 @@ class ClusterStrategy final : public Strategy {
   }
 
   nlohmann::json metrics() const override { return metrics_; }
+  void keep_spans(std::size_t spans_per_thread) override {
+    for (ThreadState& state : threads_) {
+      state.spans = std::make_unique<SpanRing>(spans_per_thread);
+      state.timeline.record_spans(state.spans.get());
+    }
+  }
+  std::vector<TraceTrack> spans() override {
+    std::vector<TraceTrack> own;
+    for (std::size_t t = 0; t < threads_.size(); ++t) {
+      if (threads_[t].spans) own.push_back({rank_, static_cast<int>(t), threads_[t].spans->spans()});
+    }
+    std::vector<TraceTrack> all;
+    guarded([&] { all = gather_trace_tracks(*group_, own); });
+    return all;
+  }
   TimeBreakdown time_breakdown() const override {
     TimeBreakdown out = breakdown_.result(timed_layer_names(config_.model));
     out.balanced_shares = balanced_shares_;

@@ -89,6 +89,14 @@ class SerialStrategy final : public Strategy {
   }
 
   nlohmann::json metrics() const override { return {{"blas_threads", threads_}}; }
+  void keep_spans(std::size_t spans_per_thread) override {
+    spans_ = std::make_unique<SpanRing>(spans_per_thread);
+    timeline_.record_spans(spans_.get());
+  }
+  std::vector<TraceTrack> spans() override {
+    if (!spans_) return {};
+    return {{0, 0, spans_->spans()}};
+  }
   TimeBreakdown time_breakdown() const override {
     return breakdown_.result(timed_layer_names(config_.model));
   }
@@ -106,6 +114,7 @@ class SerialStrategy final : public Strategy {
   TrainConfig config_;
   std::unique_ptr<Workspace> workspace_;
   StepTimeline timeline_;  // the one thread's steps of the current range
+  std::unique_ptr<SpanRing> spans_;  // --trace only
   BreakdownBuilder breakdown_;
   aligned_vector<float> x_;
   std::vector<std::uint8_t> y_;

@@ -63,6 +63,12 @@ struct Span {
   std::int8_t layer = -1;  // the layer of a compute span, else -1
 };
 
+// One thread's spans as a trace shows them: process = rank, thread = the thread in the rank.
+struct TraceTrack {
+  int process = 0, thread = 0;
+  std::vector<Span> spans;
+};
+
 // The last `capacity` spans of one thread, oldest overwritten first; sized once.
 class SpanRing {
  public:

@@ -125,6 +125,11 @@ class Strategy {
   // Where the time of the steps run so far went (docs/design.md, "Where the time goes"); on a
   // multi-rank job every rank's figures, gathered where the ranks last met.
   virtual TimeBreakdown time_breakdown() const { return {}; }
+  // Keep each thread's last `spans_per_thread` spans for a trace (called after prepare; a
+  // strategy that records none ignores it), and hand them over: collective on a multi-rank job,
+  // every rank's tracks on rank 0.
+  virtual void keep_spans(std::size_t /*spans_per_thread*/) {}
+  virtual std::vector<TraceTrack> spans() { return {}; }
   virtual std::vector<PinRecord> pin_map() const { return {}; }
   // False on every MPI rank but rank 0: only the primary prints, saves checkpoints and reports.
   virtual bool is_primary() const { return true; }
@@ -168,6 +173,8 @@ struct RunOptions {
   // true ends the run there (not an interruption). every_steps 0: never.
   std::int64_t every_steps = 0;
   std::function<bool(std::int64_t global_step, const Model& model)> on_every_steps;
+  // --trace: keep the spans of about the last trace_steps steps of every thread (0: none).
+  std::int64_t trace_steps = 0;
 };
 
 struct EpochRecord {
@@ -195,6 +202,7 @@ struct RunResult {
   std::optional<std::filesystem::path> saved;  // the checkpoint written, if any
   nlohmann::json strategy_metrics;
   TimeBreakdown time_breakdown;
+  std::vector<TraceTrack> trace;  // with RunOptions::trace_steps, on the primary
   std::vector<PinRecord> pins;
   bool primary = true;              // false on MPI ranks other than 0
 };
