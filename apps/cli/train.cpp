@@ -201,6 +201,12 @@ void add_train_command(CLI::App& root, Runner& runner) {
     // Cluster ranks on one node share its cores; other strategies run one process.
     const int ranks = args->strategy == "cluster" ? ranks_on_this_node() : 1;
     check_threads("--threads", args->threads, ranks, args->batch, args->oversubscribe);
+    if (!args->trace.empty() && args->strategy != "serial" && args->strategy != "blas" &&
+        args->strategy != "cluster") {
+      throw CLI::ValidationError("--trace", "the " + args->strategy +
+                                                " strategy records no spans yet (serial, blas "
+                                                "and cluster do)");
+    }
     runner = [args] { return run_train(*args); };
   });
 }
