@@ -211,9 +211,9 @@ TEST(Cli, AParallelRunNamesItsStragglerAndTraceWritesAChromeTrace) {
   EXPECT_FALSE(parsed["traceEvents"].empty());
   std::filesystem::remove(trace);
 
-  const CliResult refused = run_cli("train --strategy stream --synthetic 256 --steps 1 --trace " + trace);
+  const CliResult refused = run_cli("train --strategy gpu --synthetic 256 --steps 1 --trace " + trace);
   EXPECT_EQ(refused.code, 2);
-  EXPECT_NE(refused.output.find("--trace: the stream strategy records no spans yet"),
+  EXPECT_NE(refused.output.find("--trace: the gpu strategy records no spans yet"),
             std::string::npos) << refused.output;
 }
 

@@ -299,13 +299,18 @@ TEST(Trace, SerialAndClusterWriteValidChromeTraces) {
   }
 }
 
-TEST(Trace, AStrategyThatKeepsNoSpansGivesAnEmptyTrace) {
+TEST(Trace, StreamWritesATrackPerCore) {
   const Dataset data = make_synthetic(512, 3);
   RunOptions options;
-  options.trace_steps = 5;
-  const RunResult result = run_training(short_run("stream", 2), data, options);
-  EXPECT_TRUE(result.trace.empty());
-  EXPECT_TRUE(chrome_trace_json(result.trace, {})["traceEvents"].empty());
+  options.trace_steps = 30;
+  for (const std::string widths : {"s=2", "s=1"}) {
+    const RunResult result = run_training(short_run("stream", 2, {{"widths", widths}}), data, options);
+    ASSERT_EQ(result.trace.size(), 2u) << widths;
+    const nlohmann::json trace =
+        chrome_trace_json(result.trace, timed_layer_names(ModelKind::lenet5));
+    expect_valid_trace(trace, result.time_breakdown, {0}, "stream " + widths);
+  }
+  EXPECT_TRUE(chrome_trace_json({}, {})["traceEvents"].empty());
 }
 
 }  // namespace

@@ -158,6 +158,7 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init, Clock
   StepTimes& times = last_run_core_times_[static_cast<std::size_t>(core)];
   ClockTicks& last_firing_end = core_last_firing_end_[static_cast<std::size_t>(core)];
   last_firing_end = run_start;
+  SpanRing* const spans = core_spans_.empty() ? nullptr : core_spans_[static_cast<std::size_t>(core)].get();
   std::int64_t firings_done = 0;
   bool idled = false;  // since the last firing
   // Per actor: whether its last check already counted a stall, so a stall is counted once per wait.
@@ -198,9 +199,12 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init, Clock
         actor.fire(firing);
         const ClockTicks t1 = clock_ticks();
         const double seconds = 1e-9 * double(t1 - t0);
-        count_firing(times, actor, firing, seconds,
-                     idle_category(firings_done, idled, init_firings, steady_firings),
-                     1e-9 * double(t0 - last_firing_end));
+        const TimeCategory gap = idle_category(firings_done, idled, init_firings, steady_firings);
+        count_firing(times, actor, firing, seconds, gap, 1e-9 * double(t0 - last_firing_end));
+        if (spans != nullptr) {
+          spans->push({last_firing_end, t0, gap, -1});
+          spans->push({t0, t1, actor.time_category(), static_cast<std::int8_t>(actor.time_layer())});
+        }
         last_firing_end = t1;
         ++firings_done;
         idled = false;
@@ -247,6 +251,21 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init, Clock
     }
   }
   pin.observed_cpu = current_cpu();
+}
+
+void Executor::keep_spans(std::size_t spans_per_core) {
+  core_spans_.clear();
+  for (int core = 0; core < partition_.cores; ++core) {
+    core_spans_.push_back(std::make_unique<SpanRing>(spans_per_core));
+  }
+}
+
+std::vector<TraceTrack> Executor::spans() const {
+  std::vector<TraceTrack> tracks;
+  for (std::size_t core = 0; core < core_spans_.size(); ++core) {
+    tracks.push_back({0, static_cast<int>(core), core_spans_[core]->spans()});
+  }
+  return tracks;
 }
 
 // What the time before a core's next firing was: its first firing's wait is the fill; a wait

@@ -110,6 +110,12 @@ class StreamStrategy final : public Strategy {
   }
 
   TimeBreakdown time_breakdown() const override;
+  void keep_spans(std::size_t spans_per_thread) override {
+    if (executor_) executor_->keep_spans(spans_per_thread);
+  }
+  std::vector<TraceTrack> spans() override {
+    return executor_ ? executor_->spans() : std::vector<TraceTrack>{};
+  }
 
   void sync_to(Model& model) override {
     for (const auto& block : blocks_) block->store(model);

@@ -376,6 +376,10 @@ class Executor {
   // Each core's time over the last run() (wall = the run's), by category (TimeCategory of its
   // actors; idle as ExecutorOptions says): they add up to the wall time.
   const std::vector<StepTimes>& last_run_core_times() const { return last_run_core_times_; }
+  // --trace: keep each core's last `spans_per_core` spans (its firings and the waits before
+  // them) from the next run on; spans() hands them over, a track per core.
+  void keep_spans(std::size_t spans_per_core);
+  std::vector<TraceTrack> spans() const;
   double wall_seconds() const { return wall_seconds_; }  // summed over run() calls
   // 1 - busy / (cores x wall): the share of core time spent waiting.
   double bubble_fraction() const;
@@ -402,6 +406,7 @@ class Executor {
   std::vector<CoreStats> core_stats_;
   std::vector<StepTimes> last_run_core_times_;
   std::vector<ClockTicks> core_last_firing_end_;  // of the current run, per core
+  std::vector<std::unique_ptr<SpanRing>> core_spans_;  // --trace only
   std::vector<PinRecord> pins_;
   double wall_seconds_ = 0;
   bool initialised_ = false;
