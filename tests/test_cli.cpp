@@ -196,6 +196,27 @@ TEST(Cli, SummaryLineNamesModelStrategyAndSpeed) {
   EXPECT_NE(r.output.find("images/s"), std::string::npos) << r.output;
 }
 
+TEST(Cli, AParallelRunNamesItsStragglerAndTraceWritesAChromeTrace) {
+  const CliResult r = run_cli("train --model fc3 --strategy cluster --threads 2 --synthetic 256 "
+                              "--steps 4 --progress none");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("straggler: thread "), std::string::npos) << r.output;
+
+  const std::string trace = ::testing::TempDir() + "cnnbench-cli-trace.json";
+  const CliResult traced = run_cli("train --model fc3 --synthetic 256 --steps 3 --quiet --trace " +
+                                   trace);
+  ASSERT_EQ(traced.code, 0) << traced.output;
+  const nlohmann::json parsed = nlohmann::json::parse(cnnbench::read_file(trace));
+  ASSERT_TRUE(parsed.contains("traceEvents"));
+  EXPECT_FALSE(parsed["traceEvents"].empty());
+  std::filesystem::remove(trace);
+
+  const CliResult refused = run_cli("train --strategy gpu --synthetic 256 --steps 1 --trace " + trace);
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.output.find("--trace: the gpu strategy records no spans yet"),
+            std::string::npos) << refused.output;
+}
+
 // Starts `cnnbench train ARGS...` in `dir`, sends `signals` (each after `delay_ms`) and returns the
 // wait status. A signal that lands before the process has set its handlers (a slow start on a
 // loaded machine) kills it: then it tries again with a longer delay.

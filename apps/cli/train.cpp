@@ -24,8 +24,9 @@ struct TrainArgs : CommonArgs {
   std::string strategy = "serial";
   float weight_decay = 0.0f;
   bool no_shuffle = false, eval = false;
-  std::string init, save, resume, report;
+  std::string init, save, resume, report, trace;
   int threads = 1;
+  std::int64_t trace_steps = 20;
   std::string progress;  // "" = the default of progress_mode()
 };
 
@@ -109,6 +110,7 @@ int run_train(const TrainArgs& a) {
   // Every output is checked before the data is loaded: a typo costs nothing, not a whole run.
   if (!a.report.empty()) check_output_path(a.report, "--report");
   if (!a.save.empty()) check_output_path(a.save, "--save");
+  if (!a.trace.empty()) check_output_path(a.trace, "--trace");
   for (const auto& [name, value] : config.options) {
     if (const OptionSpec* spec = find_option_spec(name); spec != nullptr && spec->output_file) {
       check_output_path(value, spec->flag());
@@ -131,12 +133,16 @@ int run_train(const TrainArgs& a) {
   if (a.eval) options.test = &test;
   options.interrupt_folder = interrupt_folder(a.report);
   options.progress = progress;
+  if (!a.trace.empty()) options.trace_steps = a.trace_steps;
   options.stop_requested = [] { return stop_signal != 0; };
 
   const RunResult result = run_training(config, train, options);
   if (!result.primary) return 0;
 
   if (!a.report.empty()) write_json(a.report, make_run_report(config, train, result));
+  if (!a.trace.empty()) {
+    write_json(a.trace, chrome_trace_json(result.trace, timed_layer_names(config.model)));
+  }
   if (!a.quiet) {
     std::FILE* out = a.report == "-" ? stderr : stdout;
     // The report's names and values: metrics.last_step_loss and metrics.epoch_mean_loss.
@@ -147,6 +153,9 @@ int run_train(const TrainArgs& a) {
     if (result.interrupted) std::fprintf(out, " (interrupted at step %lld)",
                                          static_cast<long long>(result.progress.global_step));
     std::fprintf(out, "\n");
+    if (result.time_breakdown.workers.size() > 1) {
+      std::fprintf(out, "%s\n", straggler_line(result.time_breakdown).c_str());
+    }
   }
   if (result.interrupted) {
     std::fprintf(stderr, "cnnbench: interrupted: checkpoint at step %lld written to %s; continue "
@@ -178,6 +187,12 @@ void add_train_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--resume", args->resume, "continue from a checkpoint")->check(CLI::ExistingFile);
   cmd->add_flag("--eval", args->eval, "report test-set accuracy at the end");
   cmd->add_option("--report", args->report, "write the JSON run report here ('-' = stdout)");
+  cmd->add_option("--trace", args->trace,
+                  "write the last steps' phases of every thread here, as a Chrome trace "
+                  "(serial, blas, stream and cluster; Perfetto or chrome://tracing opens it)");
+  cmd->add_option("--trace-steps", args->trace_steps, "steps a --trace keeps, the last ones")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}))
+      ->capture_default_str();
   cmd->add_option("--progress", args->progress,
                   "bar, lines or none (default: a bar on a terminal, lines under mpirun, else none; "
                   "none with --quiet)")
@@ -186,6 +201,10 @@ void add_train_command(CLI::App& root, Runner& runner) {
     // Cluster ranks on one node share its cores; other strategies run one process.
     const int ranks = args->strategy == "cluster" ? ranks_on_this_node() : 1;
     check_threads("--threads", args->threads, ranks, args->batch, args->oversubscribe);
+    if (!args->trace.empty() && args->strategy == "gpu") {
+      throw CLI::ValidationError("--trace", "the gpu strategy records no spans yet (serial, "
+                                            "blas, stream and cluster do)");
+    }
     runner = [args] { return run_train(*args); };
   });
 }

@@ -25,6 +25,7 @@ struct Workspace::Buffers {
   aligned_vector<float> a1, p1, a2, p2, h1, h2, logits;
   aligned_vector<float> da1, dp1, da2, dp2, dh1, dh2, dlogits;
   aligned_vector<float> conv_scratch;
+  StepTimeline* timeline = nullptr;
 };
 
 Workspace::Workspace(ModelKind kind, int max_batch, DenseBackend dense)
@@ -58,6 +59,14 @@ Workspace::Workspace(Workspace&&) noexcept = default;
 Workspace& Workspace::operator=(Workspace&&) noexcept = default;
 int Workspace::max_batch() const { return buffers_->max_batch; }
 DenseBackend Workspace::dense_backend() const { return buffers_->dense; }
+void Workspace::set_timeline(StepTimeline* timeline) { buffers_->timeline = timeline; }
+StepTimeline* Workspace::timeline() const { return buffers_->timeline; }
+
+const std::vector<std::string>& timed_layer_names(ModelKind kind) {
+  static const std::vector<std::string> fc3 = {"f1", "f2", "f3", "loss"};
+  static const std::vector<std::string> lenet5 = {"c1", "c2", "f1", "f2", "f3", "loss"};
+  return kind == ModelKind::fc3 ? fc3 : lenet5;
+}
 
 namespace {
 
@@ -100,45 +109,64 @@ struct DenseHeadSizes {
 constexpr DenseHeadSizes fc3_head{Fc3Sizes::input, Fc3Sizes::hidden1, Fc3Sizes::hidden2};
 constexpr DenseHeadSizes lenet5_head{L::flat, L::hidden1, L::hidden2};
 
+// Indices into timed_layer_names: the dense head's f1 and the loss, per model.
+constexpr int fc3_f1 = 0, lenet5_c1 = 0, lenet5_c2 = 1, lenet5_f1 = 2;
+int loss_layer(ModelKind kind) { return static_cast<int>(timed_layer_names(kind).size()) - 1; }
+
+// The time since the last boundary was layer `layer`'s (one branch when nothing is timed).
+void layer_done(Workspace::Buffers& b, int layer) {
+  if (b.timeline != nullptr) b.timeline->close_layer(layer);
+}
+
+// f1_layer: f1's index in timed_layer_names (f2 and f3 follow it).
 void dense_head_forward(const DenseHeadView& p, const DenseHeadSizes& s, const float* x, int n,
-                        Workspace::Buffers& b) {
+                        Workspace::Buffers& b, int f1_layer) {
   dense_forward(b.h1.data(), x, p.f1w, p.f1b, n, s.in, s.hidden1, b.dense);
   relu_forward(b.h1.data(), b.h1.data(), std::size_t(n) * s.hidden1);
+  layer_done(b, f1_layer);
   dense_forward(b.h2.data(), b.h1.data(), p.f2w, p.f2b, n, s.hidden1, s.hidden2, b.dense);
   relu_forward(b.h2.data(), b.h2.data(), std::size_t(n) * s.hidden2);
+  layer_done(b, f1_layer + 1);
   dense_forward(b.logits.data(), b.h2.data(), p.f3w, p.f3b, n, s.hidden2, classes, b.dense);
+  layer_done(b, f1_layer + 2);
 }
 
 // dx (B,in) may be null (the first layer of a model needs no input gradient). f1w is tensor
 // f1_tensor of the model, the one ready() names.
 void dense_head_backward(const DenseHeadView& p, const DenseHeadView& g, const DenseHeadSizes& s,
                          float* dx, const float* x, int n, Workspace::Buffers& b,
-                         const GradientReady& ready, int f1_tensor) {
+                         const GradientReady& ready, int f1_tensor, int f1_layer) {
   dense_backward(b.dh2.data(), g.f3w, g.f3b, b.dlogits.data(), b.h2.data(), p.f3w, n, s.hidden2,
                  classes, b.dense);
+  layer_done(b, f1_layer + 2);
   if (ready) ready(f1_tensor + 4, f1_tensor + 5);
   relu_backward(b.dh2.data(), b.dh2.data(), b.h2.data(), std::size_t(n) * s.hidden2);
   dense_backward(b.dh1.data(), g.f2w, g.f2b, b.dh2.data(), b.h1.data(), p.f2w, n, s.hidden1,
                  s.hidden2, b.dense);
+  layer_done(b, f1_layer + 1);
   if (ready) ready(f1_tensor + 2, f1_tensor + 3);
   relu_backward(b.dh1.data(), b.dh1.data(), b.h1.data(), std::size_t(n) * s.hidden1);
   dense_backward(dx, g.f1w, g.f1b, b.dh1.data(), x, p.f1w, n, s.in, s.hidden1, b.dense);
+  layer_done(b, f1_layer);
   if (ready) ready(f1_tensor, f1_tensor + 1);
 }
 
 void lenet5_forward(const Lenet5View& p, const float* x, int n, Workspace::Buffers& b) {
   conv5x5_pad2_relu_forward(b.a1.data(), x, p.c1w, p.c1b, n, L::c1_channels, L::side, L::side);
   maxpool2x2_forward(b.p1.data(), b.a1.data(), n * L::c1_channels, L::side, L::side);
+  layer_done(b, lenet5_c1);
   conv5x5_to16_relu_forward(b.a2.data(), b.p1.data(), p.c2w, p.c2b, n, L::c1_channels, L::p1_side,
                             L::p1_side, b.conv_scratch.data());
   // flattened p2 (B,400)
   maxpool2x2_channels_last16_forward(b.p2.data(), b.a2.data(), n, L::a2_side, L::a2_side);
-  dense_head_forward(p.head, lenet5_head, b.p2.data(), n, b);
+  layer_done(b, lenet5_c2);
+  dense_head_forward(p.head, lenet5_head, b.p2.data(), n, b, lenet5_f1);
 }
 
 void lenet5_backward(const Lenet5View& p, const Lenet5View& g, const float* x, int n,
                      Workspace::Buffers& b, const GradientReady& ready) {
-  dense_head_backward(p.head, g.head, lenet5_head, b.dp2.data(), b.p2.data(), n, b, ready, 4);
+  dense_head_backward(p.head, g.head, lenet5_head, b.dp2.data(), b.p2.data(), n, b, ready, 4,
+                      lenet5_f1);
   maxpool2x2_relu_channels_last16_backward(b.da2.data(), b.dp2.data(), b.a2.data(), n, L::a2_side,
                                            L::a2_side);
   if (ready) {
@@ -155,16 +183,21 @@ void lenet5_backward(const Lenet5View& p, const Lenet5View& g, const float* x, i
                               b.conv_scratch.data());
       }
       first = last;
-      if (piece + 1 < pieces) ready(1, 0);
+      if (piece + 1 < pieces) {
+        layer_done(b, lenet5_c2);
+        ready(1, 0);
+      }
     }
   } else {
     conv5x5_to16_backward(b.dp1.data(), g.c2w, g.c2b, b.da2.data(), b.p1.data(), p.c2w, n,
                           L::c1_channels, L::p1_side, L::p1_side, b.conv_scratch.data());
   }
+  layer_done(b, lenet5_c2);
   if (ready) ready(2, 3);
   maxpool2x2_relu_backward(b.da1.data(), b.dp1.data(), b.a1.data(), n * L::c1_channels, L::side,
                            L::side);
   conv5x5_pad2_backward_weights(g.c1w, g.c1b, b.da1.data(), x, n, L::c1_channels, L::side, L::side);
+  layer_done(b, lenet5_c1);
   if (ready) ready(0, 1);
 }
 
@@ -178,15 +211,17 @@ double forward_backward(ModelKind kind, const float* params, float* grads, const
   double loss_sum = 0;
   if (kind == ModelKind::fc3) {
     const auto p = fc3_view(params);
-    dense_head_forward(p, fc3_head, x, n, b);
+    dense_head_forward(p, fc3_head, x, n, b, fc3_f1);
     loss_sum = softmax_xent_forward_backward(b.dlogits.data(), b.logits.data(), y, n, classes,
                                              grad_scale);
-    dense_head_backward(p, fc3_view(grads), fc3_head, nullptr, x, n, b, ready, 0);
+    layer_done(b, loss_layer(kind));
+    dense_head_backward(p, fc3_view(grads), fc3_head, nullptr, x, n, b, ready, 0, fc3_f1);
   } else {
     const auto p = lenet5_view(params);
     lenet5_forward(p, x, n, b);
     loss_sum = softmax_xent_forward_backward(b.dlogits.data(), b.logits.data(), y, n, classes,
                                              grad_scale);
+    layer_done(b, loss_layer(kind));
     lenet5_backward(p, lenet5_view(grads), x, n, b, ready);
   }
   return loss_sum;
@@ -202,7 +237,7 @@ void forward_logits(ModelKind kind, const float* params, const float* x, int n, 
   check_batch(ws, n);
   Workspace::Buffers& b = ws.buffers();
   if (kind == ModelKind::fc3) {
-    dense_head_forward(fc3_view(params), fc3_head, x, n, b);
+    dense_head_forward(fc3_view(params), fc3_head, x, n, b, fc3_f1);
   } else {
     lenet5_forward(lenet5_view(params), x, n, b);
   }

@@ -55,6 +55,10 @@ nlohmann::json make_run_report(const TrainConfig& config, const Dataset& train,
     metrics["test_loss"] = result.test->loss;
     metrics["test_samples"] = result.test->count;
   }
+  if (result.time_breakdown.measured()) {
+    metrics["time_breakdown"] = time_breakdown_json(result.time_breakdown);
+    metrics["straggler"] = straggler_json(result.time_breakdown);
+  }
   nlohmann::json epochs = nlohmann::json::array();
   for (const auto& e : result.epochs) {
     epochs.push_back({{"epoch", e.epoch}, {"steps", e.steps}, {"mean_loss", e.mean_loss},

@@ -105,12 +105,15 @@ void Executor::run(std::int64_t iterations) {
   std::mutex failure_mutex;
   const bool with_init = !initialised_;
   const double start = now_seconds();
+  const ClockTicks run_start = clock_ticks();
+  last_run_core_times_.assign(static_cast<std::size_t>(partition_.cores), StepTimes{});
+  core_last_firing_end_.assign(static_cast<std::size_t>(partition_.cores), run_start);
   {
     std::vector<std::jthread> threads;
     for (int core = 0; core < partition_.cores; ++core) {
       threads.emplace_back([&, core] {
         try {
-          run_core(core, iterations, with_init);
+          run_core(core, iterations, with_init, run_start);
         } catch (...) {
           const std::lock_guard lock(failure_mutex);
           if (!failure) failure = std::current_exception();
@@ -120,6 +123,12 @@ void Executor::run(std::int64_t iterations) {
     }
   }
   wall_seconds_ += now_seconds() - start;
+  const ClockTicks run_end = clock_ticks();
+  for (std::size_t core = 0; core < last_run_core_times_.size(); ++core) {
+    StepTimes& times = last_run_core_times_[core];
+    times[TimeCategory::fill_drain] += 1e-9 * double(run_end - core_last_firing_end_[core]);
+    times.wall = 1e-9 * double(run_end - run_start);
+  }
   initialised_ = true;
   if (failure) {
     broken_ = true;
@@ -129,7 +138,7 @@ void Executor::run(std::int64_t iterations) {
 
 // One core's loop: sweep the actors in stage order, firing each up to one steady-state share per
 // sweep while its tokens and room allow; back off (pause, yield, then short sleeps) when idle.
-void Executor::run_core(int core, std::int64_t iterations, bool with_init) {
+void Executor::run_core(int core, std::int64_t iterations, bool with_init, ClockTicks run_start) {
   PinRecord& pin = pins_[core];
   if (options_.pin) {
     pin.core = core;
@@ -137,10 +146,21 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init) {
   }
   const std::vector<int>& actors = core_actors_[core];
   std::vector<std::int64_t> remaining(actors.size());
+  // Firings of this core per iteration and in the init schedule: after init + k x steady
+  // firings the core has done its share of k iterations (where idle time changes meaning).
+  std::int64_t steady_firings = 0, init_firings = 0;
   for (std::size_t i = 0; i < actors.size(); ++i) {
     const int a = actors[i];
     remaining[i] = iterations * schedule_.steady[a] + (with_init ? schedule_.init[a] : 0);
+    steady_firings += schedule_.steady[a];
+    init_firings += with_init ? schedule_.init[a] : 0;
   }
+  StepTimes& times = last_run_core_times_[static_cast<std::size_t>(core)];
+  ClockTicks& last_firing_end = core_last_firing_end_[static_cast<std::size_t>(core)];
+  last_firing_end = run_start;
+  SpanRing* const spans = core_spans_.empty() ? nullptr : core_spans_[static_cast<std::size_t>(core)].get();
+  std::int64_t firings_done = 0;
+  bool idled = false;  // since the last firing
   // Per actor: whether its last check already counted a stall, so a stall is counted once per wait.
   std::vector<char> stalled(actors.size(), 0);
   CoreStats& stats = core_stats_[core];
@@ -174,10 +194,20 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init) {
           break;
         }
         stalled[i] = 0;
-        const double t0 = now_seconds();
+        const ClockTicks t0 = clock_ticks();
         Firing firing(actor_inputs_[a], actor_outputs_[a]);
         actor.fire(firing);
-        const double seconds = now_seconds() - t0;
+        const ClockTicks t1 = clock_ticks();
+        const double seconds = 1e-9 * double(t1 - t0);
+        const TimeCategory gap = idle_category(firings_done, idled, init_firings, steady_firings);
+        count_firing(times, actor, firing, seconds, gap, 1e-9 * double(t0 - last_firing_end));
+        if (spans != nullptr) {
+          spans->push({last_firing_end, t0, gap, -1});
+          spans->push({t0, t1, actor.time_category(), static_cast<std::int8_t>(actor.time_layer())});
+        }
+        last_firing_end = t1;
+        ++firings_done;
+        idled = false;
         for (std::size_t p = 0; p < actor_inputs_[a].size(); ++p)
           actor_inputs_[a][p]->pop(static_cast<std::size_t>(actor.inputs()[p].rate));
         for (std::size_t p = 0; p < actor_outputs_[a].size(); ++p)
@@ -188,6 +218,7 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init) {
           actor_stats.fastest_firing_seconds = seconds;
         ++actor_stats.firings;
         actor_stats.busy_seconds += seconds;
+        actor_stats.carved_seconds += std::min(seconds, firing.carved_seconds());
         stats.busy_seconds += seconds;
         ++stats.firings;
         fired = true;
@@ -199,6 +230,7 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init) {
       continue;
     }
     ++stats.idle_spins;
+    idled = true;
     if (++idle == 1) {
       idle_since = now_seconds();
       waited = 0;
@@ -219,6 +251,47 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init) {
     }
   }
   pin.observed_cpu = current_cpu();
+}
+
+void Executor::keep_spans(std::size_t spans_per_core) {
+  core_spans_.clear();
+  for (int core = 0; core < partition_.cores; ++core) {
+    core_spans_.push_back(std::make_unique<SpanRing>(spans_per_core));
+  }
+}
+
+std::vector<TraceTrack> Executor::spans() const {
+  std::vector<TraceTrack> tracks;
+  for (std::size_t core = 0; core < core_spans_.size(); ++core) {
+    tracks.push_back({0, static_cast<int>(core), core_spans_[core]->spans()});
+  }
+  return tracks;
+}
+
+// What the time before a core's next firing was: its first firing's wait is the fill; a wait
+// after a finished share of an iteration or inside one is what the options say; time between
+// firings without a wait is the executor's own (other).
+TimeCategory Executor::idle_category(std::int64_t fired, bool idled, std::int64_t init_firings,
+                                     std::int64_t steady_firings) const {
+  if (fired == 0) return TimeCategory::fill_drain;
+  if (!idled) return TimeCategory::other;
+  const bool between = steady_firings > 0 && fired >= init_firings &&
+                       (fired - init_firings) % steady_firings == 0;
+  return between ? options_.idle_between_iterations : options_.idle_within_iteration;
+}
+
+void Executor::count_firing(StepTimes& times, const Actor& actor, const Firing& firing,
+                            double seconds, TimeCategory gap_category, double gap_seconds) {
+  times[gap_category] += gap_seconds;
+  const double carved = std::min(seconds, firing.carved_seconds());
+  const double own = seconds - carved;
+  times[actor.time_category()] += own;
+  if (carved > 0) times[firing.carved_category()] += carved;
+  const auto layer = static_cast<std::size_t>(actor.time_layer());
+  if (actor.time_layer() >= 0 && layer < max_timed_layers &&
+      actor.time_category() == TimeCategory::compute) {
+    times.layer_seconds[layer] += own;
+  }
 }
 
 void profile_work(Graph& graph, const Schedule& schedule, std::int64_t iterations) {

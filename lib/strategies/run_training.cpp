@@ -120,6 +120,11 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   }
 
   strategy->prepare(result.model, train, config);
+  // A step of LeNet-5 closes about 16 phases per thread (more with overlap's callbacks).
+  constexpr std::int64_t spans_per_step = 64;
+  if (options.trace_steps > 0) {
+    strategy->keep_spans(static_cast<std::size_t>(options.trace_steps * spans_per_step));
+  }
   const bool primary = strategy->is_primary();
   for (const std::string& change : changes) {
     if (primary) std::fprintf(stderr, "cnnbench: warning: %s\n", change.c_str());
@@ -196,6 +201,8 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
     result.test = evaluate(config.model, result.model.params.data(), *options.test);
   }
   result.strategy_metrics = strategy->metrics();
+  result.time_breakdown = strategy->time_breakdown();
+  if (options.trace_steps > 0) result.trace = strategy->spans();
   result.pins = strategy->pin_map();
   result.primary = primary;
   return result;

@@ -1,6 +1,7 @@
 // `cnnbench train --strategy cluster` end to end under mpirun: only rank 0 reports and saves,
-// a checkpoint resumes on a different rank count and still equals serial, and killing one rank
-// of a running job ends the whole job within 30 s.
+// a checkpoint resumes on a different rank count and still equals serial, the report's time
+// breakdown adds up and names a slowed rank, its trace holds both ranks, and killing one rank of a running job ends the
+// whole job within 30 s.
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -120,6 +121,50 @@ bool is_running(pid_t pid) {
   if (!std::getline(stat, line)) return false;
   const auto close = line.rfind(')');
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+// Rank 0's report breaks every rank's steps down: the categories add up to the wall time (by
+// construction, so a loaded machine does not move it), the rest stays small, and the rank an
+// injected slowdown holds back is named the straggler. Its factor is a wall-time ratio on a
+// shared machine, so only a loose bound is asserted here.
+TEST(ClusterCli, TheReportBreaksTheStepsDownAndNamesTheSlowedRank) {
+  const fs::path dir = fresh_folder("breakdown");
+  run_ok(test::mpirun_command(2, {CNNBENCH_CLI, "train", "--strategy", "cluster", "--model",
+                                  "lenet5", "--synthetic", "1024", "--batch", "128", "--steps",
+                                  "24", "--slowdown", "1:2", "--quiet", "--report",
+                                  (dir / "run.json").string(), "--trace",
+                                  (dir / "trace.json").string()}),
+         dir / "run.log");
+  const auto report = nlohmann::json::parse(read_file(dir / "run.json"));
+  const auto& breakdown = report.at("metrics").at("time_breakdown");
+  double sum = 0;
+  for (const char* key : {"compute_s", "update_s", "reduce_s", "communication_exposed_s",
+                          "imbalance_wait_s", "pipeline_bubble_s", "data_s", "other_s"}) {
+    sum += breakdown.at(key).get<double>();
+  }
+  const double wall = breakdown.at("wall_s");
+  EXPECT_GT(wall, 0.0);
+  EXPECT_NEAR(sum, wall, 0.05 * wall) << breakdown.dump(1);
+  EXPECT_LT(breakdown.at("other_s").get<double>(), 0.10 * wall) << breakdown.dump(1);
+  EXPECT_EQ(breakdown.at("steps"), 24);
+  ASSERT_EQ(breakdown.at("workers").size(), 2u);
+  for (const auto& worker : breakdown.at("workers")) EXPECT_EQ(worker.at("kind"), "rank");
+  const auto& straggler = report.at("metrics").at("straggler");
+  EXPECT_EQ(straggler.at("kind"), "rank");
+  EXPECT_EQ(straggler.at("id"), 1) << straggler.dump();
+  EXPECT_GT(straggler.at("mean_excess").get<double>(), 1.2) << straggler.dump();
+  // Rank 0 wrote a trace with both ranks' threads in it.
+  const auto trace = nlohmann::json::parse(read_file(dir / "trace.json"));
+  std::vector<int> ranks;
+  for (const auto& event : trace.at("traceEvents")) {
+    if (event.at("ph") != "X") continue;
+    EXPECT_GE(event.at("dur").get<double>(), 0.0);
+    const int rank = event.at("pid");
+    if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) ranks.push_back(rank);
+  }
+  std::sort(ranks.begin(), ranks.end());
+  EXPECT_EQ(ranks, (std::vector<int>{0, 1}));
+  fs::remove_all(dir);
 }
 
 TEST(ClusterCli, KillingOneRankEndsTheJobWithin30Seconds) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Reports written by `cnnbench train` validate against results/schema/run-report.schema.json,
-and the schema really constrains them (a report with a missing metric or a wrong type fails)."""
+and the schema really constrains them (a report with a missing metric or a wrong type fails);
+every strategy's report carries a time breakdown whose categories add up to its wall time."""
 import argparse
 import copy
 import json
@@ -29,6 +30,10 @@ def main():
             "fc3-serial": ["--model", "fc3", "--synthetic", "256", "--steps", "3", "--eval"],
             "lenet5-blas": ["--model", "lenet5", "--synthetic", "128", "--steps", "2",
                             "--strategy", "blas", "--threads", "2"],
+            "lenet5-stream": ["--model", "lenet5", "--synthetic", "256", "--steps", "3",
+                              "--strategy", "stream", "--threads", "2"],
+            "fc3-cluster": ["--model", "fc3", "--synthetic", "256", "--steps", "3",
+                            "--strategy", "cluster", "--threads", "2"],
         }
         for name, flags in runs.items():
             out = Path(tmp, name + ".json")
@@ -47,7 +52,25 @@ def main():
             if validator.is_valid(broken):
                 print(f"FAIL {name}: the schema accepted a report without images_per_s")
                 failures += 1
-    print(f"{2 - failures} passed, {failures} failed")
+
+            # Every run reports where its steps' time went; the categories add up to wall_s.
+            breakdown = report["metrics"].get("time_breakdown")
+            if breakdown is None or "straggler" not in report["metrics"]:
+                print(f"FAIL {name}: no metrics.time_breakdown or metrics.straggler")
+                failures += 1
+                continue
+            categories = ["compute_s", "update_s", "reduce_s", "communication_exposed_s",
+                          "imbalance_wait_s", "pipeline_bubble_s", "data_s", "other_s"]
+            total = sum(breakdown[c] for c in categories)
+            if abs(total - breakdown["wall_s"]) > 0.05 * breakdown["wall_s"]:
+                print(f"FAIL {name}: the categories add up to {total}, wall_s is {breakdown['wall_s']}")
+                failures += 1
+            broken = copy.deepcopy(report)
+            del broken["metrics"]["time_breakdown"]["workers"][0]["compute_s"]
+            if validator.is_valid(broken):
+                print(f"FAIL {name}: the schema accepted a worker without compute_s")
+                failures += 1
+    print(f"{len(runs) - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 

@@ -3,9 +3,11 @@
 #include "cluster_metrics.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "../strategy_options.hpp"
+#include "cnnbench/core.hpp"
 
 namespace cnnbench {
 
@@ -93,6 +95,97 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
     metrics[strategy_option::slowdown.name] = {{"rank", shape.slow_rank}, {"factor", shape.slow_factor}};
   }
   return metrics;
+}
+
+namespace {
+// StepTimes as the doubles of one row of the gathered table, and back.
+constexpr std::size_t step_fields = time_category_count + max_timed_layers + 2;
+void put_step(const StepTimes& step, double* row) {
+  std::copy(step.seconds.begin(), step.seconds.end(), row);
+  std::copy(step.layer_seconds.begin(), step.layer_seconds.end(), row + time_category_count);
+  row[step_fields - 2] = step.wall;
+  row[step_fields - 1] = step.arrival;
+}
+StepTimes get_step(const double* row) {
+  StepTimes step;
+  std::copy_n(row, time_category_count, step.seconds.begin());
+  std::copy_n(row + time_category_count, max_timed_layers, step.layer_seconds.begin());
+  step.wall = row[step_fields - 2];
+  step.arrival = row[step_fields - 1];
+  return step;
+}
+}  // namespace
+
+std::vector<std::vector<std::vector<StepTimes>>> gather_step_times(
+    RankGroup& group, const std::vector<const StepTimeline*>& threads) {
+  const std::size_t ranks = static_cast<std::size_t>(group.size()), workers = threads.size();
+  const std::size_t steps = threads.empty() ? 0 : threads[0]->steps().size();
+  // (steps, ranks, threads, fields): this rank's rows filled, every other rank's zero.
+  std::vector<double> table(steps * ranks * workers * step_fields, 0.0);
+  const auto row = [&](std::size_t step, std::size_t rank, std::size_t thread) {
+    return table.data() + ((step * ranks + rank) * workers + thread) * step_fields;
+  };
+  const auto mine = static_cast<std::size_t>(group.rank());
+  for (std::size_t t = 0; t < workers; ++t) {
+    CNNBENCH_CHECK(threads[t]->steps().size() == steps, "cluster: threads recorded unequal steps");
+    for (std::size_t k = 0; k < steps; ++k) put_step(threads[t]->steps()[k], row(k, mine, t));
+  }
+  if (ranks > 1 && !table.empty()) group.sum(table.data(), table.size());
+  std::vector<std::vector<std::vector<StepTimes>>> out(
+      steps, std::vector<std::vector<StepTimes>>(ranks, std::vector<StepTimes>(workers)));
+  for (std::size_t k = 0; k < steps; ++k) {
+    for (std::size_t r = 0; r < ranks; ++r) {
+      for (std::size_t t = 0; t < workers; ++t) out[k][r][t] = get_step(row(k, r, t));
+    }
+  }
+  return out;
+}
+
+BreakdownBuilder cluster_breakdown_builder(int ranks, int threads_per_rank) {
+  std::vector<WorkerId> workers;
+  std::vector<int> unit_of;
+  for (int r = 0; r < ranks; ++r) {
+    for (int t = 0; t < threads_per_rank; ++t) {
+      if (threads_per_rank == 1) {
+        workers.push_back({"rank", r, -1});
+      } else {
+        workers.push_back({"thread", t, ranks > 1 ? r : -1});
+      }
+      unit_of.push_back(ranks > 1 ? r : t);
+    }
+  }
+  return BreakdownBuilder(std::move(workers), ranks > 1 ? "rank" : "thread", std::move(unit_of));
+}
+
+std::vector<TraceTrack> gather_trace_tracks(RankGroup& group, const std::vector<TraceTrack>& own) {
+  // A rank's tracks as bytes (the ranks run one binary): per track its thread, its span count
+  // and its spans.
+  std::string mine;
+  const auto append = [&](const void* data, std::size_t bytes) {
+    mine.append(static_cast<const char*>(data), bytes);
+  };
+  for (const TraceTrack& track : own) {
+    const std::int64_t header[2] = {track.thread, static_cast<std::int64_t>(track.spans.size())};
+    append(header, sizeof header);
+    append(track.spans.data(), track.spans.size() * sizeof(Span));
+  }
+  const std::vector<std::string> texts = group.gather_to_all(mine);
+  std::vector<TraceTrack> all;
+  if (group.rank() != 0) return all;
+  for (std::size_t r = 0; r < texts.size(); ++r) {
+    const std::string& text = texts[r];
+    for (std::size_t at = 0; at + 2 * sizeof(std::int64_t) <= text.size();) {
+      std::int64_t header[2];
+      std::memcpy(header, text.data() + at, sizeof header);
+      at += sizeof header;
+      TraceTrack track{static_cast<int>(r), static_cast<int>(header[0]),
+                       std::vector<Span>(static_cast<std::size_t>(header[1]))};
+      std::memcpy(track.spans.data(), text.data() + at, track.spans.size() * sizeof(Span));
+      at += track.spans.size() * sizeof(Span);
+      all.push_back(std::move(track));
+    }
+  }
+  return all;
 }
 
 std::vector<PinRecord> gather_pins(RankGroup& group, const std::vector<PinRecord>& own) {

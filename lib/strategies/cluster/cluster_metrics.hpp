@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../rank_group.hpp"
+#include "cnnbench/time_breakdown.hpp"
 #include "cnnbench/topology.hpp"
 
 namespace cnnbench {
@@ -51,6 +52,19 @@ std::vector<RankReport> gather_rank_reports(RankGroup& group, const RankCounters
 
 // strategy_metrics of a cluster run.
 nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<RankReport>& ranks);
+
+// Collective: the steps each of this rank's threads recorded since the ranks last met (every
+// rank the same number), on every rank: result[step][rank][thread]. Exact, as above.
+std::vector<std::vector<std::vector<StepTimes>>> gather_step_times(
+    RankGroup& group, const std::vector<const StepTimeline*>& threads);
+
+// The breakdown of a job of ranks x threads: a worker per (rank, thread) share, named a rank
+// when ranks have one thread; the straggler is a rank when there are several ranks.
+BreakdownBuilder cluster_breakdown_builder(int ranks, int threads_per_rank);
+
+// Collective: every rank's trace tracks, in rank order, on rank 0 (process = rank); the others
+// get none.
+std::vector<TraceTrack> gather_trace_tracks(RankGroup& group, const std::vector<TraceTrack>& own);
 
 // Collective: every rank's pin records, in rank order, on rank 0; the others keep their own.
 std::vector<PinRecord> gather_pins(RankGroup& group, const std::vector<PinRecord>& own);

@@ -43,6 +43,8 @@ struct alignas(64) ThreadState {
   // shared model had every update slice move to the other cores' caches (measured on 2 cores:
   // the update took 54 us of a 0.88 ms LeNet-5 step shared, 35 us replicated).
   aligned_vector<float> params, momentum;
+  StepTimeline timeline;  // this share's phases, step by step, since the ranks last met
+  std::unique_ptr<SpanRing> spans;  // --trace only
 };
 
 void sleep_seconds(double seconds) {
@@ -75,6 +77,9 @@ class ClusterStrategy final : public Strategy {
 
   void run_steps(const StepRange& range, const StepCallback& on_step) override {
     guarded([&] {
+      for (ThreadState& state : threads_) {
+        state.timeline.reserve_steps(static_cast<std::size_t>(range.count));
+      }
       for (std::int64_t i = 0; i < range.count; ++i) {
         const double loss_sum = run_step(range.order + (range.first + i) * config_.batch);
         on_step(i, loss_sum / config_.batch);
@@ -89,6 +94,26 @@ class ClusterStrategy final : public Strategy {
   }
 
   nlohmann::json metrics() const override { return metrics_; }
+  void keep_spans(std::size_t spans_per_thread) override {
+    for (ThreadState& state : threads_) {
+      state.spans = std::make_unique<SpanRing>(spans_per_thread);
+      state.timeline.record_spans(state.spans.get());
+    }
+  }
+  std::vector<TraceTrack> spans() override {
+    std::vector<TraceTrack> own;
+    for (std::size_t t = 0; t < threads_.size(); ++t) {
+      if (threads_[t].spans) own.push_back({rank_, static_cast<int>(t), threads_[t].spans->spans()});
+    }
+    std::vector<TraceTrack> all;
+    guarded([&] { all = gather_trace_tracks(*group_, own); });
+    return all;
+  }
+  TimeBreakdown time_breakdown() const override {
+    TimeBreakdown out = breakdown_.result(timed_layer_names(config_.model));
+    out.balanced_shares = balanced_shares_;
+    return out;
+  }
   std::vector<PinRecord> pin_map() const override { return all_pins_; }
 
  private:
@@ -130,6 +155,7 @@ class ClusterStrategy final : public Strategy {
     pool_->run_on_each([&](int worker) {
       ThreadState& state = threads_[static_cast<std::size_t>(worker)];
       state.workspace = std::make_unique<Workspace>(model.kind, max_share);
+      state.workspace->set_timeline(&state.timeline);
       state.grads.assign(params, 0.0f);
       state.x.assign(static_cast<std::size_t>(max_share) * train.image_size(), 0.0f);
       state.y.assign(static_cast<std::size_t>(max_share), 0);
@@ -141,6 +167,7 @@ class ClusterStrategy final : public Strategy {
     std::vector<float*> gradients;
     for (ThreadState& state : threads_) gradients.push_back(state.grads.data());
     exchange_ = std::make_unique<GradientExchange>(*group_, model.spec(), gradients, params);
+    breakdown_ = cluster_breakdown_builder(ranks_, threads_per_rank_);
     gather_counters_and_pins();
   }
 
@@ -187,6 +214,8 @@ class ClusterStrategy final : public Strategy {
   // of the whole global batch (all ranks).
   double run_step(const std::uint32_t* batch_indices) {
     const double step_start = now_seconds();
+    const ClockTicks step_ticks = clock_ticks();
+    for (ThreadState& state : threads_) state.timeline.begin_step(step_ticks);
     const StepShares shares = shares_->next_step();
     if (overlapping_) exchange_->begin_step();
 
@@ -205,6 +234,8 @@ class ClusterStrategy final : public Strategy {
       pool_->run_tasks_anywhere(threads_per_rank_, map_share);
     }
     const double map_end = now_seconds();
+    // The shares that finished first waited here for the last.
+    all_timelines_close(TimeCategory::imbalance_wait);
     if (options_.dynamic_balance) {
       std::vector<double> seconds;
       for (const ThreadState& state : threads_) seconds.push_back(state.compute_seconds);
@@ -230,6 +261,8 @@ class ClusterStrategy final : public Strategy {
     if (ranks_ == 1 && threads_per_rank_ > 1) {
       // Nothing to exchange: each replica sums the threads' gradients and steps in one dispatch.
       reduce_and_update_replicas();
+      all_timelines_close(TimeCategory::update);  // the threads' sum is fused into it
+      all_timelines_end_step();
       counters_.update_s += now_seconds() - map_end;
       counters_.step_s += now_seconds() - step_start;
       return exchange[0];
@@ -237,14 +270,19 @@ class ClusterStrategy final : public Strategy {
 
     // Reduce: in thread order inside the node, then across nodes.
     if (overlapping_) {
+      all_timelines_arrive();
       const OverlapTimes times = exchange_->finish_step(exchange);
+      all_timelines_close(TimeCategory::communication_exposed);
       counters_.reduce_s += callback_seconds - times.calls_s;
       counters_.allreduce_exposed_s += times.exposed_s;
       counters_.allreduce_in_flight_s += times.in_flight_s;
     } else {
       if (threads_per_rank_ > 1) sum_threads_in_parallel();
       const double reduce_end = now_seconds();
+      all_timelines_close(TimeCategory::reduce);
+      all_timelines_arrive();
       exchange_->sum_over_ranks(exchange);
+      all_timelines_close(TimeCategory::communication_exposed);
       const double exposed = now_seconds() - reduce_end;
       counters_.reduce_s += reduce_end - map_end;
       counters_.allreduce_exposed_s += exposed;
@@ -253,6 +291,8 @@ class ClusterStrategy final : public Strategy {
 
     const double update_start = now_seconds();
     apply_update();
+    all_timelines_close(TimeCategory::update);
+    all_timelines_end_step();
     const double step_end = now_seconds();
     counters_.update_s += step_end - update_start;
     counters_.step_s += step_end - step_start;
@@ -265,17 +305,25 @@ class ClusterStrategy final : public Strategy {
   void compute_share(int share, const std::uint32_t* indices, int count) {
     const int worker = share;
     ThreadState& state = threads_[static_cast<std::size_t>(share)];
+    StepTimeline& timeline = state.timeline;
+    // Until a worker took the share (a worker that a loaded machine kept off its core).
+    timeline.close(TimeCategory::imbalance_wait);
     const double start = now_seconds();
     state.loss_sum = 0;
     std::fill(state.grads.begin(), state.grads.end(), 0.0f);
+    timeline.close(TimeCategory::compute);  // backward's accumulator, cleared
     const float grad_scale = 1.0f / static_cast<float>(config_.batch);
     if (count > 0) {
       gather_batch(state.x.data(), state.y.data(), *data_, indices, count);
+      timeline.close(TimeCategory::data);
       if (overlapping_) {
+        // The callbacks' calls into the group hold backward up: communication, not compute.
         state.loss_sum = forward_backward(
             model_->kind, params_of(share), state.grads.data(), state.x.data(), state.y.data(),
-            count, grad_scale, *state.workspace,
-            [&](int first, int last) { exchange_->gradients_ready(worker, first, last); });
+            count, grad_scale, *state.workspace, [&](int first, int last) {
+              exchange_->gradients_ready(worker, first, last);
+              timeline.close(TimeCategory::communication_exposed);
+            });
       } else {
         state.loss_sum = forward_backward(model_->kind, params_of(share), state.grads.data(),
                                           state.x.data(), state.y.data(), count, grad_scale,
@@ -284,7 +332,10 @@ class ClusterStrategy final : public Strategy {
     }
     // Layers backward did not announce (or a thread without samples) are final now.
     const int tensors = static_cast<int>(model_->spec().tensors.size());
-    if (overlapping_) exchange_->gradients_ready(worker, 0, tensors - 1);
+    if (overlapping_) {
+      exchange_->gradients_ready(worker, 0, tensors - 1);
+      timeline.close(TimeCategory::communication_exposed);
+    }
     const auto communication = [&] {
       return overlapping_ ? exchange_->callback_seconds(worker) : 0.0;
     };
@@ -292,6 +343,7 @@ class ClusterStrategy final : public Strategy {
     if (rank_ == options_.slow_rank) {
       sleep_seconds((options_.slow_factor - 1.0) * compute);
       compute = now_seconds() - start - communication();
+      timeline.close(TimeCategory::compute);  // as a core this much slower would compute
     }
     state.compute_seconds = compute;
   }
@@ -331,10 +383,41 @@ class ClusterStrategy final : public Strategy {
     });
   }
 
+  // ---- the step timelines: every share's phases, closed at the step's common boundaries ------
+
+  void all_timelines_close(TimeCategory category) {
+    const ClockTicks now = clock_ticks();
+    for (ThreadState& state : threads_) state.timeline.close(category, now);
+  }
+  void all_timelines_arrive() {
+    const ClockTicks now = clock_ticks();
+    for (ThreadState& state : threads_) state.timeline.mark_arrival(now);
+  }
+  void all_timelines_end_step() {
+    const ClockTicks now = clock_ticks();
+    for (ThreadState& state : threads_) state.timeline.end_step(now);
+  }
+
+  // Collective: the steps since the ranks last met, every rank's, into the breakdown.
+  void gather_step_times_into_breakdown() {
+    std::vector<const StepTimeline*> timelines;
+    for (const ThreadState& state : threads_) timelines.push_back(&state.timeline);
+    auto steps = gather_step_times(*group_, timelines);
+    std::vector<StepTimes> flat;
+    for (auto& by_rank : steps) {
+      if (ranks_ > 1) separate_rank_imbalance(by_rank);
+      flat.clear();
+      for (const auto& rank : by_rank) flat.insert(flat.end(), rank.begin(), rank.end());
+      breakdown_.add_step(flat);
+    }
+    for (ThreadState& state : threads_) state.timeline.clear_steps();
+  }
+
   // ---- metrics and pin map, gathered at points every rank reaches ----------------------------
 
   void gather_counters_and_pins() {
     check_replicas_agree();
+    gather_step_times_into_breakdown();
     counters_.throughput = counters_.compute_s > 0 ? counters_.samples / counters_.compute_s : 0;
     ClusterShape shape;
     shape.ranks = ranks_;
@@ -346,7 +429,16 @@ class ClusterStrategy final : public Strategy {
     shape.slow_rank = options_.slow_rank;
     shape.slow_factor = options_.slow_factor;
     shape.parameters = model_->params.size();
-    metrics_ = cluster_metrics(shape, gather_rank_reports(*group_, counters_, shares_->last_thread_shares()));
+    const std::vector<RankReport> reports =
+        gather_rank_reports(*group_, counters_, shares_->last_thread_shares());
+    metrics_ = cluster_metrics(shape, reports);
+    balanced_shares_.clear();
+    if (options_.dynamic_balance) {
+      for (const RankReport& report : reports) {
+        balanced_shares_.push_back(static_cast<int>(report.counters.last_share));
+      }
+      if (ranks_ == 1) balanced_shares_ = reports[0].last_thread_shares;
+    }
     pool_->refresh_observed_cpus();
     all_pins_ = gather_pins(*group_, pool_->pin_records());
   }
@@ -377,6 +469,8 @@ class ClusterStrategy final : public Strategy {
   std::unique_ptr<ClusterShares> shares_;
 
   RankCounters counters_;
+  BreakdownBuilder breakdown_;
+  std::vector<int> balanced_shares_;
   nlohmann::json metrics_ = nlohmann::json::object();
   std::vector<PinRecord> all_pins_;
 };

@@ -10,6 +10,7 @@
 #include "../strategy_options.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
+#include "cnnbench/time_breakdown.hpp"
 #include "cnnbench/topology.hpp"
 
 namespace cnnbench {
@@ -40,6 +41,8 @@ class SerialStrategy final : public Strategy {
     // The blas baseline runs its dense layers on sgemm, so that it measures OpenBLAS's threading.
     workspace_ = std::make_unique<Workspace>(
         model.kind, config.batch, blas_baseline_ ? DenseBackend::sgemm : DenseBackend::own);
+    workspace_->set_timeline(&timeline_);
+    breakdown_ = BreakdownBuilder({{"thread", 0}}, "thread", {0});
     x_.assign(static_cast<std::size_t>(config.batch) * train.image_size(), 0.0f);
     y_.assign(static_cast<std::size_t>(config.batch), 0);
     threads_ = blas_baseline_ ? std::max(1, config.threads) : 1;
@@ -62,15 +65,22 @@ class SerialStrategy final : public Strategy {
     // it: FC-3's is 1 MB, 3% of a step in a separate memset.
     std::fill(m.grads.begin(), m.grads.end(), 0.0f);
     float* const grads = m.grads.data();
+    timeline_.reserve_steps(static_cast<std::size_t>(range.count));
     for (std::int64_t i = 0; i < range.count; ++i) {
       const std::uint32_t* indices = range.order + (range.first + i) * batch;
+      timeline_.begin_step();
       gather_batch(x_.data(), y_.data(), *data_, indices, batch);
+      timeline_.close(TimeCategory::data);
       const double loss_sum = forward_backward(m.kind, m.params.data(), grads, x_.data(),
                                                y_.data(), batch, grad_scale, *workspace_);
       sum_sgd_step_and_clear(m.params.data(), &grads, 1, m.momentum.data(), m.params.size(),
                              config_.sgd);
+      timeline_.close(TimeCategory::update);
+      timeline_.end_step();
       on_step(i, loss_sum / batch);
     }
+    for (const StepTimes& step : timeline_.steps()) breakdown_.add_step({&step, 1});
+    timeline_.clear_steps();
   }
 
   void sync_to(Model& model) override {
@@ -79,6 +89,17 @@ class SerialStrategy final : public Strategy {
   }
 
   nlohmann::json metrics() const override { return {{"blas_threads", threads_}}; }
+  void keep_spans(std::size_t spans_per_thread) override {
+    spans_ = std::make_unique<SpanRing>(spans_per_thread);
+    timeline_.record_spans(spans_.get());
+  }
+  std::vector<TraceTrack> spans() override {
+    if (!spans_) return {};
+    return {{0, 0, spans_->spans()}};
+  }
+  TimeBreakdown time_breakdown() const override {
+    return breakdown_.result(timed_layer_names(config_.model));
+  }
 
   std::vector<PinRecord> pin_map() const override {
     if (pinned_pu_ < 0) return {{name() + "/main", -1, -1, current_cpu()}};
@@ -92,6 +113,9 @@ class SerialStrategy final : public Strategy {
   const Dataset* data_ = nullptr;
   TrainConfig config_;
   std::unique_ptr<Workspace> workspace_;
+  StepTimeline timeline_;  // the one thread's steps of the current range
+  std::unique_ptr<SpanRing> spans_;  // --trace only
+  BreakdownBuilder breakdown_;
   aligned_vector<float> x_;
   std::vector<std::uint8_t> y_;
   int threads_ = 1;

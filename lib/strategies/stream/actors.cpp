@@ -18,7 +18,9 @@ using stream::linked;
 SourceActor::SourceActor(const TrainingPlan& plan, FlowTable& flow)
     : Actor("source", {linked(f32_port(0))},
             {f32_port(plan.sample_groups > 1 ? 0 : std::size_t(plan.micro_batch) * 784)}),
-      plan_(plan), flow_(flow), labels_(static_cast<std::size_t>(plan.micro_batch)) {}
+      plan_(plan), flow_(flow), labels_(static_cast<std::size_t>(plan.micro_batch)) {
+  set_timing(TimeCategory::data);
+}
 
 void SourceActor::fire(Firing& firing) {
   const stream::TokenRef out = firing.output(0);
@@ -43,7 +45,9 @@ std::vector<stream::Port> sink_inputs(const TrainingPlan& plan) {
 }  // namespace
 
 SinkActor::SinkActor(const TrainingPlan& plan)
-    : Actor("sink", sink_inputs(plan), {linked(f32_port(0, plan.microbatches))}), plan_(plan) {}
+    : Actor("sink", sink_inputs(plan), {linked(f32_port(0, plan.microbatches))}), plan_(plan) {
+  set_timing(TimeCategory::other);  // the step's bookkeeping and the driver's callback
+}
 
 // Sums the losses micro-batch by micro-batch, copy by copy within each: the order the step's
 // mean has always been summed in.
@@ -99,7 +103,9 @@ class GatherActor final : public CopyActor {
   GatherActor(const std::string& prefix, const TrainingPlan& plan, FlowTable& flow, int copy)
       : CopyActor(prefix + "gather", {f32_port(0)}, {f32_port(std::size_t(plan.part) * 784)},
                   plan, flow, copy),
-        labels_(static_cast<std::size_t>(plan.part)) {}
+        labels_(static_cast<std::size_t>(plan.part)) {
+    set_timing(TimeCategory::data);
+  }
   std::string kind() const override { return "gather"; }
 
   void work(Firing& firing) override {
@@ -119,7 +125,9 @@ class LossActor final : public CopyActor {
   LossActor(const std::string& prefix, const TrainingPlan& plan, FlowTable& flow, int copy)
       : CopyActor(prefix + "loss", {f32_port(std::size_t(plan.part) * 10)},
                   {f32_port(std::size_t(plan.part) * 10), linked(f32_port(0))}, plan, flow, copy),
-        labels_(static_cast<std::size_t>(plan.part)) {}
+        labels_(static_cast<std::size_t>(plan.part)) {
+    set_timing(TimeCategory::compute, static_cast<int>(timed_layer_names(plan.model).size()) - 1);
+  }
   std::string kind() const override { return "loss"; }
 
   void work(Firing& firing) override {

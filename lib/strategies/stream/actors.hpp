@@ -60,6 +60,7 @@ class CopyActor : public stream::Actor {
   CopyActor(std::string name, std::vector<stream::Port> inputs, std::vector<stream::Port> outputs,
             const TrainingPlan& plan, FlowTable& flow, int copy);
   void fire(stream::Firing& firing) final;
+  int copy() const { return copy_; }
 
  protected:
   virtual void work(stream::Firing& firing) = 0;
@@ -227,17 +228,24 @@ class LayerActor final : public CopyActor {
     pass.sequence = in.header().sequence;
     pass.samples = count(pass.sequence);
     pass.in = in.as<float>().data();
+    // The block's calls may run its update (or wait for the copy running it): update time.
+    double block_seconds = 0;
     if constexpr (is_forward) {
       pass.out = out.as<float>().data();
-      forward(pass, in.header().version);
+      forward(pass, in.header().version, block_seconds);
       out.header() = in.header();
       out.header().version = oldest_version(in.header().version, pass.version);
     } else {
       pass.out = layer_.input_grad() ? out.as<float>().data() : nullptr;
-      backward(pass);
+      backward(pass, block_seconds);
       out.header() = in.header();
-      if (block_) block_->finish_backward(pass.sequence, pass.version, copy_);
+      if (block_) {
+        const double start = now_seconds();
+        block_->finish_backward(pass.sequence, pass.version, copy_);
+        block_seconds += now_seconds() - start;
+      }
     }
+    if (block_seconds > 0) firing.count_as(TimeCategory::update, block_seconds);
   }
 
  private:
@@ -253,23 +261,29 @@ class LayerActor final : public CopyActor {
     return layer.saves_output() ? stream::retained(port, window) : port;
   }
 
-  void forward(LayerPass& pass, std::int64_t token_version) {
+  void forward(LayerPass& pass, std::int64_t token_version, double& block_seconds) {
     pass.version = token_version;
     if (block_) {
+      const double start = now_seconds();
       pass.version = block_->version_for(pass.sequence);
       pass.weights = block_->weights_for(pass.sequence);
+      block_seconds += now_seconds() - start;
     }
     layer_.forward(pass);
     saved_->inputs.keep(pass.sequence, pass.version, pass.in);
     if (layer_.saves_output()) saved_->outputs.keep(pass.sequence, pass.version, pass.out);
   }
 
-  void backward(LayerPass& pass) {
+  void backward(LayerPass& pass, double& block_seconds) {
     pass.saved_input = saved_->inputs.get(pass.sequence, name());
     pass.version = saved_->inputs.version(pass.sequence);
     if (layer_.saves_output()) pass.saved_output = saved_->outputs.get(pass.sequence, name());
     if (block_) {
-      if (layer_.backward_reads_weights()) pass.weights = block_->weights_for(pass.sequence);
+      if (layer_.backward_reads_weights()) {
+        const double start = now_seconds();
+        pass.weights = block_->weights_for(pass.sequence);
+        block_seconds += now_seconds() - start;
+      }
       pass.grads = block_->grads(pass.sequence, copy_);
     }
     layer_.backward(pass);

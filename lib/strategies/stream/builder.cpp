@@ -39,6 +39,7 @@ class Builder {
   // with a concatenating join; backward a round-robin split of dout with a summing join of dinp.
   std::pair<Node, Node> dense(const std::string& layer, int in, int out, bool relu,
                               bool input_grad, int blocks) {
+    time_layer(layer);
     const ParamTensor& weight = spec().tensor(layer + ".weight");
     const ParamTensor& bias = spec().tensor(layer + ".bias");
     std::vector<Node> forward, backward;
@@ -70,6 +71,7 @@ class Builder {
   // join over kernel groups.
   std::pair<Node, Node> conv(const std::string& layer, const Conv2dShape& full, bool input_grad,
                              int kernel_groups, int channel_groups) {
+    time_layer(layer);
     const int Ho = full.out_height(), Wo = full.out_width();
     std::vector<Node> forward_groups, backward_groups;
     std::vector<std::size_t> pooled_widths;
@@ -127,6 +129,13 @@ class Builder {
 
  private:
   const ModelSpec& spec() const { return model_spec(plan_.model); }
+  // The actors placed from now on compute `layer` (a name of timed_layer_names).
+  void time_layer(const std::string& layer) {
+    const std::vector<std::string>& names = timed_layer_names(plan_.model);
+    timed_layer_ = static_cast<int>(std::find(names.begin(), names.end(), layer) - names.begin());
+    CNNBENCH_CHECK(timed_layer_ < static_cast<int>(names.size()),
+                   "stream: layer " + layer + " is not one of the model's timed layers");
+  }
 
   // Kernels [k.first, k.second) over input channels [c.first, c.second) of `full`: one block of
   // parameters, its forward and backward actors.
@@ -191,6 +200,7 @@ class Builder {
   // whole: its actors pass every token to the next one in the same cache.
   Node place(std::shared_ptr<stream::Actor> actor, const std::string& key, double flops) const {
     actor->set_placement(whole_copy() ? prefix_ : key);
+    actor->set_timing(TimeCategory::compute, timed_layer_);
     actor->set_work_estimate(guess_seconds(flops));
     return Node::filter(std::move(actor));
   }
@@ -206,6 +216,7 @@ class Builder {
   int copy_;
   std::string prefix_;
   std::size_t next_block_ = 0;
+  int timed_layer_ = -1;
   std::shared_ptr<stream::Actor> loss_;
 };
 

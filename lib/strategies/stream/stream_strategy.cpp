@@ -12,6 +12,8 @@
 #include "cnnbench/cluster.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/stream.hpp"
+#include "actors.hpp"
+#include "cnnbench/time_breakdown.hpp"
 #include "training_graph.hpp"
 
 namespace cnnbench {
@@ -79,9 +81,17 @@ class StreamStrategy final : public Strategy {
     for (auto& block : blocks_) block->load(model);
 
     stream::Partition partition = stream::partition_graph(graph, schedule, cores_);
-    executor_ = std::make_unique<stream::Executor>(
-        std::move(graph), std::move(schedule), std::move(partition),
-        stream::ExecutorOptions{.pin = config.pin, .worker_prefix = "stream/core"});
+    stream::ExecutorOptions executor_options{.pin = config.pin, .worker_prefix = "stream/core"};
+    set_idle_categories(executor_options);
+    std::vector<WorkerId> cores;
+    std::vector<int> unit_of;
+    for (int core = 0; core < partition.cores; ++core) {
+      cores.push_back({"stage", core});
+      unit_of.push_back(core);
+    }
+    breakdown_ = BreakdownBuilder(std::move(cores), "stage", std::move(unit_of));
+    executor_ = std::make_unique<stream::Executor>(std::move(graph), std::move(schedule),
+                                                   std::move(partition), executor_options);
     const std::string dot = options.text(strategy_option::graph);
     if (!dot.empty()) {
       stream::write_graph_dot(dot, executor_->graph(), executor_->partition(),
@@ -96,6 +106,15 @@ class StreamStrategy final : public Strategy {
     source_->restart_at(range.global_first * run_.microbatches);
     executor_->run(range.count);
     run_.on_step = nullptr;
+    breakdown_.add_steps(executor_->last_run_core_times(), range.count);
+  }
+
+  TimeBreakdown time_breakdown() const override;
+  void keep_spans(std::size_t spans_per_thread) override {
+    if (executor_) executor_->keep_spans(spans_per_thread);
+  }
+  std::vector<TraceTrack> spans() override {
+    return executor_ ? executor_->spans() : std::vector<TraceTrack>{};
   }
 
   void sync_to(Model& model) override {
@@ -110,6 +129,17 @@ class StreamStrategy final : public Strategy {
   }
 
  private:
+  // Whole copies of the net, a copy per core or more: a core that waits waits for a slower copy
+  // (the copies' update joins them). A pipeline: in strict, a core that finished its share of a
+  // step waits for the pipeline to drain and fill again; otherwise it starves for tokens.
+  void set_idle_categories(stream::ExecutorOptions& options) const {
+    if (widths_.sample_groups > 1 && widths_.sample_groups >= cores_) {
+      options.idle_between_iterations = options.idle_within_iteration = TimeCategory::imbalance_wait;
+    } else if (run_.consistency == Consistency::strict) {
+      options.idle_between_iterations = TimeCategory::fill_drain;
+    }
+  }
+
   void profile(stream::Graph& graph, const stream::Schedule& schedule, const Dataset& train) {
     constexpr int warmup_steps = 4;  // one to warm caches, three measured
     profile_order_.resize(std::size_t(warmup_steps) * run_.batch);
@@ -134,7 +164,34 @@ class StreamStrategy final : public Strategy {
   std::unique_ptr<stream::Executor> executor_;
   std::vector<std::uint32_t> profile_order_;
   std::vector<double> profiled_;
+  BreakdownBuilder breakdown_;
 };
+
+// The straggler among copies of the net is the copy whose actors were busiest over the run
+// (an injected --slowdown included), not counting their parameter blocks' calls: there a copy
+// may wait for the update another copy runs. Without copies, the busiest core.
+TimeBreakdown StreamStrategy::time_breakdown() const {
+  TimeBreakdown out = breakdown_.result(timed_layer_names(run_.model));
+  if (run_.balance_dynamic) out.balanced_shares = flow_.shares();
+  if (!executor_ || widths_.sample_groups < 2) return out;
+  std::vector<double> copy_busy(static_cast<std::size_t>(widths_.sample_groups), 0.0);
+  const stream::Graph& graph = executor_->graph();
+  for (std::size_t a = 0; a < graph.actors.size(); ++a) {
+    if (const auto* actor = dynamic_cast<const CopyActor*>(graph.actors[a].get())) {
+      const stream::ActorStats& stats = executor_->actor_stats()[a];
+      copy_busy[static_cast<std::size_t>(actor->copy())] += stats.busy_seconds - stats.carved_seconds;
+    }
+  }
+  std::vector<double> scratch;
+  out.straggler = {"copy", 0, 1.0};
+  for (std::size_t c = 0; c < copy_busy.size(); ++c) {
+    const double excess = excess_over_median_of_others(copy_busy, c, scratch);
+    if (c == 0 || excess > out.straggler.mean_excess) {
+      out.straggler = {"copy", static_cast<int>(c), excess};
+    }
+  }
+  return out;
+}
 
 nlohmann::json StreamStrategy::metrics() const {
   nlohmann::json m = nlohmann::json::object();

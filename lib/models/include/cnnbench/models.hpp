@@ -13,6 +13,7 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
+#include "cnnbench/step_timeline.hpp"
 
 namespace cnnbench {
 
@@ -90,12 +91,20 @@ class Workspace {
   Workspace& operator=(Workspace&&) noexcept;
   int max_batch() const;
   DenseBackend dense_backend() const;
+  // forward_backward closes a phase of `timeline` after each layer (forward and backward of
+  // layer i count as timed_layer_names(kind)[i]); nullptr, the default, times nothing.
+  void set_timeline(StepTimeline* timeline);
+  StepTimeline* timeline() const;
   struct Buffers;
   Buffers& buffers() { return *buffers_; }
 
  private:
   std::unique_ptr<Buffers> buffers_;
 };
+
+// The layers a step's compute is timed by, in forward order: a layer's forward and backward
+// count as one, its ReLU and pooling with it, and softmax cross-entropy as "loss".
+const std::vector<std::string>& timed_layer_names(ModelKind kind);
 
 // Forward + backward of n samples x (n,1,28,28) with labels y. Gradients are *added* into grads
 // (same layout as params) scaled by grad_scale (1/global_batch); returns the sum of the n losses.

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cnnbench/time_breakdown.hpp"
+
 namespace cnnbench {
 
 inline constexpr int report_schema_version = 1;
@@ -31,6 +33,19 @@ std::string mpi_version_string();
 // OpenBLAS SGEMM (1024^3) on `threads` threads, best of repeated products over about `seconds`:
 // {"threads", "gflops", "n", "repetitions", "best_seconds"}. Restores the BLAS thread count.
 nlohmann::json measure_sgemm_peak(int threads, double seconds);
+
+// metrics.time_breakdown of a run report: the critical path's categories, per_layer and the
+// workers' own; metrics.straggler: {kind, id, mean_excess, balanced_shares when balancing}.
+nlohmann::json time_breakdown_json(const TimeBreakdown& breakdown);
+nlohmann::json straggler_json(const TimeBreakdown& breakdown);
+// The summary's line: "straggler: rank 1 was 1.90x slower than the median; balanced shares 44/20".
+std::string straggler_line(const TimeBreakdown& breakdown);
+
+// --trace: the tracks in the Chrome Trace Event Format (Perfetto, chrome://tracing): a process
+// per rank, a track per thread, a complete event ("X", ts/dur in microseconds) per span, named
+// by its layer or its category.
+nlohmann::json chrome_trace_json(const std::vector<TraceTrack>& tracks,
+                                 const std::vector<std::string>& layer_names);
 
 // Writes JSON (indented) to path with write_output, or to stdout when path is "-".
 void write_json(const std::filesystem::path& path, const nlohmann::json& value);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "cnnbench/step_timeline.hpp"
 #include "cnnbench/topology.hpp"
 
 namespace cnnbench::stream {
@@ -132,6 +133,14 @@ class Actor {
   // actors that share one block of parameters).
   const std::string& placement() const { return placement_; }
   void set_placement(std::string key) { placement_ = std::move(key); }
+  // What the time breakdown counts the actor's firings as, and the timed layer they belong to
+  // (an index into the model's timed layers; -1: none).
+  TimeCategory time_category() const { return time_category_; }
+  int time_layer() const { return time_layer_; }
+  void set_timing(TimeCategory category, int layer = -1) {
+    time_category_ = category;
+    time_layer_ = layer;
+  }
 
  private:
   std::string name_;
@@ -139,6 +148,8 @@ class Actor {
   std::vector<Port> outputs_;
   double work_estimate_ = 1e-6;
   std::string placement_;
+  TimeCategory time_category_ = TimeCategory::compute;
+  int time_layer_ = -1;
 };
 
 // The view an actor gets of its channels during one firing.
@@ -150,10 +161,20 @@ class Firing {
   TokenRef output(std::size_t port, std::size_t k = 0) const {
     return outputs_[port]->write_slot(k);
   }
+  // Seconds of this firing that were `category` rather than the actor's own (a parameter
+  // block's update inside a layer's firing); one category per firing.
+  void count_as(TimeCategory category, double seconds) {
+    carved_category_ = category;
+    carved_seconds_ += seconds;
+  }
+  TimeCategory carved_category() const { return carved_category_; }
+  double carved_seconds() const { return carved_seconds_; }
 
  private:
   std::span<Channel* const> inputs_;
   std::span<Channel* const> outputs_;
+  TimeCategory carved_category_ = TimeCategory::other;
+  double carved_seconds_ = 0;
 };
 
 // ---- composites -------------------------------------------------------------------------------
@@ -305,11 +326,18 @@ struct ExecutorOptions {
   // Extra channel capacity in steady-state iterations of tokens beyond what the rates need, so
   // that cores on different stages can run apart.
   int slack_iterations = 1;
+  // What a core's idle time counts as in the breakdown: after it finished its share of one
+  // iteration and waits for the next, and inside an iteration. The start and end of a run
+  // (threads starting, the last tokens draining) are always fill_drain.
+  TimeCategory idle_between_iterations = TimeCategory::starvation;
+  TimeCategory idle_within_iteration = TimeCategory::starvation;
 };
 
 struct ActorStats {
   std::int64_t firings = 0;
   double busy_seconds = 0;
+  // Of busy_seconds, what the firings counted as another category (Firing::count_as).
+  double carved_seconds = 0;
   double fastest_firing_seconds = 0;  // 0 until it fired
 };
 struct ChannelStats {
@@ -345,6 +373,13 @@ class Executor {
   const std::vector<ActorStats>& actor_stats() const { return actor_stats_; }
   const std::vector<ChannelStats>& channel_stats() const { return channel_stats_; }
   const std::vector<CoreStats>& core_stats() const { return core_stats_; }
+  // Each core's time over the last run() (wall = the run's), by category (TimeCategory of its
+  // actors; idle as ExecutorOptions says): they add up to the wall time.
+  const std::vector<StepTimes>& last_run_core_times() const { return last_run_core_times_; }
+  // --trace: keep each core's last `spans_per_core` spans (its firings and the waits before
+  // them) from the next run on; spans() hands them over, a track per core.
+  void keep_spans(std::size_t spans_per_core);
+  std::vector<TraceTrack> spans() const;
   double wall_seconds() const { return wall_seconds_; }  // summed over run() calls
   // 1 - busy / (cores x wall): the share of core time spent waiting.
   double bubble_fraction() const;
@@ -352,7 +387,11 @@ class Executor {
   void reset_stats();
 
  private:
-  void run_core(int core, std::int64_t iterations, bool with_init);
+  void run_core(int core, std::int64_t iterations, bool with_init, ClockTicks run_start);
+  TimeCategory idle_category(std::int64_t fired, bool idled, std::int64_t init_firings,
+                             std::int64_t steady_firings) const;
+  static void count_firing(StepTimes& times, const Actor& actor, const Firing& firing,
+                           double seconds, TimeCategory gap_category, double gap_seconds);
 
   Graph graph_;
   Schedule schedule_;
@@ -365,6 +404,9 @@ class Executor {
   std::vector<ActorStats> actor_stats_;
   std::vector<ChannelStats> channel_stats_;
   std::vector<CoreStats> core_stats_;
+  std::vector<StepTimes> last_run_core_times_;
+  std::vector<ClockTicks> core_last_firing_end_;  // of the current run, per core
+  std::vector<std::unique_ptr<SpanRing>> core_spans_;  // --trace only
   std::vector<PinRecord> pins_;
   double wall_seconds_ = 0;
   bool initialised_ = false;

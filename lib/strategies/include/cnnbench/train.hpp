@@ -17,6 +17,7 @@
 #include "cnnbench/models.hpp"
 #include "cnnbench/checkpoint.hpp"
 #include "cnnbench/progress.hpp"
+#include "cnnbench/time_breakdown.hpp"
 #include "cnnbench/topology.hpp"
 
 namespace cnnbench {
@@ -121,6 +122,14 @@ class Strategy {
   virtual void sync_to(Model& model) = 0;
   // Strategy-specific metrics for the report ("stream": bubbles, staleness, ...).
   virtual nlohmann::json metrics() const { return nlohmann::json::object(); }
+  // Where the time of the steps run so far went (docs/design.md, "Where the time goes"); on a
+  // multi-rank job every rank's figures, gathered where the ranks last met.
+  virtual TimeBreakdown time_breakdown() const { return {}; }
+  // Keep each thread's last `spans_per_thread` spans for a trace (called after prepare; a
+  // strategy that records none ignores it), and hand them over: collective on a multi-rank job,
+  // every rank's tracks on rank 0.
+  virtual void keep_spans(std::size_t /*spans_per_thread*/) {}
+  virtual std::vector<TraceTrack> spans() { return {}; }
   virtual std::vector<PinRecord> pin_map() const { return {}; }
   // False on every MPI rank but rank 0: only the primary prints, saves checkpoints and reports.
   virtual bool is_primary() const { return true; }
@@ -164,6 +173,8 @@ struct RunOptions {
   // true ends the run there (not an interruption). every_steps 0: never.
   std::int64_t every_steps = 0;
   std::function<bool(std::int64_t global_step, const Model& model)> on_every_steps;
+  // --trace: keep the spans of about the last trace_steps steps of every thread (0: none).
+  std::int64_t trace_steps = 0;
 };
 
 struct EpochRecord {
@@ -190,6 +201,8 @@ struct RunResult {
   bool interrupted = false;
   std::optional<std::filesystem::path> saved;  // the checkpoint written, if any
   nlohmann::json strategy_metrics;
+  TimeBreakdown time_breakdown;
+  std::vector<TraceTrack> trace;  // with RunOptions::trace_steps, on the primary
   std::vector<PinRecord> pins;
   bool primary = true;              // false on MPI ranks other than 0
 };

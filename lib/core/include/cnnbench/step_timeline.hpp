@@ -1,0 +1,136 @@
+// Where a step's time goes: each worker thread marks the boundaries between the phases of its
+// steps (each layer's compute, the update, the reduction, the waits) into storage it owns, and
+// the breakdown (time_breakdown.hpp) adds the workers' steps up along the critical path.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace cnnbench {
+
+// What a worker's time was spent on (docs/design.md, "Where the time goes").
+enum class TimeCategory : std::uint8_t {
+  compute,                // forward + backward
+  update,                 // SGD, replica and parameter-block updates
+  reduce,                 // intra-node gradient sums
+  communication_exposed,  // waiting on communication between ranks
+  imbalance_wait,         // waiting at a barrier for a slower worker
+  fill_drain,             // a pipeline core idle while the pipeline fills or drains
+  starvation,             // a pipeline core idle for lack of tokens in the steady state
+  data,                   // gathering batches, copying inputs
+  other,                  // what no phase claimed
+};
+constexpr std::size_t time_category_count = 9;
+// "compute_s", "update_s", ... as the report names them.
+const char* time_category_key(TimeCategory category);
+
+// The most layers a model names in the breakdown (LeNet-5: c1 c2 f1 f2 f3 and the loss).
+constexpr std::size_t max_timed_layers = 8;
+
+// Steady-clock nanoseconds: a read costs ~20 ns and never allocates.
+using ClockTicks = std::int64_t;
+inline ClockTicks clock_ticks() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// One worker's seconds in one step (or, added up, in many).
+struct StepTimes {
+  std::array<double, time_category_count> seconds{};
+  std::array<double, max_timed_layers> layer_seconds{};  // also counted in compute
+  double wall = 0;
+  // Seconds from the step's start until the worker reached the step's collective (the sum over
+  // the ranks); the breakdown compares ranks' arrivals to tell imbalance from communication.
+  double arrival = 0;
+
+  double& operator[](TimeCategory category) { return seconds[static_cast<std::size_t>(category)]; }
+  double operator[](TimeCategory category) const {
+    return seconds[static_cast<std::size_t>(category)];
+  }
+  // Seconds the worker worked, not waited: wall minus the waits and the pipeline's idle time.
+  double busy() const;
+  StepTimes& operator+=(const StepTimes& other);
+};
+
+// One phase of one step as a trace shows it: where it lay on the clock and what it was.
+struct Span {
+  ClockTicks start = 0, end = 0;
+  TimeCategory category = TimeCategory::other;
+  std::int8_t layer = -1;  // the layer of a compute span, else -1
+};
+
+// One thread's spans as a trace shows them: process = rank, thread = the thread in the rank.
+struct TraceTrack {
+  int process = 0, thread = 0;
+  std::vector<Span> spans;
+};
+
+// The last `capacity` spans of one thread, oldest overwritten first; sized once.
+class SpanRing {
+ public:
+  explicit SpanRing(std::size_t capacity) : spans_(capacity) {}
+  void push(const Span& span) {
+    spans_[next_ % spans_.size()] = span;
+    ++next_;
+  }
+  // The recorded spans, oldest first.
+  std::vector<Span> spans() const;
+
+ private:
+  std::vector<Span> spans_;
+  std::size_t next_ = 0;
+};
+
+// One worker's phases, step by step. Every call closes the phase that began at the previous
+// boundary (the cursor), so a step's categories add up to its wall time by construction and
+// what no phase claimed lands in `other`. Storage for a range of steps is reserved up front
+// (reserve_steps); a boundary is a clock read and a few additions. One thread writes a
+// timeline at a time; a worker pool's barrier orders the handover to the thread that reads it.
+class StepTimeline {
+ public:
+  // Room for this many steps before steps() is read and cleared: no allocation per step.
+  void reserve_steps(std::size_t steps) { steps_.reserve(steps); }
+
+  void begin_step(ClockTicks now = clock_ticks());
+  // [cursor, now) was `category`; the cursor moves to now.
+  void close(TimeCategory category, ClockTicks now = clock_ticks()) {
+    add(category, -1, now);
+  }
+  // [cursor, now) was the compute of layer `layer` (an index into the model's timed layers).
+  void close_layer(int layer, ClockTicks now = clock_ticks()) {
+    add(TimeCategory::compute, layer, now);
+  }
+  // This step reached its collective now (see StepTimes::arrival).
+  void mark_arrival(ClockTicks now = clock_ticks()) { current_.arrival = seconds(step_start_, now); }
+  // [cursor, now) was `other`; the step is stored.
+  void end_step(ClockTicks now = clock_ticks());
+  ClockTicks cursor() const { return cursor_; }
+
+  // The steps ended since the last clear, in order.
+  const std::vector<StepTimes>& steps() const { return steps_; }
+  void clear_steps() { steps_.clear(); }
+
+  // Spans also go to `ring` (a trace); nullptr, the default, records none.
+  void record_spans(SpanRing* ring) { spans_ = ring; }
+
+ private:
+  static double seconds(ClockTicks from, ClockTicks to) { return 1e-9 * double(to - from); }
+  void add(TimeCategory category, int layer, ClockTicks now) {
+    const double s = seconds(cursor_, now);
+    current_.seconds[static_cast<std::size_t>(category)] += s;
+    if (layer >= 0) current_.layer_seconds[static_cast<std::size_t>(layer)] += s;
+    if (spans_ != nullptr) spans_->push({cursor_, now, category, static_cast<std::int8_t>(layer)});
+    cursor_ = now;
+  }
+
+  StepTimes current_;
+  ClockTicks step_start_ = 0, cursor_ = 0;
+  std::vector<StepTimes> steps_;
+  SpanRing* spans_ = nullptr;
+};
+
+}  // namespace cnnbench

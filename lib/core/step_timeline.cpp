@@ -1,0 +1,56 @@
+// The step timeline's bookkeeping: category names, adding steps up, the span ring.
+#include <algorithm>
+
+#include "cnnbench/step_timeline.hpp"
+
+namespace cnnbench {
+
+const char* time_category_key(TimeCategory category) {
+  switch (category) {
+    case TimeCategory::compute: return "compute_s";
+    case TimeCategory::update: return "update_s";
+    case TimeCategory::reduce: return "reduce_s";
+    case TimeCategory::communication_exposed: return "communication_exposed_s";
+    case TimeCategory::imbalance_wait: return "imbalance_wait_s";
+    case TimeCategory::fill_drain: return "fill_drain_s";
+    case TimeCategory::starvation: return "starvation_s";
+    case TimeCategory::data: return "data_s";
+    case TimeCategory::other: return "other_s";
+  }
+  return "other_s";
+}
+
+double StepTimes::busy() const {
+  return wall - (*this)[TimeCategory::communication_exposed] -
+         (*this)[TimeCategory::imbalance_wait] - (*this)[TimeCategory::fill_drain] -
+         (*this)[TimeCategory::starvation];
+}
+
+StepTimes& StepTimes::operator+=(const StepTimes& other) {
+  for (std::size_t c = 0; c < seconds.size(); ++c) seconds[c] += other.seconds[c];
+  for (std::size_t l = 0; l < layer_seconds.size(); ++l) layer_seconds[l] += other.layer_seconds[l];
+  wall += other.wall;
+  arrival += other.arrival;
+  return *this;
+}
+
+std::vector<Span> SpanRing::spans() const {
+  const std::size_t n = std::min(next_, spans_.size());
+  std::vector<Span> out;
+  out.reserve(n);
+  for (std::size_t i = next_ - n; i < next_; ++i) out.push_back(spans_[i % spans_.size()]);
+  return out;
+}
+
+void StepTimeline::begin_step(ClockTicks now) {
+  current_ = StepTimes{};
+  step_start_ = cursor_ = now;
+}
+
+void StepTimeline::end_step(ClockTicks now) {
+  add(TimeCategory::other, -1, now);
+  current_.wall = seconds(step_start_, now);
+  steps_.push_back(current_);
+}
+
+}  // namespace cnnbench

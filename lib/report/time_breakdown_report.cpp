@@ -1,0 +1,114 @@
+// The run report's metrics.time_breakdown and metrics.straggler, and the summary's straggler
+// line, from the typed breakdown a strategy measured (docs/design.md, "Where the time goes").
+#include <algorithm>
+#include <cstdio>
+
+#include "cnnbench/report.hpp"
+#include "cnnbench/time_breakdown.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+// The categories of one worker (or of the critical path): they add up to wall_s.
+nlohmann::json category_json(const StepTimes& times) {
+  nlohmann::json out = {{"wall_s", times.wall}, {"busy_s", times.busy()}};
+  for (std::size_t c = 0; c < time_category_count; ++c) {
+    const auto category = static_cast<TimeCategory>(c);
+    if (category == TimeCategory::fill_drain || category == TimeCategory::starvation) continue;
+    out[time_category_key(category)] = times[category];
+  }
+  const double fill_drain = times[TimeCategory::fill_drain];
+  const double starvation = times[TimeCategory::starvation];
+  out["pipeline_bubble_s"] = fill_drain + starvation;
+  out["pipeline_bubble"] = {{"fill_drain_s", fill_drain}, {"starvation_s", starvation}};
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json time_breakdown_json(const TimeBreakdown& breakdown) {
+  nlohmann::json out = category_json(breakdown.critical_path);
+  out["steps"] = breakdown.steps;
+  nlohmann::json per_layer = nlohmann::json::object();
+  for (std::size_t l = 0; l < breakdown.layer_names.size() && l < max_timed_layers; ++l) {
+    per_layer[breakdown.layer_names[l]] = breakdown.critical_path.layer_seconds[l];
+  }
+  out["per_layer"] = per_layer;
+  out["meaning"] =
+      "seconds summed over the measured steps along the critical path (each step's busiest "
+      "worker); the categories add up to wall_s, other_s is what no phase claimed";
+  nlohmann::json workers = nlohmann::json::array();
+  for (const WorkerBreakdown& worker : breakdown.workers) {
+    nlohmann::json entry = category_json(worker.total);
+    entry["kind"] = worker.worker.kind;
+    entry["id"] = worker.worker.id;
+    if (worker.worker.rank >= 0) entry["rank"] = worker.worker.rank;
+    workers.push_back(std::move(entry));
+  }
+  out["workers"] = workers;
+  return out;
+}
+
+nlohmann::json straggler_json(const TimeBreakdown& breakdown) {
+  nlohmann::json out = {{"kind", breakdown.straggler.kind},
+                        {"id", breakdown.straggler.id},
+                        {"mean_excess", breakdown.straggler.mean_excess}};
+  if (!breakdown.balanced_shares.empty()) out["balanced_shares"] = breakdown.balanced_shares;
+  return out;
+}
+
+std::string straggler_line(const TimeBreakdown& breakdown) {
+  const Straggler& s = breakdown.straggler;
+  char text[160];
+  std::snprintf(text, sizeof text, "straggler: %s %d was %.2fx slower than the median",
+                s.kind.c_str(), s.id, s.mean_excess);
+  std::string line = text;
+  if (!breakdown.balanced_shares.empty()) {
+    line += "; balanced shares ";
+    for (std::size_t i = 0; i < breakdown.balanced_shares.size(); ++i) {
+      line += (i > 0 ? "/" : "") + std::to_string(breakdown.balanced_shares[i]);
+    }
+  }
+  return line;
+}
+
+nlohmann::json chrome_trace_json(const std::vector<TraceTrack>& tracks,
+                                 const std::vector<std::string>& layer_names) {
+  // Times from the earliest span, in microseconds. The ranks of one machine share its steady
+  // clock; ranks on several machines are not aligned.
+  ClockTicks origin = 0;
+  bool first = true;
+  for (const TraceTrack& track : tracks) {
+    for (const Span& span : track.spans) {
+      if (first || span.start < origin) origin = span.start;
+      first = false;
+    }
+  }
+  nlohmann::json events = nlohmann::json::array();
+  std::vector<int> named_processes;
+  for (const TraceTrack& track : tracks) {
+    if (std::find(named_processes.begin(), named_processes.end(), track.process) ==
+        named_processes.end()) {
+      named_processes.push_back(track.process);
+      events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", track.process},
+                        {"args", {{"name", "rank " + std::to_string(track.process)}}}});
+    }
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", track.process},
+                      {"tid", track.thread},
+                      {"args", {{"name", "thread " + std::to_string(track.thread)}}}});
+    for (const Span& span : track.spans) {
+      const std::string category = time_category_key(span.category);
+      const bool layer = span.layer >= 0 && static_cast<std::size_t>(span.layer) < layer_names.size();
+      // "compute_s" -> "compute": a span is named by its layer, or by its category.
+      const std::string name =
+          layer ? layer_names[static_cast<std::size_t>(span.layer)] : category.substr(0, category.size() - 2);
+      events.push_back({{"ph", "X"}, {"name", name}, {"cat", category}, {"pid", track.process},
+                        {"tid", track.thread}, {"ts", 1e-3 * double(span.start - origin)},
+                        {"dur", 1e-3 * double(span.end - span.start)}});
+    }
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace cnnbench
