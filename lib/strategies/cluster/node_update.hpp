@@ -1,0 +1,33 @@
+// How the threads of a rank turn their gradient buffers into the next weights: the cut of the
+// flat gradient into cache-line slices for the reduce-scatter, and which of the two designs
+// (a replica of the model per thread, or one shared model stepped slice by slice) a model takes.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "cnnbench/cluster.hpp"
+
+namespace cnnbench {
+
+// Floats [begin, end) of the flat parameter buffer.
+struct FloatRange {
+  std::size_t begin = 0, end = 0;
+  std::size_t size() const { return end - begin; }
+};
+
+// 64-byte lines: no two slices share one, so no two threads write the same line.
+constexpr std::size_t floats_per_cache_line = 16;
+
+// `count` floats cut into `parts` contiguous slices of whole cache lines, as evenly as lines
+// allow (the first ones get a line more, the last slice also takes the partial tail line).
+// A slice may be empty when there are fewer lines than parts.
+std::vector<FloatRange> cache_line_slices(std::size_t count, int parts);
+
+// The design a model of `parameters` floats takes unless --node-update names one: replicas
+// while the parameters fit `replica_max_bytes`, else slices. A rule of the model's size, never
+// of a timing, so reruns take the same design; both designs compute the same bits anyway.
+NodeUpdate node_update_for(std::size_t parameters);
+constexpr std::size_t replica_max_bytes = 512 * 1024;
+
+}  // namespace cnnbench
