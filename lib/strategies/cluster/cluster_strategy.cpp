@@ -288,7 +288,7 @@ class ClusterStrategy final : public Strategy {
     ThreadState& state = threads_[static_cast<std::size_t>(share)];
     const double start = now_seconds();
     state.loss_sum = 0;
-    std::fill(state.grads.begin(), state.grads.end(), 0.0f);
+    if (!update_clears_gradients()) std::fill(state.grads.begin(), state.grads.end(), 0.0f);
     const float grad_scale = 1.0f / static_cast<float>(config_.batch);
     if (count > 0) {
       gather_batch(state.x.data(), state.y.data(), *data_, indices, count);
@@ -341,15 +341,19 @@ class ClusterStrategy final : public Strategy {
     for (std::size_t t = 0; t < floats.size(); ++t) threads_[t].reduced_floats += floats[t];
   }
 
-  // NodeUpdate::slices, one rank: slice t of every thread's gradient summed in thread order and
-  // stepped in one pass (sum_sgd_step), on slice t of the one shared model.
+  // NodeUpdate::slices, one rank: slice t of every thread's gradient summed in thread order,
+  // stepped and cleared in one pass (sum_sgd_step_and_clear, in L1-sized chunks), on slice t of
+  // the one shared model. The next map then starts on cleared buffers without a pass of its own.
+  bool update_clears_gradients() const {
+    return ranks_ == 1 && threads_per_rank_ > 1 && !replicated();
+  }
   void sum_and_step_slices_of_the_shared_model() {
     const int threads = threads_per_rank_;
     pool_->run_tasks_anywhere(threads, [&](int slice) {
       const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
-      const float* const* parts = slice_parts_.data() + static_cast<std::size_t>(slice * threads);
-      sum_sgd_step(model_->params.data() + range.begin, parts, threads,
-                   model_->momentum.data() + range.begin, range.size(), config_.sgd);
+      float* const* parts = slice_parts_.data() + static_cast<std::size_t>(slice * threads);
+      sum_sgd_step_and_clear(model_->params.data() + range.begin, parts, threads,
+                             model_->momentum.data() + range.begin, range.size(), config_.sgd);
     });
     for (std::size_t t = 0; t < slices_.size(); ++t) {
       threads_[t].reduced_floats += static_cast<double>((slices_.size() + 2) * slices_[t].size());
@@ -426,7 +430,7 @@ class ClusterStrategy final : public Strategy {
   bool overlapping_ = false;
   NodeUpdate node_update_ = NodeUpdate::replicas;
   std::vector<FloatRange> slices_;        // the reduce-scatter's slice per thread
-  std::vector<const float*> slice_parts_;  // (slice, thread) -> thread's gradient at the slice
+  std::vector<float*> slice_parts_;  // (slice, thread) -> thread's gradient at the slice
 
   std::unique_ptr<WorkerPool> pool_;
   std::vector<ThreadState> threads_;
