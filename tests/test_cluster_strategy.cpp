@@ -25,6 +25,7 @@
 #include "serial_oracle.hpp"
 #include "simulated_ranks.hpp"
 #include "tensor_compare.hpp"
+#include "thread_counts.hpp"
 
 namespace cnnbench {
 namespace {
@@ -388,7 +389,7 @@ TEST(ClusterCut, ThreadsKeepTheirProportionsWhenTheRanksShareChanges) {
 // update keep the fixed thread order, so every count equals serial.
 TEST(ClusterOneRank, EveryThreadCountUpTo16MatchesSerial) {
   for (const std::string model : {"fc3", "lenet5"}) {
-    for (int threads = 1; threads <= 16; ++threads) {
+    for (const int threads : testing::counts_up_to(16)) {
       Shape s;
       s.model = model;
       s.ranks = 1;

@@ -16,6 +16,7 @@
 #include "cnnbench/stream.hpp"
 #include "cnnbench/train.hpp"
 #include "tensor_compare.hpp"
+#include "thread_counts.hpp"
 
 namespace cnnbench {
 namespace {
@@ -106,7 +107,7 @@ TEST_P(StreamOnManyCores, StrictEqualsSerialWithDefaultWidthsAndThePapersGraph) 
   expect_strict_matches_serial(ModelKind::lenet5, cores, "s=1");
 }
 
-INSTANTIATE_TEST_SUITE_P(Cores, StreamOnManyCores, ::testing::Range(1, 17));
+INSTANTIATE_TEST_SUITE_P(Cores, StreamOnManyCores, ::testing::ValuesIn(testing::counts_up_to(16)));
 
 // Split layers inside copies, uneven widths, and as many copies as cores.
 TEST(StreamOnManyCores, FissionAndSplitLayersTogether) {
@@ -120,7 +121,7 @@ TEST(StreamOnManyCores, FissionAndSplitLayersTogether) {
 // with every actor on one of the P cores and every stage after its producers'.
 TEST(StreamGraphUpTo64Cores, BuildsSchedulesAndPartitions) {
   for (const ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
-    for (int cores = 1; cores <= 64; ++cores) {
+    for (const int cores : testing::counts_up_to(64)) {
       for (const std::string spec : {"", "s=1"}) {
         TrainingPlan plan;
         plan.data = &data();
