@@ -38,7 +38,7 @@ const OptionSpec node_update{
     .name = "node-update", .kind = OptionKind::choice, .choices = {"auto", "replicas", "slices"},
     .value_name = "auto|replicas|slices", .value_noun = "mode", .default_value = "auto",
     .help = "how a rank's threads step the model: replicas (each its own copy), slices (each its "
-            "slice of one shared model) or auto (replicas for a model of at most 512 KB)",
+            "slice of one shared model) or auto (replicas for a model of at most 16 MB)",
     .strategies = {"cluster"}};
 const OptionSpec balance{
     .name = "balance", .kind = OptionKind::choice, .choices = {"static", "dynamic"},

@@ -27,7 +27,11 @@ std::vector<FloatRange> cache_line_slices(std::size_t count, int parts);
 // The design a model of `parameters` floats takes unless --node-update names one: replicas
 // while the parameters fit `replica_max_bytes`, else slices. A rule of the model's size, never
 // of a timing, so reruns take the same design; both designs compute the same bits anyway.
+// Measured on 2 cores (1 x 2, docs/cluster.md): replicas won for LeNet-5 (247 KB) and FC-3
+// (1 MB); FC-3 on slices ran 8% slower, its forward reading the other core's half of the
+// weights. The bound keeps T replicas of a larger model (weights and momentum each) from
+// multiplying its memory; no model measured here reaches it.
 NodeUpdate node_update_for(std::size_t parameters);
-constexpr std::size_t replica_max_bytes = 512 * 1024;
+constexpr std::size_t replica_max_bytes = std::size_t{16} << 20;
 
 }  // namespace cnnbench
