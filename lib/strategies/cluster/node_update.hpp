@@ -32,6 +32,10 @@ std::vector<FloatRange> cache_line_slices(std::size_t count, int parts);
 // weights. The bound keeps T replicas of a larger model (weights and momentum each) from
 // multiplying its memory; no model measured here reaches it.
 NodeUpdate node_update_for(std::size_t parameters);
+// Replicas of one rank with at most this many threads skip the reduce-scatter: every replica sums
+// all buffers itself ((T + 2) n floats per thread, no more than the scatter's (T + 1) n / T + 3n
+// up to T = 2) in one dispatch instead of two.
+constexpr int every_replica_sums_max_threads = 2;
 constexpr std::size_t replica_max_bytes = std::size_t{16} << 20;
 
 }  // namespace cnnbench
