@@ -104,7 +104,7 @@ run_tsan() {
   step "TSan: build"
   cmake --preset tsan >/dev/null
   local targets=(test_worker_pool test_balance test_cluster_strategy test_stream_runtime
-                 test_stream_strategy)
+                 test_stream_strategy test_stream_many_cores)
   # With MPI the cluster tests join: their ranks are this build's binaries under mpirun.
   if grep -q "^CNNBENCH_WITH_MPI:BOOL=ON" build/tsan/CMakeCache.txt; then
     targets+=(test_cluster_shares test_cluster)

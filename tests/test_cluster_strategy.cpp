@@ -1,5 +1,7 @@
 // The cluster strategy on ranks simulated in one process (simulated_ranks.hpp), no mpirun: 2 and
-// 3 ranks x 1 or 2 threads equal a naive serial loop and hold the same bits on every rank, the
+// 3 ranks x 1 or 2 threads and one rank x 1..16 threads (oversubscribed on a small machine) equal
+// a naive serial loop and hold the same bits on every rank, replicas and slices of the node's
+// update give the same bits, the reduction's bytes per thread do not grow with the threads, the
 // overlapped exchange starts every bucket once, last layer first, and gives the bits of the
 // blocking one, a stop on any rank stops all, and a rank that throws ends every rank. Also how
 // the batch is cut over ranks and threads, and how balancing moves the cut.
@@ -9,11 +11,13 @@
 #include <atomic>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "../lib/strategies/cluster/cluster_shares.hpp"
 #include "../lib/strategies/cluster/cluster_strategy.hpp"
 #include "../lib/strategies/cluster/gradient_exchange.hpp"
+#include "../lib/strategies/cluster/node_update.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/data.hpp"
 #include "cnnbench/models.hpp"
@@ -21,6 +25,7 @@
 #include "serial_oracle.hpp"
 #include "simulated_ranks.hpp"
 #include "tensor_compare.hpp"
+#include "thread_counts.hpp"
 
 namespace cnnbench {
 namespace {
@@ -32,6 +37,7 @@ using testing::SimulatedRank;
 struct Shape {
   std::string model = "fc3";
   int ranks = 2, threads = 1, batch = 32, steps = 8;
+  bool pin = false;  // the simulated ranks share this machine's cores
   std::map<std::string, std::string> options;
 
   testing::SerialRun serial() const {
@@ -69,7 +75,7 @@ std::vector<Trained> train_on_simulated_ranks(
   config.strategy = "cluster";
   config.batch = s.batch;
   config.threads = s.threads;
-  config.pin = false;  // the simulated ranks share this machine's cores
+  config.pin = s.pin;
   config.options = s.options;
   SimulatedJob job(s.ranks);
   std::vector<Trained> results(static_cast<std::size_t>(s.ranks));
@@ -377,6 +383,120 @@ TEST(ClusterCut, ThreadsKeepTheirProportionsWhenTheRanksShareChanges) {
   ASSERT_GT(grown.rank_share, 32);
   EXPECT_EQ(grown.thread_shares[0] + grown.thread_shares[1], grown.rank_share);
   EXPECT_LT(grown.thread_shares[0], grown.thread_shares[1]);
+}
+
+// One rank, 1..16 threads, on however few cores: the reduce-scatter over the threads and either
+// update keep the fixed thread order, so every count equals serial.
+TEST(ClusterOneRank, EveryThreadCountUpTo16MatchesSerial) {
+  for (const std::string model : {"fc3", "lenet5"}) {
+    for (const int threads : testing::counts_up_to(16)) {
+      Shape s;
+      s.model = model;
+      s.ranks = 1;
+      s.threads = threads;
+      s.batch = 16;  // >= the threads: every thread gets a sample
+      s.steps = 3;
+      expect_ranks_match_serial(s);
+    }
+  }
+}
+
+// Both updates sum in thread order and step with the same float operations, so they give the
+// same bits; the design is a speed choice only. Also with several ranks, overlapped or not.
+TEST(ClusterOneRank, ReplicasAndSlicesGiveTheSameBits) {
+  for (const std::string model : {"fc3", "lenet5"}) {
+    for (const auto& [ranks, threads, overlap] :
+         std::vector<std::tuple<int, int, std::string>>{{1, 3, "on"}, {1, 7, "on"}, {2, 3, "on"},
+                                                        {2, 2, "off"}}) {
+      Shape replicas, slices;
+      replicas.model = slices.model = model;
+      replicas.ranks = slices.ranks = ranks;
+      replicas.threads = slices.threads = threads;
+      replicas.steps = slices.steps = 3;
+      replicas.options = {{"node-update", "replicas"}, {"overlap", overlap}};
+      slices.options = {{"node-update", "slices"}, {"overlap", overlap}};
+      const auto a = train_on_simulated_ranks(replicas);
+      const auto b = train_on_simulated_ranks(slices);
+      for (std::size_t r = 0; r < a.size(); ++r) {
+        const std::string what = describe(slices) + " rank " + std::to_string(r);
+        EXPECT_EQ(a[r].params, b[r].params) << what;
+        EXPECT_EQ(a[r].momentum, b[r].momentum) << what;
+        EXPECT_EQ(a[r].losses, b[r].losses) << what;
+        EXPECT_EQ(b[r].metrics["node-update"], "slices") << what;
+      }
+      expect_ranks_match_serial(slices);
+    }
+  }
+}
+
+// Threads pinned to more cores than the machine has wrap around its cores and still train right.
+TEST(ClusterOneRank, PinnedThreadsBeyondTheCoresWrapAround) {
+  Shape s;
+  s.ranks = 1;
+  s.threads = 9;
+  s.batch = 18;
+  s.steps = 3;
+  s.pin = true;
+  expect_ranks_match_serial(s);
+}
+
+// A count, not a time: each thread reduces and steps O(n) floats whatever T. Summing all T
+// buffers on every thread (T n per thread) would make T = 8 four times T = 2.
+TEST(ClusterOneRank, ReduceBytesPerThreadStayFlatFrom2To8Threads) {
+  for (const std::string model : {"fc3", "lenet5"}) {
+    for (const std::string update : {"auto", "replicas", "slices"}) {
+      const auto bytes = [&](int threads) {
+        Shape s;
+        s.model = model;
+        s.ranks = 1;
+        s.threads = threads;
+        s.batch = 16;
+        s.steps = 2;
+        s.options = {{"node-update", update}};
+        return train_on_simulated_ranks(s)[0].metrics["reduce_bytes_per_thread"].get<double>();
+      };
+      const double two = bytes(2), eight = bytes(8);
+      const double n = static_cast<double>(model_spec(parse_model(model)).param_count);
+      const std::string what = model + " --node-update " + update;
+      EXPECT_GT(two, 0) << what;
+      EXPECT_LE(eight, 1.5 * two) << what << ": T = 2 " << two << " B, T = 8 " << eight << " B";
+      // At most n read for the sum plus the sum written, read and stepped (params, momentum),
+      // and a few cache lines where the slices round.
+      EXPECT_LE(eight, 1.01 * sizeof(float) * (n + n / 8 + 3 * n)) << what;
+    }
+  }
+  // The rule: both models take replicas (measured faster on 2 cores for both).
+  Shape lenet5, fc3;
+  lenet5.model = "lenet5";
+  lenet5.ranks = fc3.ranks = 1;
+  lenet5.threads = fc3.threads = 2;
+  lenet5.steps = fc3.steps = 1;
+  EXPECT_EQ(train_on_simulated_ranks(lenet5)[0].metrics["node-update"], "replicas");
+  EXPECT_EQ(train_on_simulated_ranks(fc3)[0].metrics["node-update"], "replicas");
+  EXPECT_EQ(node_update_for(std::size_t{5} << 20), NodeUpdate::slices);
+}
+
+TEST(ClusterOneRank, SlicesAreWholeCacheLinesCoveringTheBuffer) {
+  for (const std::size_t count : {std::size_t{0}, std::size_t{5}, std::size_t{61706},
+                                  std::size_t{266610}}) {
+    for (int parts = 1; parts <= 16; ++parts) {
+      const auto slices = cache_line_slices(count, parts);
+      ASSERT_EQ(slices.size(), static_cast<std::size_t>(parts));
+      std::size_t next = 0, largest = 0, smallest = count;
+      for (std::size_t p = 0; p < slices.size(); ++p) {
+        EXPECT_EQ(slices[p].begin, next) << count << " floats, part " << p;
+        EXPECT_EQ(slices[p].begin % floats_per_cache_line, 0u);
+        if (p + 1 < slices.size()) {
+          EXPECT_EQ(slices[p].end % floats_per_cache_line, 0u);
+        }
+        largest = std::max(largest, slices[p].size());
+        smallest = std::min(smallest, slices[p].size());
+        next = slices[p].end;
+      }
+      EXPECT_EQ(next, count);
+      EXPECT_LE(largest - smallest, 2 * floats_per_cache_line) << count << " over " << parts;
+    }
+  }
 }
 
 }  // namespace

@@ -171,7 +171,7 @@ TEST_P(ConcurrentPinning, EveryThreadRunsOnItsPu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Widths, ConcurrentPinning, ::testing::Values(1, 2, 3, 4, 7));
+INSTANTIATE_TEST_SUITE_P(Widths, ConcurrentPinning, ::testing::Values(1, 2, 3, 4, 7, 16));
 
 TEST(Pinning, CurrentCpuIsAnAllowedPu) {
   const int cpu = current_cpu();

@@ -50,6 +50,10 @@ nlohmann::json make_run_report(const TrainConfig& config, const Dataset& train,
   const double peak = measure_sgemm_peak(1, 0.3).at("gflops").get<double>();
   metrics["sgemm_peak_gflops"] = peak;
   if (peak > 0) metrics["peak_fraction"] = metrics["gflops"].get<double>() / peak;
+  // A count of the strategy's own (cluster: the intra-node reduction's), shown with the rates.
+  if (result.strategy_metrics.is_object() && result.strategy_metrics.contains("reduce_bytes_per_thread")) {
+    metrics["reduce_bytes_per_thread"] = result.strategy_metrics.at("reduce_bytes_per_thread");
+  }
   if (result.test) {
     metrics["test_accuracy"] = result.test->accuracy;
     metrics["test_loss"] = result.test->loss;

@@ -10,6 +10,10 @@ Slowdown parse_slowdown(const std::string& value) {
   return {parsed.part, parsed.factor};
 }
 
+const char* node_update_name(NodeUpdate update) {
+  return update == NodeUpdate::replicas ? "replicas" : "slices";
+}
+
 ClusterOptions parse_cluster_options(const TrainConfig& config) {
   const StrategyOptions given(config, "cluster");
   ClusterOptions options;
@@ -19,6 +23,8 @@ ClusterOptions parse_cluster_options(const TrainConfig& config) {
     options.slow_rank = slowdown->part;
     options.slow_factor = slowdown->factor;
   }
+  if (given.is(strategy_option::node_update, "replicas")) options.node_update = NodeUpdate::replicas;
+  if (given.is(strategy_option::node_update, "slices")) options.node_update = NodeUpdate::slices;
   CNNBENCH_CHECK(config.threads >= 1, "--threads " + std::to_string(config.threads) +
                                           ": the cluster strategy needs at least 1 thread per rank");
   return options;

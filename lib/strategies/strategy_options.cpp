@@ -34,6 +34,12 @@ const OptionSpec widths{
 const OptionSpec overlap{
     .name = "overlap", .kind = OptionKind::choice, .choices = {"on", "off"}, .value_name = "on|off",
     .default_value = "on", .help = "overlap allreduce with backward", .strategies = {"cluster"}};
+const OptionSpec node_update{
+    .name = "node-update", .kind = OptionKind::choice, .choices = {"auto", "replicas", "slices"},
+    .value_name = "auto|replicas|slices", .value_noun = "mode", .default_value = "auto",
+    .help = "how a rank's threads step the model: replicas (each its own copy), slices (each its "
+            "slice of one shared model) or auto (replicas for a model of at most 16 MB)",
+    .strategies = {"cluster"}};
 const OptionSpec balance{
     .name = "balance", .kind = OptionKind::choice, .choices = {"static", "dynamic"},
     .value_name = "static|dynamic", .value_noun = "mode", .default_value = "static",
@@ -144,8 +150,8 @@ std::string OptionSpec::default_text() const {
 const std::vector<const OptionSpec*>& strategy_option_specs() {
   using namespace strategy_option;
   static const std::vector<const OptionSpec*> specs = {
-      &consistency, &microbatches, &graph,     &widths, &overlap, &balance,
-      &slowdown,    &gpu_data,     &gpu_graph, &device, &pin_core};
+      &consistency, &microbatches, &graph,    &widths,    &overlap, &node_update,
+      &balance,     &slowdown,     &gpu_data, &gpu_graph, &device,  &pin_core};
   return specs;
 }
 

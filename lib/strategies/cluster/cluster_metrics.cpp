@@ -36,13 +36,14 @@ std::vector<RankReport> gather_rank_reports(RankGroup& group, const RankCounters
 }
 
 nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<RankReport>& ranks) {
-  double exposed_sum = 0, exposed_max = 0, flight_sum = 0;
+  double exposed_sum = 0, exposed_max = 0, flight_sum = 0, reduce_bytes_max = 0;
   nlohmann::json ranks_json = nlohmann::json::array();
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const RankCounters& c = ranks[r].counters;
     exposed_sum += c.allreduce_exposed_s;
     exposed_max = std::max(exposed_max, c.allreduce_exposed_s);
     flight_sum += c.allreduce_in_flight_s;
+    reduce_bytes_max = std::max(reduce_bytes_max, c.reduce_bytes);
     ranks_json.push_back({{"rank", r},
                           {"samples", c.samples},
                           {"last_share", c.last_share},
@@ -52,6 +53,7 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
                           {"intra_node_reduce_s", c.reduce_s},
                           {"allreduce_s", c.allreduce_exposed_s},
                           {"update_s", c.update_s},
+                          {"reduce_bytes_per_thread", c.steps > 0 ? c.reduce_bytes / c.steps : 0.0},
                           {"step_s", c.step_s}});
   }
   const int n = shape.ranks;
@@ -72,6 +74,8 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
       {"overlap_active", shape.overlap_active},
       {strategy_option::balance.name, shape.dynamic_balance ? "dynamic" : "static"},
       {"steps", steps},
+      {strategy_option::node_update.name, node_update_name(shape.node_update)},
+      {"reduce_bytes_per_thread", steps > 0 ? reduce_bytes_max / steps : 0.0},
       {"allreduce",
        {{"seconds_mean", exposed_mean},
         {"seconds_max", exposed_max},

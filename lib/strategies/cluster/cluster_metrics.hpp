@@ -9,22 +9,26 @@
 #include <nlohmann/json.hpp>
 
 #include "../rank_group.hpp"
+#include "cnnbench/cluster.hpp"
 #include "cnnbench/time_breakdown.hpp"
 #include "cnnbench/topology.hpp"
 
 namespace cnnbench {
 
-// One rank's counters over the whole run.
+// One rank's counters over the whole run. reduce_bytes: the most bytes one thread's share of the
+// intra-node reduction and the update read and wrote (gradients summed, the sum written and read,
+// parameters and momentum stepped), a count, not a time.
 struct RankCounters {
   double steps = 0, samples = 0, compute_s = 0, reduce_s = 0, allreduce_exposed_s = 0,
-         allreduce_in_flight_s = 0, update_s = 0, step_s = 0, last_share = 0, throughput = 0;
-  static constexpr int fields = 10;
+         allreduce_in_flight_s = 0, update_s = 0, step_s = 0, last_share = 0, throughput = 0,
+         reduce_bytes = 0;
+  static constexpr int fields = 11;
   std::array<double, fields> as_array() const {
-    return {steps, samples, compute_s, reduce_s, allreduce_exposed_s, allreduce_in_flight_s,
-            update_s, step_s, last_share, throughput};
+    return {steps,    samples, compute_s,  reduce_s,  allreduce_exposed_s, allreduce_in_flight_s,
+            update_s, step_s,  last_share, throughput, reduce_bytes};
   }
   static RankCounters from(const double* v) {
-    return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9]};
+    return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]};
   }
 };
 
@@ -43,6 +47,7 @@ struct ClusterShape {
   int slow_rank = -1;
   double slow_factor = 1.0;
   std::size_t parameters = 0;  // floats in a gradient
+  NodeUpdate node_update = NodeUpdate::replicas;
 };
 
 // Collective: every rank's report, in rank order, on every rank. `last_thread_shares` has

@@ -1,10 +1,11 @@
 // The data-parallel cluster strategy: every rank is a node holding the whole model; each global
 // batch is cut into contiguous per-rank shares and, inside a rank, per-thread shares.
 // Map = forward + backward of a share into that thread's flat gradient buffer; reduce = a sum in
-// thread order inside the node, then a sum over the ranks (gradient_exchange.hpp); every rank,
-// and inside it every thread's replica of the model, applies the same SGD update. Differs from
-// serial only in where the batch's gradient sum is computed. The ranks are a RankGroup: MPI's
-// under mpirun, simulated ones in the tests.
+// thread order inside the node, reduce-scattered over the threads, then a sum over the ranks
+// (gradient_exchange.hpp); every rank applies the same SGD update, inside it on a replica per
+// thread or slice by slice of one shared model (node_update.hpp). Differs from serial only in
+// where the batch's gradient sum is computed. The ranks are a RankGroup: MPI's under mpirun,
+// simulated ones in the tests.
 #include "cluster_strategy.hpp"
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "cnnbench/topology.hpp"
 #include "cnnbench/worker_pool.hpp"
 #include "gradient_exchange.hpp"
+#include "node_update.hpp"
 
 namespace cnnbench {
 
@@ -38,10 +40,10 @@ struct alignas(64) ThreadState {
   std::vector<std::uint8_t> y;
   double loss_sum = 0;
   double compute_seconds = 0;  // this step, injected slowdown included, communication excluded
-  // Threads after the first keep a replica of the model (worker 0's is model_) and every replica
-  // takes the same step: each thread's forward then reads weights its own core wrote, where a
-  // shared model had every update slice move to the other cores' caches (measured on 2 cores:
-  // the update took 54 us of a 0.88 ms LeNet-5 step shared, 35 us replicated).
+  double reduced_floats = 0;   // the run's floats moved by reduce and update work of slice t
+  // NodeUpdate::replicas: threads after the first keep a replica of the model (worker 0's is
+  // model_) and every replica takes the same step, so each thread's forward reads weights its own
+  // core wrote. NodeUpdate::slices: empty, every thread reads model_.
   aligned_vector<float> params, momentum;
   StepTimeline timeline;  // this share's phases, step by step, since the ranks last met
   std::unique_ptr<SpanRing> spans;  // --trace only
@@ -135,6 +137,8 @@ class ClusterStrategy final : public Strategy {
     data_ = &train;
     model_ = std::make_unique<Model>(model);
     threads_per_rank_ = config.threads;
+    node_update_ = options_.node_update.value_or(node_update_for(model.params.size()));
+    slices_ = cache_line_slices(model.params.size(), threads_per_rank_);
     // Communication only exists between ranks; one rank has nothing to overlap.
     overlapping_ = options_.overlap && ranks_ > 1;
     set_blas_threads(1);
@@ -159,13 +163,18 @@ class ClusterStrategy final : public Strategy {
       state.grads.assign(params, 0.0f);
       state.x.assign(static_cast<std::size_t>(max_share) * train.image_size(), 0.0f);
       state.y.assign(static_cast<std::size_t>(max_share), 0);
-      if (worker > 0) {
+      if (worker > 0 && node_update_ == NodeUpdate::replicas) {
         state.params = model_->params;
         state.momentum = model_->momentum;
       }
     });
     std::vector<float*> gradients;
     for (ThreadState& state : threads_) gradients.push_back(state.grads.data());
+    // (slice, thread): slice s of thread t's gradient, so a slice's sum reads them in thread order.
+    slice_parts_.clear();
+    for (const FloatRange& slice : slices_) {
+      for (float* gradient : gradients) slice_parts_.push_back(gradient + slice.begin);
+    }
     exchange_ = std::make_unique<GradientExchange>(*group_, model.spec(), gradients, params);
     breakdown_ = cluster_breakdown_builder(ranks_, threads_per_rank_);
     gather_counters_and_pins();
@@ -201,13 +210,15 @@ class ClusterStrategy final : public Strategy {
     return cores;
   }
 
+  bool replicated() const { return node_update_ == NodeUpdate::replicas; }
   float* params_of(int replica) {
-    return replica == 0 ? model_->params.data()
-                        : threads_[static_cast<std::size_t>(replica)].params.data();
+    return replica == 0 || !replicated() ? model_->params.data()
+                                         : threads_[static_cast<std::size_t>(replica)].params.data();
   }
   float* momentum_of(int replica) {
-    return replica == 0 ? model_->momentum.data()
-                        : threads_[static_cast<std::size_t>(replica)].momentum.data();
+    return replica == 0 || !replicated()
+               ? model_->momentum.data()
+               : threads_[static_cast<std::size_t>(replica)].momentum.data();
   }
 
   // One optimizer step on the global batch starting at `batch_indices`; returns the summed loss
@@ -259,9 +270,17 @@ class ClusterStrategy final : public Strategy {
     counters_.compute_s += rank_compute;
     counters_.last_share = shares.rank_share;
     if (ranks_ == 1 && threads_per_rank_ > 1) {
-      // Nothing to exchange: each replica sums the threads' gradients and steps in one dispatch.
-      reduce_and_update_replicas();
-      all_timelines_close(TimeCategory::update);  // the threads' sum is fused into it
+      // Nothing to exchange: the threads reduce-scatter the gradients and step.
+      if (replicated() && threads_per_rank_ <= every_replica_sums_max_threads) {
+        sum_every_buffer_into_every_replica();  // the threads' sum is fused into the update
+      } else if (replicated()) {
+        sum_threads_in_parallel();
+        all_timelines_close(TimeCategory::reduce);
+        apply_update();
+      } else {
+        sum_and_step_slices_of_the_shared_model();  // the slices' sum is fused into the update
+      }
+      all_timelines_close(TimeCategory::update);
       all_timelines_end_step();
       counters_.update_s += now_seconds() - map_end;
       counters_.step_s += now_seconds() - step_start;
@@ -270,9 +289,17 @@ class ClusterStrategy final : public Strategy {
 
     // Reduce: in thread order inside the node, then across nodes.
     if (overlapping_) {
+      if (threads_per_rank_ > 1) {
+        sum_first_bucket_in_parallel();
+        all_timelines_close(TimeCategory::reduce);
+      }
+      counters_.reduce_s += now_seconds() - map_end;
       all_timelines_arrive();
       const OverlapTimes times = exchange_->finish_step(exchange);
       all_timelines_close(TimeCategory::communication_exposed);
+      for (int t = 0; t < threads_per_rank_; ++t) {
+        threads_[static_cast<std::size_t>(t)].reduced_floats += exchange_->reduced_floats(t);
+      }
       counters_.reduce_s += callback_seconds - times.calls_s;
       counters_.allreduce_exposed_s += times.exposed_s;
       counters_.allreduce_in_flight_s += times.in_flight_s;
@@ -310,7 +337,7 @@ class ClusterStrategy final : public Strategy {
     timeline.close(TimeCategory::imbalance_wait);
     const double start = now_seconds();
     state.loss_sum = 0;
-    std::fill(state.grads.begin(), state.grads.end(), 0.0f);
+    if (!update_clears_gradients()) std::fill(state.grads.begin(), state.grads.end(), 0.0f);
     timeline.close(TimeCategory::compute);  // backward's accumulator, cleared
     const float grad_scale = 1.0f / static_cast<float>(config_.batch);
     if (count > 0) {
@@ -348,23 +375,24 @@ class ClusterStrategy final : public Strategy {
     state.compute_seconds = compute;
   }
 
-  // The node's sum in thread order, its slices on whichever workers are awake.
+  // Reduce-scatter: slice t of the node's sum in thread order, its slices on whichever workers
+  // are awake; each slice reads 1/T of every thread's gradient, so n floats per thread.
   void sum_threads_in_parallel() {
-    const std::vector<int> slices =
-        split_evenly(static_cast<int>(model_->params.size()), threads_per_rank_);
-    std::vector<int> offsets(slices.size());
-    std::exclusive_scan(slices.begin(), slices.end(), offsets.begin(), 0);
     pool_->run_tasks_anywhere(threads_per_rank_, [&](int slice) {
-      const auto s = static_cast<std::size_t>(slice);
-      exchange_->sum_threads(static_cast<std::size_t>(offsets[s]),
-                             static_cast<std::size_t>(offsets[s] + slices[s]));
+      const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
+      exchange_->sum_threads(range.begin, range.end);
     });
+    const auto threads = static_cast<std::size_t>(threads_per_rank_);
+    for (std::size_t t = 0; t < threads; ++t) {
+      threads_[t].reduced_floats += static_cast<double>((threads + 1) * slices_[t].size());
+    }
   }
 
-  // One rank: each replica sums the threads' gradients in thread order and steps on its own.
-  // On its own thread, not on whichever is awake: a replica stepped on another core would have
-  // to come back to its thread's cache before the next forward.
-  void reduce_and_update_replicas() {
+  // Replicas of one rank with at most every_replica_sums_max_threads threads: each replica sums
+  // all T buffers in thread order and steps, in one dispatch, on its own thread. (T + 2) n floats
+  // per thread against the reduce-scatter's (T + 1) n / T + 3n: fewer for T <= 2, and one
+  // dispatch instead of two, which a loaded machine makes wait for a descheduled worker twice.
+  void sum_every_buffer_into_every_replica() {
     std::vector<const float*> parts;
     for (const ThreadState& state : threads_) parts.push_back(state.grads.data());
     const std::size_t n = model_->params.size();
@@ -372,15 +400,61 @@ class ClusterStrategy final : public Strategy {
       sum_sgd_step(params_of(replica), parts.data(), threads_per_rank_, momentum_of(replica), n,
                    config_.sgd);
     });
+    const double floats = static_cast<double>((parts.size() + 2) * n);
+    for (ThreadState& state : threads_) state.reduced_floats += floats;
   }
 
-  // Every replica steps on the node's (summed over the ranks) gradient, each on its own thread.
+  // Overlap: the bucket every thread finishes last, summed by all of them.
+  void sum_first_bucket_in_parallel() {
+    std::vector<double> floats(static_cast<std::size_t>(threads_per_rank_), 0.0);
+    pool_->run_tasks_anywhere(threads_per_rank_, [&](int slice) {
+      floats[static_cast<std::size_t>(slice)] =
+          static_cast<double>(exchange_->sum_first_bucket_slice(slice, threads_per_rank_));
+    });
+    exchange_->first_bucket_summed();
+    for (std::size_t t = 0; t < floats.size(); ++t) threads_[t].reduced_floats += floats[t];
+  }
+
+  // NodeUpdate::slices, one rank: slice t of every thread's gradient summed in thread order,
+  // stepped and cleared in one pass (sum_sgd_step_and_clear, in L1-sized chunks), on slice t of
+  // the one shared model. The next map then starts on cleared buffers without a pass of its own.
+  bool update_clears_gradients() const {
+    return ranks_ == 1 && threads_per_rank_ > 1 && !replicated();
+  }
+  void sum_and_step_slices_of_the_shared_model() {
+    const int threads = threads_per_rank_;
+    pool_->run_tasks_anywhere(threads, [&](int slice) {
+      const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
+      float* const* parts = slice_parts_.data() + static_cast<std::size_t>(slice * threads);
+      sum_sgd_step_and_clear(model_->params.data() + range.begin, parts, threads,
+                             model_->momentum.data() + range.begin, range.size(), config_.sgd);
+    });
+    for (std::size_t t = 0; t < slices_.size(); ++t) {
+      threads_[t].reduced_floats += static_cast<double>((slices_.size() + 2) * slices_[t].size());
+    }
+  }
+
+  // The step on the node's (summed over the ranks) gradient. Replicas: every replica, each on its
+  // own thread (stepped on another core it would have to come back to its thread's cache before
+  // the next forward). Slices: slice t of the shared model on whichever worker is awake.
   void apply_update() {
     const float* grads = exchange_->node_gradient();
     const std::size_t n = model_->params.size();
-    pool_->run_on_each([&](int replica) {
-      sgd_step(params_of(replica), grads, momentum_of(replica), n, config_.sgd);
+    if (replicated()) {
+      pool_->run_on_each([&](int replica) {
+        sgd_step(params_of(replica), grads, momentum_of(replica), n, config_.sgd);
+      });
+      for (ThreadState& state : threads_) state.reduced_floats += 3.0 * static_cast<double>(n);
+      return;
+    }
+    pool_->run_tasks_anywhere(threads_per_rank_, [&](int slice) {
+      const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
+      sgd_step(model_->params.data() + range.begin, grads + range.begin,
+               model_->momentum.data() + range.begin, range.size(), config_.sgd);
     });
+    for (std::size_t t = 0; t < slices_.size(); ++t) {
+      threads_[t].reduced_floats += 3.0 * static_cast<double>(slices_[t].size());
+    }
   }
 
   // ---- the step timelines: every share's phases, closed at the step's common boundaries ------
@@ -419,6 +493,10 @@ class ClusterStrategy final : public Strategy {
     check_replicas_agree();
     gather_step_times_into_breakdown();
     counters_.throughput = counters_.compute_s > 0 ? counters_.samples / counters_.compute_s : 0;
+    counters_.reduce_bytes = 0;
+    for (const ThreadState& state : threads_) {
+      counters_.reduce_bytes = std::max(counters_.reduce_bytes, sizeof(float) * state.reduced_floats);
+    }
     ClusterShape shape;
     shape.ranks = ranks_;
     shape.threads_per_rank = threads_per_rank_;
@@ -429,6 +507,7 @@ class ClusterStrategy final : public Strategy {
     shape.slow_rank = options_.slow_rank;
     shape.slow_factor = options_.slow_factor;
     shape.parameters = model_->params.size();
+    shape.node_update = node_update_;
     const std::vector<RankReport> reports =
         gather_rank_reports(*group_, counters_, shares_->last_thread_shares());
     metrics_ = cluster_metrics(shape, reports);
@@ -445,6 +524,7 @@ class ClusterStrategy final : public Strategy {
 
   // The replicas take the same steps in the same float order, so they must stay bit-identical.
   void check_replicas_agree() const {
+    if (!replicated()) return;
     for (int replica = 1; replica < threads_per_rank_; ++replica) {
       const ThreadState& state = threads_[static_cast<std::size_t>(replica)];
       CNNBENCH_CHECK(state.params == model_->params && state.momentum == model_->momentum,
@@ -462,6 +542,9 @@ class ClusterStrategy final : public Strategy {
   std::unique_ptr<Model> model_;
   int threads_per_rank_ = 1;
   bool overlapping_ = false;
+  NodeUpdate node_update_ = NodeUpdate::replicas;
+  std::vector<FloatRange> slices_;        // the reduce-scatter's slice per thread
+  std::vector<float*> slice_parts_;  // (slice, thread) -> thread's gradient at the slice
 
   std::unique_ptr<WorkerPool> pool_;
   std::vector<ThreadState> threads_;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "node_update.hpp"
+
 namespace cnnbench {
 
 namespace {
@@ -70,24 +72,23 @@ GradientExchange::GradientExchange(RankGroup& group, const ModelSpec& spec,
                  "cluster: the gradient's size does not match the model's");
   CNNBENCH_CHECK(tensors_ <= 64 && buckets_.size() <= 64,
                  "cluster: a model of more than 64 tensors does not fit the overlap's bit sets");
-  // One rank with several threads sums into its replicas instead; it has no node gradient.
-  if (thread_gradients_.size() > 1 && group_.size() > 1) node_sum_.assign(count, 0.0f);
+  if (thread_gradients_.size() > 1) node_sum_.assign(count, 0.0f);
 }
 
 float* GradientExchange::node_gradient() {
-  CNNBENCH_CHECK(thread_gradients_.size() == 1 || group_.size() > 1,
-                 "cluster: one rank's threads have no node gradient; their replicas sum");
   return thread_gradients_.size() > 1 ? node_sum_.data() : thread_gradients_[0];
 }
 
-void GradientExchange::sum_threads(std::size_t begin, std::size_t end) {
-  if (thread_gradients_.size() == 1) return;  // thread 0's buffer is the node's
+std::size_t GradientExchange::sum_threads(std::size_t begin, std::size_t end) {
+  const std::size_t threads = thread_gradients_.size();
+  if (threads == 1) return 0;  // thread 0's buffer is the node's
   float* sum = node_gradient();
   std::copy(thread_gradients_[0] + begin, thread_gradients_[0] + end, sum + begin);
-  for (std::size_t t = 1; t < thread_gradients_.size(); ++t) {
+  for (std::size_t t = 1; t < threads; ++t) {
     const float* part = thread_gradients_[t];
     for (std::size_t i = begin; i < end; ++i) sum[i] += part[i];
   }
+  return (threads + 1) * (end - begin);
 }
 
 void GradientExchange::sum_over_ranks(std::vector<double>& exchange) {
@@ -123,9 +124,11 @@ void GradientExchange::gradients_ready(int thread, int first_tensor, int last_te
       continue;
     }
     progress.counted |= bit;
-    // The last thread to finish a bucket sums it for the node.
-    if (bucket_threads_done_[b].fetch_add(1, std::memory_order_acq_rel) + 1 == threads) {
-      sum_threads(bucket.begin, bucket.end);
+    // The last thread to finish a bucket sums it for the node; the first bucket is summed by all.
+    const bool all_threads_sum = b == 0 && threads > 1;
+    if (bucket_threads_done_[b].fetch_add(1, std::memory_order_acq_rel) + 1 == threads &&
+        !all_threads_sum) {
+      progress.reduced_floats += static_cast<double>(sum_threads(bucket.begin, bucket.end));
       bucket_summed_[b].store(true, std::memory_order_release);
     }
   }
@@ -136,8 +139,23 @@ void GradientExchange::gradients_ready(int thread, int first_tensor, int last_te
   progress.callback_seconds += now_seconds() - start;
 }
 
+std::size_t GradientExchange::sum_first_bucket_slice(int slice, int slices) {
+  const GradientBucket& bucket = buckets_.front();
+  const FloatRange range =
+      cache_line_slices(bucket.end - bucket.begin, slices)[static_cast<std::size_t>(slice)];
+  return sum_threads(bucket.begin + range.begin, bucket.begin + range.end);
+}
+
+void GradientExchange::first_bucket_summed() {
+  bucket_summed_[0].store(true, std::memory_order_release);
+}
+
 double GradientExchange::callback_seconds(int thread) const {
   return progress_[static_cast<std::size_t>(thread)].callback_seconds;
+}
+
+double GradientExchange::reduced_floats(int thread) const {
+  return progress_[static_cast<std::size_t>(thread)].reduced_floats;
 }
 
 void GradientExchange::start_ready_buckets() {

@@ -45,7 +45,7 @@ struct OverlapTimes {
 class GradientExchange {
  public:
   // thread_gradients: each thread's flat gradient (`count` floats), summed in thread order.
-  // With several threads and ranks the node's sum gets its own buffer, else it is thread 0's.
+  // With several threads the node's sum gets its own buffer, else it is thread 0's.
   GradientExchange(RankGroup& group, const ModelSpec& spec,
                    std::vector<float*> thread_gradients, std::size_t count);
 
@@ -54,8 +54,9 @@ class GradientExchange {
   // ranks' sum, the batch's whole gradient.
   float* node_gradient();
 
-  // node_gradient()[begin, end) = ((g0 + g1) + g2) + ... over the threads' buffers.
-  void sum_threads(std::size_t begin, std::size_t end);
+  // node_gradient()[begin, end) = ((g0 + g1) + g2) + ... over the threads' buffers. Returns the
+  // floats it moved: T reads and one write per element (none with one thread).
+  std::size_t sum_threads(std::size_t begin, std::size_t end);
 
   // Without overlap, after the map and sum_threads: sums the node's gradient over the ranks,
   // then `exchange` (loss and times), each in one blocking call.
@@ -65,12 +66,20 @@ class GradientExchange {
 
   void begin_step();
   // Thread `thread` has finished the gradients of tensors first..last (backward's callback).
-  // The last thread to finish a bucket sums it over the threads; buckets whose node sum is done
+  // The last thread to finish a bucket sums it over the threads (but the first bucket with
+  // several threads: see sum_first_bucket_slice); buckets whose node sum is done
   // are started in the fixed order last -> first (the same on every rank, as collectives
   // require), and the sums in flight are given a chance to progress.
   void gradients_ready(int thread, int first_tensor, int last_tensor);
-  // This step's seconds in gradients_ready on `thread`.
+  // The first layers' bucket is finished last, by every thread at about the same moment (FC-3:
+  // f1, 88% of the weights), so rather than the last thread summing it alone, every thread sums
+  // slice `slice` of `slices` after the map; then first_bucket_summed() lets it start.
+  // Returns the floats moved, as sum_threads.
+  std::size_t sum_first_bucket_slice(int slice, int slices);
+  void first_bucket_summed();
+  // This step's seconds in gradients_ready on `thread`, and the floats its bucket sums moved.
   double callback_seconds(int thread) const;
+  double reduced_floats(int thread) const;
   // After the map: starts what is left and `exchange`, waits for all of it.
   OverlapTimes finish_step(std::vector<double>& exchange);
 
@@ -83,13 +92,14 @@ class GradientExchange {
     std::uint64_t announced = 0;  // bit t: tensor t is final
     std::uint64_t counted = 0;    // bit b: this thread has counted bucket b as done
     double callback_seconds = 0;
+    double reduced_floats = 0;
   };
 
   RankGroup& group_;
   std::vector<GradientBucket> buckets_;
   std::vector<float*> thread_gradients_;
   std::size_t count_ = 0;           // floats of a gradient
-  aligned_vector<float> node_sum_;  // several threads and ranks only
+  aligned_vector<float> node_sum_;  // several threads only
   int tensors_ = 0;
 
   std::vector<ThreadProgress> progress_;

@@ -1,9 +1,10 @@
 // The data-parallel cluster strategy's public pieces: its options (--overlap, --balance,
-// --slowdown), MPI's lifecycle and the allreduce micro-benchmark. The worker pool a rank runs
+// --slowdown, --node-update), MPI's lifecycle and the allreduce micro-benchmark. The worker pool a rank runs
 // on is in worker_pool.hpp, how a batch is cut into shares in balance.hpp.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -20,13 +21,20 @@ struct Slowdown {
 };
 Slowdown parse_slowdown(const std::string& value);
 
+// How a rank's threads step the model on the node's gradient (docs/cluster.md, "Inside a rank").
+// replicas: every thread steps its own copy of the whole model; slices: each thread steps its
+// slice of one shared model. Both compute the same bits.
+enum class NodeUpdate { replicas, slices };
+const char* node_update_name(NodeUpdate update);
+
 // config.options of --strategy cluster, validated: unknown keys or bad values -> Error naming
-// the CLI flag (--overlap, --balance, --slowdown).
+// the CLI flag (--overlap, --balance, --slowdown, --node-update).
 struct ClusterOptions {
   bool overlap = true;
   bool dynamic_balance = false;
   int slow_rank = -1;          // --slowdown RANK:FACTOR; -1: none
   double slow_factor = 1.0;    // >= 1: that rank's compute takes this many times longer
+  std::optional<NodeUpdate> node_update;  // --node-update; nothing (auto): the model's rule
 };
 ClusterOptions parse_cluster_options(const TrainConfig& config);
 

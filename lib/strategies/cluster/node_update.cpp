@@ -1,0 +1,29 @@
+// The cluster strategy's intra-node reduce-scatter slices and its choice between replicas and
+// one shared model (docs/cluster.md, "Inside a rank").
+#include "node_update.hpp"
+
+#include "cnnbench/core.hpp"
+
+namespace cnnbench {
+
+std::vector<FloatRange> cache_line_slices(std::size_t count, int parts) {
+  CNNBENCH_CHECK(parts >= 1, "cache_line_slices needs at least one part");
+  const std::size_t whole_lines = count / floats_per_cache_line;
+  const auto n = static_cast<std::size_t>(parts);
+  std::vector<FloatRange> slices(n);
+  std::size_t at = 0;
+  for (std::size_t p = 0; p < n; ++p) {
+    const std::size_t lines = whole_lines / n + (p < whole_lines % n ? 1 : 0);
+    slices[p] = {at, at + lines * floats_per_cache_line};
+    at = slices[p].end;
+  }
+  slices.back().end = count;
+  return slices;
+}
+
+NodeUpdate node_update_for(std::size_t parameters) {
+  return parameters * sizeof(float) <= replica_max_bytes ? NodeUpdate::replicas
+                                                         : NodeUpdate::slices;
+}
+
+}  // namespace cnnbench
