@@ -3,7 +3,7 @@
 // Map = forward + backward of a share into that thread's flat gradient buffer; reduce = a sum in
 // thread order inside the node, reduce-scattered over the threads, then a sum over the ranks
 // (gradient_exchange.hpp); every rank applies the same SGD update, inside it on a replica per
-// thread or slice by slice of one shared model (node_update.hpp). Differs from serial only in
+// thread or slice by slice of one shared model (node_step.hpp). Differs from serial only in
 // where the batch's gradient sum is computed. The ranks are a RankGroup: MPI's under mpirun,
 // simulated ones in the tests.
 #include "cluster_strategy.hpp"
@@ -25,29 +25,12 @@
 #include "cnnbench/topology.hpp"
 #include "cnnbench/worker_pool.hpp"
 #include "gradient_exchange.hpp"
+#include "node_step.hpp"
 #include "node_update.hpp"
 
 namespace cnnbench {
 
 namespace {
-
-// What each thread of a rank owns: its activations, its share's gradients and its inputs.
-// Cache-line aligned: the per-step fields are written by their thread while neighbours write theirs.
-struct alignas(64) ThreadState {
-  std::unique_ptr<Workspace> workspace;
-  aligned_vector<float> grads;
-  aligned_vector<float> x;
-  std::vector<std::uint8_t> y;
-  double loss_sum = 0;
-  double compute_seconds = 0;  // this step, injected slowdown included, communication excluded
-  double reduced_floats = 0;   // the run's floats moved by reduce and update work of slice t
-  // NodeUpdate::replicas: threads after the first keep a replica of the model (worker 0's is
-  // model_) and every replica takes the same step, so each thread's forward reads weights its own
-  // core wrote. NodeUpdate::slices: empty, every thread reads model_.
-  aligned_vector<float> params, momentum;
-  StepTimeline timeline;  // this share's phases, step by step, since the ranks last met
-  std::unique_ptr<SpanRing> spans;  // --trace only
-};
 
 void sleep_seconds(double seconds) {
   if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
@@ -127,6 +110,7 @@ class ClusterStrategy final : public Strategy {
   }
 
   void prepare_rank(const Model& model, const Dataset& train, const TrainConfig& config) {
+    node_step_.reset();  // it holds references to the model, the pool and the exchange
     options_ = parse_cluster_options(config);
     if (options_.slow_rank >= ranks_) {
       fail("--slowdown " + std::to_string(options_.slow_rank) + ":...: there is no rank " +
@@ -138,7 +122,6 @@ class ClusterStrategy final : public Strategy {
     model_ = std::make_unique<Model>(model);
     threads_per_rank_ = config.threads;
     node_update_ = options_.node_update.value_or(node_update_for(model.params.size()));
-    slices_ = cache_line_slices(model.params.size(), threads_per_rank_);
     // Communication only exists between ranks; one rank has nothing to overlap.
     overlapping_ = options_.overlap && ranks_ > 1;
     set_blas_threads(1);
@@ -170,12 +153,9 @@ class ClusterStrategy final : public Strategy {
     });
     std::vector<float*> gradients;
     for (ThreadState& state : threads_) gradients.push_back(state.grads.data());
-    // (slice, thread): slice s of thread t's gradient, so a slice's sum reads them in thread order.
-    slice_parts_.clear();
-    for (const FloatRange& slice : slices_) {
-      for (float* gradient : gradients) slice_parts_.push_back(gradient + slice.begin);
-    }
     exchange_ = std::make_unique<GradientExchange>(*group_, model.spec(), gradients, params);
+    node_step_ = std::make_unique<NodeStep>(*pool_, threads_, *model_, *exchange_, config_.sgd,
+                                            node_update_, ranks_);
     breakdown_ = cluster_breakdown_builder(ranks_, threads_per_rank_);
     gather_counters_and_pins();
   }
@@ -211,15 +191,7 @@ class ClusterStrategy final : public Strategy {
   }
 
   bool replicated() const { return node_update_ == NodeUpdate::replicas; }
-  float* params_of(int replica) {
-    return replica == 0 || !replicated() ? model_->params.data()
-                                         : threads_[static_cast<std::size_t>(replica)].params.data();
-  }
-  float* momentum_of(int replica) {
-    return replica == 0 || !replicated()
-               ? model_->momentum.data()
-               : threads_[static_cast<std::size_t>(replica)].momentum.data();
-  }
+  float* params_of(int replica) { return node_step_->params_of(replica); }
 
   // One optimizer step on the global batch starting at `batch_indices`; returns the summed loss
   // of the whole global batch (all ranks).
@@ -272,13 +244,13 @@ class ClusterStrategy final : public Strategy {
     if (ranks_ == 1 && threads_per_rank_ > 1) {
       // Nothing to exchange: the threads reduce-scatter the gradients and step.
       if (replicated() && threads_per_rank_ <= every_replica_sums_max_threads) {
-        sum_every_buffer_into_every_replica();  // the threads' sum is fused into the update
+        node_step_->sum_every_buffer_into_every_replica();  // the sum is fused into the update
       } else if (replicated()) {
-        sum_threads_in_parallel();
+        node_step_->sum_threads_in_parallel();
         all_timelines_close(TimeCategory::reduce);
-        apply_update();
+        node_step_->apply_update();
       } else {
-        sum_and_step_slices_of_the_shared_model();  // the slices' sum is fused into the update
+        node_step_->sum_and_step_slices_of_the_shared_model();  // the sum is fused in
       }
       all_timelines_close(TimeCategory::update);
       all_timelines_end_step();
@@ -290,7 +262,7 @@ class ClusterStrategy final : public Strategy {
     // Reduce: in thread order inside the node, then across nodes.
     if (overlapping_) {
       if (threads_per_rank_ > 1) {
-        sum_first_bucket_in_parallel();
+        node_step_->sum_first_bucket_in_parallel();
         all_timelines_close(TimeCategory::reduce);
       }
       counters_.reduce_s += now_seconds() - map_end;
@@ -304,7 +276,7 @@ class ClusterStrategy final : public Strategy {
       counters_.allreduce_exposed_s += times.exposed_s;
       counters_.allreduce_in_flight_s += times.in_flight_s;
     } else {
-      if (threads_per_rank_ > 1) sum_threads_in_parallel();
+      if (threads_per_rank_ > 1) node_step_->sum_threads_in_parallel();
       const double reduce_end = now_seconds();
       all_timelines_close(TimeCategory::reduce);
       all_timelines_arrive();
@@ -317,7 +289,7 @@ class ClusterStrategy final : public Strategy {
     }
 
     const double update_start = now_seconds();
-    apply_update();
+    node_step_->apply_update();
     all_timelines_close(TimeCategory::update);
     all_timelines_end_step();
     const double step_end = now_seconds();
@@ -337,7 +309,7 @@ class ClusterStrategy final : public Strategy {
     timeline.close(TimeCategory::imbalance_wait);
     const double start = now_seconds();
     state.loss_sum = 0;
-    if (!update_clears_gradients()) std::fill(state.grads.begin(), state.grads.end(), 0.0f);
+    if (!node_step_->update_clears_gradients()) std::fill(state.grads.begin(), state.grads.end(), 0.0f);
     timeline.close(TimeCategory::compute);  // backward's accumulator, cleared
     const float grad_scale = 1.0f / static_cast<float>(config_.batch);
     if (count > 0) {
@@ -373,88 +345,6 @@ class ClusterStrategy final : public Strategy {
       timeline.close(TimeCategory::compute);  // as a core this much slower would compute
     }
     state.compute_seconds = compute;
-  }
-
-  // Reduce-scatter: slice t of the node's sum in thread order, its slices on whichever workers
-  // are awake; each slice reads 1/T of every thread's gradient, so n floats per thread.
-  void sum_threads_in_parallel() {
-    pool_->run_tasks_anywhere(threads_per_rank_, [&](int slice) {
-      const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
-      exchange_->sum_threads(range.begin, range.end);
-    });
-    const auto threads = static_cast<std::size_t>(threads_per_rank_);
-    for (std::size_t t = 0; t < threads; ++t) {
-      threads_[t].reduced_floats += static_cast<double>((threads + 1) * slices_[t].size());
-    }
-  }
-
-  // Replicas of one rank with at most every_replica_sums_max_threads threads: each replica sums
-  // all T buffers in thread order and steps, in one dispatch, on its own thread. (T + 2) n floats
-  // per thread against the reduce-scatter's (T + 1) n / T + 3n: fewer for T <= 2, and one
-  // dispatch instead of two, which a loaded machine makes wait for a descheduled worker twice.
-  void sum_every_buffer_into_every_replica() {
-    std::vector<const float*> parts;
-    for (const ThreadState& state : threads_) parts.push_back(state.grads.data());
-    const std::size_t n = model_->params.size();
-    pool_->run_on_each([&](int replica) {
-      sum_sgd_step(params_of(replica), parts.data(), threads_per_rank_, momentum_of(replica), n,
-                   config_.sgd);
-    });
-    const double floats = static_cast<double>((parts.size() + 2) * n);
-    for (ThreadState& state : threads_) state.reduced_floats += floats;
-  }
-
-  // Overlap: the bucket every thread finishes last, summed by all of them.
-  void sum_first_bucket_in_parallel() {
-    std::vector<double> floats(static_cast<std::size_t>(threads_per_rank_), 0.0);
-    pool_->run_tasks_anywhere(threads_per_rank_, [&](int slice) {
-      floats[static_cast<std::size_t>(slice)] =
-          static_cast<double>(exchange_->sum_first_bucket_slice(slice, threads_per_rank_));
-    });
-    exchange_->first_bucket_summed();
-    for (std::size_t t = 0; t < floats.size(); ++t) threads_[t].reduced_floats += floats[t];
-  }
-
-  // NodeUpdate::slices, one rank: slice t of every thread's gradient summed in thread order,
-  // stepped and cleared in one pass (sum_sgd_step_and_clear, in L1-sized chunks), on slice t of
-  // the one shared model. The next map then starts on cleared buffers without a pass of its own.
-  bool update_clears_gradients() const {
-    return ranks_ == 1 && threads_per_rank_ > 1 && !replicated();
-  }
-  void sum_and_step_slices_of_the_shared_model() {
-    const int threads = threads_per_rank_;
-    pool_->run_tasks_anywhere(threads, [&](int slice) {
-      const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
-      float* const* parts = slice_parts_.data() + static_cast<std::size_t>(slice * threads);
-      sum_sgd_step_and_clear(model_->params.data() + range.begin, parts, threads,
-                             model_->momentum.data() + range.begin, range.size(), config_.sgd);
-    });
-    for (std::size_t t = 0; t < slices_.size(); ++t) {
-      threads_[t].reduced_floats += static_cast<double>((slices_.size() + 2) * slices_[t].size());
-    }
-  }
-
-  // The step on the node's (summed over the ranks) gradient. Replicas: every replica, each on its
-  // own thread (stepped on another core it would have to come back to its thread's cache before
-  // the next forward). Slices: slice t of the shared model on whichever worker is awake.
-  void apply_update() {
-    const float* grads = exchange_->node_gradient();
-    const std::size_t n = model_->params.size();
-    if (replicated()) {
-      pool_->run_on_each([&](int replica) {
-        sgd_step(params_of(replica), grads, momentum_of(replica), n, config_.sgd);
-      });
-      for (ThreadState& state : threads_) state.reduced_floats += 3.0 * static_cast<double>(n);
-      return;
-    }
-    pool_->run_tasks_anywhere(threads_per_rank_, [&](int slice) {
-      const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
-      sgd_step(model_->params.data() + range.begin, grads + range.begin,
-               model_->momentum.data() + range.begin, range.size(), config_.sgd);
-    });
-    for (std::size_t t = 0; t < slices_.size(); ++t) {
-      threads_[t].reduced_floats += 3.0 * static_cast<double>(slices_[t].size());
-    }
   }
 
   // ---- the step timelines: every share's phases, closed at the step's common boundaries ------
@@ -543,12 +433,11 @@ class ClusterStrategy final : public Strategy {
   int threads_per_rank_ = 1;
   bool overlapping_ = false;
   NodeUpdate node_update_ = NodeUpdate::replicas;
-  std::vector<FloatRange> slices_;        // the reduce-scatter's slice per thread
-  std::vector<float*> slice_parts_;  // (slice, thread) -> thread's gradient at the slice
 
   std::unique_ptr<WorkerPool> pool_;
   std::vector<ThreadState> threads_;
   std::unique_ptr<GradientExchange> exchange_;
+  std::unique_ptr<NodeStep> node_step_;  // after exchange_: it holds a reference to it
   std::unique_ptr<ClusterShares> shares_;
 
   RankCounters counters_;

@@ -1,0 +1,72 @@
+// The update half of a cluster step inside one rank: what each thread owns, and how the threads'
+// gradient buffers become the next weights, reduce-scattered over the threads and stepped on a
+// replica of the model per thread or slice by slice of one shared model (node_update.hpp), with
+// the floats each thread moves counted for metrics.reduce_bytes_per_thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/models.hpp"
+#include "cnnbench/step_timeline.hpp"
+#include "cnnbench/worker_pool.hpp"
+#include "gradient_exchange.hpp"
+#include "node_update.hpp"
+
+namespace cnnbench {
+
+// What each thread of a rank owns: its activations, its share's gradients and its inputs.
+// Cache-line aligned: the per-step fields are written by their thread while neighbours write theirs.
+struct alignas(64) ThreadState {
+  std::unique_ptr<Workspace> workspace;
+  aligned_vector<float> grads;
+  aligned_vector<float> x;
+  std::vector<std::uint8_t> y;
+  double loss_sum = 0;
+  double compute_seconds = 0;  // this step, injected slowdown included, communication excluded
+  double reduced_floats = 0;   // the run's floats moved by reduce and update work of slice t
+  // NodeUpdate::replicas: threads after the first keep a replica of the model (worker 0's is
+  // model_) and every replica takes the same step, so each thread's forward reads weights its own
+  // core wrote. NodeUpdate::slices: empty, every thread reads model_.
+  aligned_vector<float> params, momentum;
+  StepTimeline timeline;  // this share's phases, step by step, since the ranks last met
+  std::unique_ptr<SpanRing> spans;  // --trace only
+};
+
+class NodeStep {
+ public:
+  // After the threads' buffers exist (and, for replicas, their copies of the model): cuts the
+  // reduce-scatter's slices and points (slice, thread) at each thread's gradient there.
+  NodeStep(WorkerPool& pool, std::vector<ThreadState>& threads, Model& model,
+           GradientExchange& exchange, const SgdConfig& sgd, NodeUpdate design, int ranks);
+
+  bool replicated() const { return design_ == NodeUpdate::replicas; }
+  // The weights and momentum thread `replica` steps: its own copy, or the shared model.
+  float* params_of(int replica);
+  float* momentum_of(int replica);
+  // Whether the update leaves every gradient buffer cleared (slices of one rank's shared model),
+  // so that the next map needs no pass of its own.
+  bool update_clears_gradients() const;
+
+  void sum_threads_in_parallel();
+  void sum_every_buffer_into_every_replica();
+  void sum_first_bucket_in_parallel();
+  void sum_and_step_slices_of_the_shared_model();
+  void apply_update();
+
+ private:
+  WorkerPool& pool_;
+  std::vector<ThreadState>& threads_;
+  Model& model_;
+  GradientExchange& exchange_;
+  SgdConfig sgd_;
+  NodeUpdate design_;
+  int ranks_;
+  int threads_per_rank_;
+  std::vector<FloatRange> slices_;   // the reduce-scatter's slice per thread
+  std::vector<float*> slice_parts_;  // (slice, thread) -> thread's gradient at the slice
+};
+
+}  // namespace cnnbench
