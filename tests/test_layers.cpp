@@ -99,10 +99,13 @@ template <class A, class B>
 using DenseForward = decltype(&sgemm::dense_forward);
 using DenseBackward = decltype(&sgemm::dense_backward);
 // The own kernels (the default backend), with the sgemm twins' signature.
-// The own kernels directly: dense_forward would hand a layer to sgemm on a target without FMA.
-constexpr DenseForward own_dense_forward = [](auto... args) { own_kernel::dense_forward(args...); };
+// The own kernels whatever the rules say: DenseBackend::own would hand a layer to sgemm on a
+// target without FMA or narrower than OpenBLAS's kernels.
+constexpr DenseForward own_dense_forward = [](auto... args) {
+  dense_forward(args..., DenseBackend::own_only);
+};
 constexpr DenseBackward own_dense_backward = [](auto... args) {
-  own_kernel::dense_backward(args...);
+  dense_backward(args..., DenseBackend::own_only);
 };
 
 // One dense implementation against the naive twin on shapes that take every path of the own
@@ -176,7 +179,7 @@ TEST(Dense, BackendChoosesTheKernel) {
   sgemm::dense_forward(twin.data(), inp.data(), weight.data(), bias.data(), B, in, out);
   for_each_supported_isa([&] {
     Floats own(twin.size()), on_own(twin.size()), on_sgemm(twin.size());
-    own_kernel::dense_forward(own.data(), inp.data(), weight.data(), bias.data(), B, in, out);
+    own_dense_forward(own.data(), inp.data(), weight.data(), bias.data(), B, in, out);
     ASSERT_NE(own, twin) << "the own kernel sums in another order than sgemm; if they agree to "
                             "the last bit this test cannot tell which one ran";
     dense_forward(on_sgemm.data(), inp.data(), weight.data(), bias.data(), B, in, out,
@@ -227,7 +230,7 @@ TEST(Dense, TargetsBelowOpenblasRunEveryLayerOnSgemm) {
     SCOPED_TRACE("OpenBLAS kernels " + blas_core_name());
     EXPECT_EQ(dense_all_on_sgemm(), on_sgemm);
     EXPECT_EQ(dense_runs_on_sgemm(in, out), on_sgemm);
-    const Gradients own = backward(own_kernel::dense_backward);
+    const Gradients own = backward(own_dense_backward);
     // Where both sum in the same order with the same FMAs (NEON beside OpenBLAS's armv8 kernels)
     // the bits cannot tell which one ran; the rule above is then all there is to check.
     if (own.dinp == twin.dinp && own.dweight == twin.dweight) return;

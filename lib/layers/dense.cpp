@@ -256,6 +256,18 @@ float* scratch(std::size_t floats) {
   return buffer.data();
 }
 
+// Every row of out (B,out) set to the bias, or to zero without one.
+void seed_rows_with_bias(float* out, const float* bias, int B, int out_features) {
+  for (int b = 0; b < B; ++b) {
+    float* row = out + std::size_t(b) * out_features;
+    if (bias) {
+      std::copy_n(bias, out_features, row);
+    } else {
+      std::fill_n(row, out_features, 0.0f);
+    }
+  }
+}
+
 // dbias (out) += sum over B of dout (B,out).
 void add_bias_gradient(float* dbias, const float* dout, int B, int out_features) {
   for (int b = 0; b < B; ++b) {
@@ -273,14 +285,7 @@ void dense_forward(float* out, const float* inp, const float* weight, const floa
                    int in, int out_features) {
   if (B <= 0 || out_features <= 0) return;
   // Seed every row with the bias so that sgemm adds the product onto it (beta = 1).
-  for (int b = 0; b < B; ++b) {
-    float* row = out + std::size_t(b) * out_features;
-    if (bias) {
-      std::copy_n(bias, out_features, row);
-    } else {
-      std::fill_n(row, out_features, 0.0f);
-    }
-  }
+  seed_rows_with_bias(out, bias, B, out_features);
   if (in <= 0) return;
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, out_features, in, 1.0f, inp, in, weight,
               in, 1.0f, out, out_features);
@@ -371,43 +376,13 @@ bool dense_runs_on_sgemm(int in, int out_features) {
   return dense_all_on_sgemm() || weight_bytes > dense_sgemm_min_weight_bytes();
 }
 
-// inp (B,in), weight (out,in), bias (out) -> out (B,out)
-void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
-                   int in, int out_features, DenseBackend backend) {
-  if (in <= 0 || backend == DenseBackend::sgemm || dense_runs_on_sgemm(in, out_features)) {
-    sgemm::dense_forward(out, inp, weight, bias, B, in, out_features);
-    return;
-  }
-  own_kernel::dense_forward(out, inp, weight, bias, B, in, out_features);
-}
+namespace {
 
-// dout (B,out): dinp (B,in) = dout * W (overwritten, skipped when nullptr);
-// dweight (out,in) += dout^T * inp; dbias (out) += sum over B of dout.
-void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, int B, int in, int out_features, DenseBackend backend) {
-  if (backend == DenseBackend::sgemm || dense_runs_on_sgemm(in, out_features)) {
-    sgemm::dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features);
-    return;
-  }
-  own_kernel::dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features);
-}
-
-namespace own_kernel {
-
-void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
-                   int in, int out_features) {
+// The own register-blocked kernels (DenseBackend::own_only, and own where no rule says sgemm).
+void own_dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
+                       int in, int out_features) {
   if (B <= 0 || out_features <= 0) return;
-  if (in <= 0) {  // no products: the bias alone
-    for (int b = 0; b < B; ++b) {
-      float* row = out + std::size_t(b) * out_features;
-      if (bias) {
-        std::copy_n(bias, out_features, row);
-      } else {
-        std::fill_n(row, out_features, 0.0f);
-      }
-    }
-    return;
-  }
+  if (in <= 0) return seed_rows_with_bias(out, bias, B, out_features);  // no products
   // The kernel wants B's rows contiguous: either W^T (in, out) with out's rows as C, or inp^T
   // (in, B) with out^T as C and a transpose back. Whichever moves fewer floats.
   const std::size_t weight_floats = std::size_t(out_features) * in;
@@ -427,8 +402,8 @@ void dense_forward(float* out, const float* inp, const float* weight, const floa
   }
 }
 
-void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, int B, int in, int out_features) {
+void own_dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                        const float* inp, const float* weight, int B, int in, int out_features) {
   if (B <= 0 || out_features <= 0 || in <= 0) return;
   // dinp[b][i] = sum_o dout[b][o] W[o][i]; dweight[o][i] += sum_b dout[b][o] inp[b][i].
   if (dinp) {
@@ -438,7 +413,34 @@ void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout
   add_bias_gradient(dbias, dout, B, out_features);
 }
 
-}  // namespace own_kernel
+// Whether a call on `backend` runs on sgemm: the sgemm backend always, the own one by the rules.
+bool on_sgemm(DenseBackend backend, int in, int out_features) {
+  return backend == DenseBackend::sgemm ||
+         (backend == DenseBackend::own && dense_runs_on_sgemm(in, out_features));
+}
+
+}  // namespace
+
+// inp (B,in), weight (out,in), bias (out) -> out (B,out)
+void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
+                   int in, int out_features, DenseBackend backend) {
+  if (on_sgemm(backend, in, out_features)) {
+    sgemm::dense_forward(out, inp, weight, bias, B, in, out_features);
+  } else {
+    own_dense_forward(out, inp, weight, bias, B, in, out_features);
+  }
+}
+
+// dout (B,out): dinp (B,in) = dout * W (overwritten, skipped when nullptr);
+// dweight (out,in) += dout^T * inp; dbias (out) += sum over B of dout.
+void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                    const float* weight, int B, int in, int out_features, DenseBackend backend) {
+  if (on_sgemm(backend, in, out_features)) {
+    sgemm::dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features);
+  } else {
+    own_dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features);
+  }
+}
 
 }  // namespace cnnbench
 #endif  // HWY_ONCE

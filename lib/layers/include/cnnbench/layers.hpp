@@ -16,7 +16,8 @@ namespace cnnbench {
 // or OpenBLAS sgemm (the sgemm versions below), which the blas baseline passes so that it
 // measures OpenBLAS's own threading. OpenBLAS's thread count is not part of this choice: it is
 // OpenBLAS's process-wide setting (set_blas_threads, cnnbench/core.hpp).
-enum class DenseBackend { own, sgemm };
+// own_only runs the own kernels whatever the rules below say: the tests' subject.
+enum class DenseBackend { own, sgemm, own_only };
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
                    int in, int out_features, DenseBackend backend = DenseBackend::own);
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
@@ -29,13 +30,6 @@ void dense_forward(float* out, const float* inp, const float* weight, const floa
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int B, int in, int out_features);
 }  // namespace sgemm
-namespace own_kernel {
-// The register-blocked kernels themselves, whatever the rule below says: the tests' subject.
-void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
-                   int in, int out_features);
-void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, int B, int in, int out_features);
-}  // namespace own_kernel
 // On the own backend a layer still runs on sgemm when its weights exceed
 // dense_sgemm_min_weight_bytes() (half a core's L2: OpenBLAS packs its operands and wins there,
 // FC-3's f1 on a 512 KB L2), and every layer does (dense_all_on_sgemm()) when the SIMD target in
