@@ -7,6 +7,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 ./scripts/setup.sh
+source scripts/compiler-cache.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$(nproc)"
 ./datasets/fetch_mnist.sh

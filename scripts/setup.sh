@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git ccache
   libcli11-dev nlohmann-json3-dev libopenblas-dev libhwloc-dev libhwy-dev
   libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-matplotlib python3-numpy python3-jsonschema

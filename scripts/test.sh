@@ -22,6 +22,7 @@ print_timings() {
 trap print_timings EXIT
 
 ./scripts/setup.sh
+source scripts/compiler-cache.sh
 stage_done setup
 cmake --preset ci >/dev/null
 cmake --build --preset ci -j"$jobs"
