@@ -18,6 +18,13 @@ command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 if [[ "${CNNBENCH_SETUP_EXTRAS:-0}" == 1 ]]; then
   packages+=(python3-torch libbenchmark-tools)
 fi
+# The Slurm test (tests/slurm, run by scripts/test.sh, which sets CNNBENCH_SETUP_SLURM=1): Slurm's
+# controller, node daemon and client with its pmix plugin (slurm-wlm-basic-plugins), and munge.
+# The test starts its own private daemons; the benchmark itself needs none of this.
+slurm_daemons=(munged slurmctld slurmd)
+if [[ "${CNNBENCH_SETUP_SLURM:-0}" == 1 ]]; then
+  packages+=(slurm-wlm munge)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -35,6 +42,15 @@ if [[ $(id -u) -ne 0 ]]; then
   sudo="sudo"
 fi
 echo "setup: installing ${missing[*]}"
+# Debian's munge and Slurm packages start their services where an init system lets them (in a
+# container without one they do not): such daemons, running with the system's configuration, are
+# stopped again by PID; the Slurm test runs daemons of its own.
+running_daemons() { for d in "${slurm_daemons[@]}"; do pgrep -x "$d" || true; done | sort; }
+daemons_before=$(running_daemons)
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+for pid in $(comm -13 <(echo "$daemons_before") <(running_daemons)); do
+  echo "setup: stopping $(cat "/proc/$pid/comm" 2>/dev/null) (pid $pid), started by its package's installation"
+  $sudo kill "$pid" || true
+done
