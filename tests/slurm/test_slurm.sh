@@ -8,7 +8,8 @@
 #      serial point's within 1e-4;
 #   2. `srun --mpi=pmix -n 2 cnnbench train --strategy cluster`: a report of 2 ranks whose loss
 #      curve and saved weights and momentum equal a serial run's within 1e-4 per tensor;
-#   3. `sweep --launcher srun` outside an allocation stops before its first point (exit 1).
+#   3. `srun -n 2` without --mpi=pmix: the ranks fail with a message that names it;
+#   4. `sweep --launcher srun` outside an allocation stops before its first point (exit 1).
 # Exit 77 (skipped) only where Slurm's daemons are not installed or cannot run (not root).
 #
 #   tests/slurm/test_slurm.sh --cli build/ci/apps/cnnbench --source . [--python /usr/bin/python3]
@@ -227,6 +228,15 @@ for name in sorted(serial):
 print(f"ok   srun train: 2 ranks, {len(serial)} tensors within {worst:.2e} of serial, "
       f"loss curve within {worst_loss:.2e}")
 EOF
+
+step "srun without --mpi=pmix: the ranks say what is missing"
+set +e
+message=$(timeout 60 srun -n 2 --time=2 "$cli" "${train_flags[@]}" --strategy cluster 2>&1)
+code=$?
+set -e
+[[ $code -ne 0 && $message == *"started by srun without an MPI plugin"* ]] ||
+  fail "srun -n 2 without --mpi=pmix: exit $code, '$message'"
+echo "ok   srun without its PMIx plugin: exit $code, '$(grep -m1 'srun without' <<<"$message")'"
 
 step "sweep --launcher srun outside an allocation"
 set +e
