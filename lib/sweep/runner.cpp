@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/report.hpp"
@@ -69,10 +70,13 @@ SweepRunner::~SweepRunner() {
 
 SweepRecord SweepRunner::run() {
   load_data();
-  // Under srun the cluster points' ranks share the allocation's CPUs, not this machine's.
+  // The cores the cluster points' ranks x threads must fit: under srun the allocation's; with a
+  // hostfile its machines' (mpirun refuses a job beyond their slots); else this machine's.
   const int allocation_cpus = options_.launcher_kind == LauncherKind::srun ? slurm_allocation_cpus() : 0;
-  const std::vector<PointSpec> plan =
-      plan_points(options_, cores_, nodes_, allocation_cpus > 0 ? allocation_cpus : machine_cores_);
+  const int cluster_cores = allocation_cpus > 0 ? allocation_cpus
+                            : options_.hostfile ? std::numeric_limits<int>::max()
+                                                : machine_cores_;
+  const std::vector<PointSpec> plan = plan_points(options_, cores_, nodes_, cluster_cores);
   // A launcher that cannot start jobs here fails the sweep before its first point, not hours later.
   const bool launches = available_.count("cluster") && available_.at("cluster").available &&
                         std::any_of(plan.begin(), plan.end(),
