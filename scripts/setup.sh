@@ -18,23 +18,55 @@ command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 if [[ "${CNNBENCH_SETUP_EXTRAS:-0}" == 1 ]]; then
   packages+=(python3-torch libbenchmark-tools)
 fi
+# The Slurm test (tests/slurm, run by scripts/test.sh, which sets CNNBENCH_SETUP_SLURM=1): Slurm's
+# controller, node daemon and client with its pmix plugin (slurm-wlm-basic-plugins), and munge.
+# The test starts its own private daemons; the benchmark itself needs none of this, so where they
+# cannot be installed setup goes on and that test reports itself skipped.
+slurm_packages=()
+[[ "${CNNBENCH_SETUP_SLURM:-0}" == 1 ]] && slurm_packages=(slurm-wlm munge)
 
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+missing_of() {
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+mapfile -t missing < <(missing_of "${packages[@]}")
+mapfile -t missing_slurm < <(missing_of "${slurm_packages[@]}")
 
-if [[ ${#missing[@]} -eq 0 ]]; then
-  echo "setup: all ${#packages[@]} packages present"
+if [[ ${#missing[@]} -eq 0 && ${#missing_slurm[@]} -eq 0 ]]; then
+  echo "setup: all $((${#packages[@]} + ${#slurm_packages[@]})) packages present"
   exit 0
 fi
 
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null 2>&1 || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  if ! command -v sudo >/dev/null 2>&1; then
+    if [[ ${#missing[@]} -gt 0 ]]; then
+      echo "setup: need root or sudo to install: ${missing[*]} ${missing_slurm[*]}" >&2
+      exit 1
+    fi
+    echo "setup: not installing ${missing_slurm[*]} (needs root or sudo): the Slurm test will be skipped" >&2
+    exit 0
+  fi
   sudo="sudo"
 fi
-echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+if [[ ${#missing[@]} -gt 0 ]]; then
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if [[ ${#missing_slurm[@]} -gt 0 ]]; then
+  echo "setup: installing ${missing_slurm[*]}"
+  # Debian's munge and Slurm packages start their services where an init system lets them (in a
+  # container without one they do not): such daemons, running with the system's configuration,
+  # are stopped again by PID; the Slurm test runs daemons of its own.
+  running_daemons() { for d in munged slurmctld slurmd; do pgrep -x "$d" || true; done | sort; }
+  daemons_before=$(running_daemons)
+  $sudo apt-get install -y -qq --no-install-recommends "${missing_slurm[@]}" ||
+    echo "setup: could not install ${missing_slurm[*]}: the Slurm test will be skipped" >&2
+  for pid in $(comm -13 <(echo "$daemons_before") <(running_daemons)); do
+    echo "setup: stopping $(cat "/proc/$pid/comm" 2>/dev/null) (pid $pid), started by its package's installation"
+    $sudo kill "$pid" || true
+  done
+fi

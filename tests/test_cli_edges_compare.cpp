@@ -1,7 +1,7 @@
 // Edge cases of compare, plot, the sweep's report and exit status, and allreduce-bench: reports
 // that differ in settings or machine, incomplete or failed ones, unreadable ones, a threshold
-// without its percent sign, an existing --out, a failing point, one MPI rank
-// (tests/cli_edges.hpp runs the rows).
+// without its percent sign, an existing --out, a failing point, a launcher that cannot start, one
+// MPI rank (tests/cli_edges.hpp runs the rows).
 #include <string>
 #include <vector>
 
@@ -136,6 +136,20 @@ const std::vector<Edge> kCompareEdges = {
      "base report is incomplete", {"out.json"},
      "{cli} sweep --model fc3 --strategies serial,cluster --nodes 1 --cores 1 --mpirun false "
      "--steps 1 --repeat 1 --warmup 0 --synthetic 64 --quiet --out {dir}/out.json || true"},
+    // --launcher srun: an srun that is not there stops the sweep before its first point, and
+    // the flags of one launcher are refused with the other (tests/slurm runs the real thing).
+    {"SweepSrunNotFound",
+     "sweep --model fc3 --strategies serial,cluster --nodes 1 --cores 1 --launcher srun "
+     "--srun {dir}/no-srun --steps 1 --repeat 1 --warmup 0 --synthetic 64 --out {dir}/out.json",
+     1, "no-srun not found", {}},
+    {"SweepHostfileIsMpirunsOnly",
+     "sweep --model fc3 --strategies cluster --launcher srun --hostfile {dir}/hosts --out {dir}/out.json",
+     2, "--hostfile: applies to --launcher mpirun, not srun", {"hosts"}, "echo localhost > hosts"},
+    {"SweepSrunArgsNeedSrun",
+     "sweep --model fc3 --strategies cluster --srun-args=--exclusive --out {dir}/out.json", 2,
+     "--srun-args: applies to --launcher srun", {}},
+    {"SweepUnknownLauncher",
+     "sweep --model fc3 --strategies cluster --launcher pbs --out {dir}/out.json", 2, "--launcher", {}},
     {"AllreduceBenchRefusesOneRank", "allreduce-bench", 2, "run it under mpirun -np N", {}},
     {"AllreduceBenchRoundsToWholeFloats",
      "allreduce-bench --allow-one-rank --min-bytes 5 --max-bytes 7 --repetitions 1 --warmup 0", 0,

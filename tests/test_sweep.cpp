@@ -13,6 +13,7 @@
 #include <fstream>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cnnbench/core.hpp"
@@ -420,6 +421,23 @@ TEST(SweepTimeToAccuracy, EvaluatesEveryNStepsAndStopsAtTheTarget) {
   EXPECT_EQ(first.at("steps").get<std::int64_t>(), 5);
   EXPECT_EQ(first.at("curve").size(), 1u);
   EXPECT_GT(first.at("seconds").get<double>(), 0.0);
+}
+
+// Under srun the sweep bounds its cluster points by the allocation's CPUs, read from Slurm's
+// SLURM_JOB_CPUS_PER_NODE: groups of CPUS or CPUS(xNODES); anything else reads as unknown (0).
+TEST(SweepLauncher, SlurmAllocationCpusFromItsVariable) {
+  const char* before = std::getenv("SLURM_JOB_CPUS_PER_NODE");
+  const std::string kept = before != nullptr ? before : "";
+  const std::vector<std::pair<std::string, int>> cases = {
+      {"2", 2}, {"4(x2)", 8}, {"4(x2),2", 10}, {"36,72(x3)", 252}, {"", 0}, {"x", 0},
+      {"4(x2", 0}, {"4(y2)", 0}, {"0", 0}, {"-2", 0}, {"2,", 2}, {"4(x2)z", 0}};
+  for (const auto& [value, cpus] : cases) {
+    ::setenv("SLURM_JOB_CPUS_PER_NODE", value.c_str(), 1);
+    EXPECT_EQ(slurm_allocation_cpus(), cpus) << "SLURM_JOB_CPUS_PER_NODE=" << value;
+  }
+  ::unsetenv("SLURM_JOB_CPUS_PER_NODE");
+  EXPECT_EQ(slurm_allocation_cpus(), 0) << "outside an allocation";
+  if (before != nullptr) ::setenv("SLURM_JOB_CPUS_PER_NODE", kept.c_str(), 1);
 }
 
 }  // namespace

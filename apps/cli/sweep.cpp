@@ -29,7 +29,9 @@ struct SweepArgs : CommonArgs {
   bool resume = false, force = false;
   double target_accuracy = -1;
   std::int64_t eval_every = 25, tta_max_steps = 3000;
-  std::string launcher = "mpirun", launcher_args, hostfile;
+  std::string launcher = "mpirun";  // --launcher: mpirun or srun
+  std::string mpirun = "mpirun", mpirun_args, hostfile;
+  std::string srun = "srun", srun_args;
   std::string out = "results/sweep.json";
   // Internal: one time-to-accuracy job of a cluster point, run by the sweep under the launcher.
   std::string tta_job, tta_out;
@@ -49,15 +51,52 @@ std::vector<std::string> split_words(const std::string& text) {
   return words;
 }
 
-// Repeated list items are measured once; the cores per node (and, without a hostfile, the ranks
-// of one thread each) must fit the machine unless --oversubscribe.
-void check_sweep_args(SweepArgs& a) {
+// The flags of one launcher given with the other one.
+void check_launcher_flags(const SweepArgs& a, const CLI::App& cmd) {
+  const bool srun = a.launcher == "srun";
+  for (const char* flag : {"--mpirun", "--mpirun-args", "--hostfile"}) {
+    if (srun && cmd.count(flag) > 0) {
+      throw CLI::ValidationError(flag, std::string("applies to --launcher mpirun, not srun") +
+                                           (std::string(flag) == "--hostfile"
+                                                ? " (srun places the ranks on the Slurm allocation's nodes)"
+                                                : ""));
+    }
+  }
+  for (const char* flag : {"--srun", "--srun-args"}) {
+    if (!srun && cmd.count(flag) > 0) {
+      throw CLI::ValidationError(flag, "applies to --launcher srun; add --launcher srun");
+    }
+  }
+}
+
+// srun's ranks of one thread each must fit the allocation's CPUs unless --oversubscribe (outside
+// an allocation the sweep stops before its first point).
+void check_nodes_fit_allocation(const SweepArgs& a) {
+  const int cpus = slurm_allocation_cpus();
+  if (cpus == 0 || a.oversubscribe) return;
+  for (int nodes : a.nodes) {
+    if (nodes > cpus) {
+      throw CLI::ValidationError(
+          "--nodes " + std::to_string(nodes) + ": the Slurm allocation has " + std::to_string(cpus) +
+          " CPU" + (cpus == 1 ? "" : "s") + " (SLURM_JOB_CPUS_PER_NODE); ask sbatch for more tasks, "
+          "or pass --oversubscribe to let srun overcommit them");
+    }
+  }
+}
+
+// Repeated list items are measured once; the cores per node (and, for mpirun without a
+// hostfile, the ranks of one thread each) must fit the machine unless --oversubscribe; srun's
+// ranks must fit the allocation.
+void check_sweep_args(SweepArgs& a, const CLI::App& cmd) {
+  check_launcher_flags(a, cmd);
   drop_repeats("--model", a.models);
   drop_repeats("--strategies", a.strategies);
   drop_repeats("--cores", a.cores);
   drop_repeats("--nodes", a.nodes);
   for (int cores : a.cores) check_threads("--cores", cores, 1, a.batch, a.oversubscribe);
-  if (a.hostfile.empty()) {
+  if (a.launcher == "srun") {
+    check_nodes_fit_allocation(a);
+  } else if (a.hostfile.empty()) {
     for (int nodes : a.nodes) check_threads("--nodes", nodes, 1, a.batch, a.oversubscribe);
   }
 }
@@ -121,8 +160,14 @@ int run_sweep_command(const SweepArgs& a) {
   if (a.target_accuracy > 0) o.target_accuracy = a.target_accuracy;
   o.eval_every = a.eval_every;
   o.tta_max_steps = a.tta_max_steps;
-  o.launcher = a.launcher;
-  o.launcher_args = split_words(a.launcher_args);
+  if (a.launcher == "srun") {
+    o.launcher_kind = LauncherKind::srun;
+    o.launcher = a.srun;
+    o.launcher_args = split_words(a.srun_args);
+  } else {
+    o.launcher = a.mpirun;
+    o.launcher_args = split_words(a.mpirun_args);
+  }
   if (!a.hostfile.empty()) o.hostfile = std::filesystem::absolute(a.hostfile);
   o.self = std::filesystem::read_symlink("/proc/self/exe");
   o.out = a.out;
@@ -159,9 +204,17 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
   add_number_option(cmd, general_option::target_accuracy, args->target_accuracy);
   add_number_option(cmd, general_option::eval_every, args->eval_every)->capture_default_str();
   add_number_option(cmd, general_option::tta_max_steps, args->tta_max_steps)->capture_default_str();
-  cmd->add_option("--mpirun", args->launcher, "MPI launcher of cluster points")->capture_default_str();
-  cmd->add_option("--mpirun-args", args->launcher_args, "extra launcher arguments, one string");
-  cmd->add_option("--hostfile", args->hostfile, "launcher hostfile")->check(CLI::ExistingFile);
+  cmd->add_option("--launcher", args->launcher,
+                  "how cluster points start their ranks: mpirun, or srun inside a Slurm allocation")
+      ->check(CLI::IsMember({"mpirun", "srun"}))
+      ->capture_default_str();
+  cmd->add_option("--mpirun", args->mpirun, "mpirun command of cluster points")->capture_default_str();
+  cmd->add_option("--mpirun-args", args->mpirun_args, "extra mpirun arguments, one string");
+  cmd->add_option("--hostfile", args->hostfile, "mpirun hostfile")->check(CLI::ExistingFile);
+  cmd->add_option("--srun", args->srun, "srun command of cluster points (--launcher srun)")
+      ->capture_default_str();
+  cmd->add_option("--srun-args", args->srun_args,
+                  "extra srun arguments, one string (--launcher srun); an --mpi=... replaces --mpi=pmix");
   cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")->capture_default_str();
   cmd->add_flag("--resume", args->resume, "keep the finished points of --out and run the rest");
   cmd->add_flag("--force", args->force, "overwrite an existing --out report");
@@ -171,7 +224,7 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
     for (const OptionSpec* spec : strategy_option_specs()) {
       if (spec->in_sweep && cmd->count(spec->flag()) > 0) args->given_options.push_back(spec);
     }
-    if (args->tta_job.empty()) check_sweep_args(*args);
+    if (args->tta_job.empty()) check_sweep_args(*args, *cmd);
     runner = [args] { return run_sweep_command(*args); };
   });
 }

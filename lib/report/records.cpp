@@ -127,7 +127,7 @@ using P = PointRecord;
 const auto point_header = std::tuple{
     field("id", &P::id), field("model", &P::model), field("strategy", &P::strategy),
     field("cores", &P::cores), field("nodes", &P::nodes), field("p", &P::p),
-    field("series", &P::series), field("status", &P::status)};
+    field("series", &P::series), field("status", &P::status), optional_field("launch", &P::launch)};
 const auto point_measured = std::tuple{
     field("times_s", &P::times_s), field("warmup_times_s", &P::warmup_times_s),
     field("time", &P::time), optional_field("images_per_s", &P::images_per_s),
@@ -178,6 +178,8 @@ const auto measured_vs_predicted_fields =
     std::tuple{field("nodes", &M::nodes), field("measured_speedup", &M::measured_speedup),
                field("predicted_speedup", &M::predicted_speedup)};
 const auto beaten_point_fields = std::tuple{field("id", &BeatenPoint::id), field("speedup", &BeatenPoint::speedup)};
+const auto launch_fields =
+    std::tuple{field("launcher", &LaunchRecord::launcher), field("command", &LaunchRecord::command)};
 using BW = BaselineWarningRecord;
 const auto baseline_warning_fields =
     std::tuple{field("points", &BW::points), field("margin", &BW::margin), field("message", &BW::message)};
@@ -203,6 +205,7 @@ CNNBENCH_FIELDS_JSON(PredictedStepRecord, predicted_step_fields)
 CNNBENCH_FIELDS_JSON(MeasuredVsPredictedRecord, measured_vs_predicted_fields)
 CNNBENCH_FIELDS_JSON(BeatenPoint, beaten_point_fields)
 CNNBENCH_FIELDS_JSON(BaselineWarningRecord, baseline_warning_fields)
+CNNBENCH_FIELDS_JSON(LaunchRecord, launch_fields)
 #undef CNNBENCH_FIELDS_JSON
 
 namespace {

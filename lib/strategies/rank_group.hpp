@@ -91,7 +91,9 @@ std::unique_ptr<RankGroup> make_single_rank_group();
 // MPI_COMM_WORLD's ranks, initialising MPI if needed (builds with MPI only). Collective.
 std::unique_ptr<RankGroup> make_mpi_rank_group();
 // Whether the environment shows an MPI launcher started this process (OMPI_COMM_WORLD_SIZE,
-// PMI_SIZE, PMIX_RANK, ...).
+// PMI_SIZE, PMIX_RANK, ..., or an srun step of several tasks).
 bool started_by_mpi_launcher();
+// The tasks of the srun step this process is one of; 0 outside a step (single_rank_group.cpp).
+int srun_step_tasks();
 
 }  // namespace cnnbench

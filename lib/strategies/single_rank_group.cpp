@@ -42,11 +42,21 @@ constexpr const char* launcher_variables[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"
 
 std::unique_ptr<RankGroup> make_single_rank_group() { return std::make_unique<SingleRankGroup>(); }
 
+// The tasks of the srun step this process is one of (SLURM_STEP_NUM_TASKS); 0 outside a step.
+// A batch script or an salloc shell is not a step.
+int srun_step_tasks() {
+  const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
+  if (std::getenv("SLURM_STEP_ID") == nullptr || tasks == nullptr) return 0;
+  return std::atoi(tasks);
+}
+
+// srun of several tasks counts as a launcher even without its MPI plugin (no PMIX_RANK), so
+// that its tasks fail together with a message rather than train alone side by side.
 bool started_by_mpi_launcher() {
   for (const char* name : launcher_variables) {
     if (std::getenv(name) != nullptr) return true;
   }
-  return false;
+  return srun_step_tasks() > 1;
 }
 
 #if !CNNBENCH_HAVE_MPI
@@ -56,7 +66,7 @@ int launcher_world_size() {
   for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
     if (const char* value = std::getenv(name)) return std::atoi(value);
   }
-  return 0;
+  return srun_step_tasks();
 }
 
 }  // namespace
@@ -65,7 +75,8 @@ std::unique_ptr<RankGroup> join_rank_group() {
   if (launcher_world_size() > 1) {
     fail("this cnnbench was built without MPI (CNNBENCH_WITH_MPI=OFF or MPI not found), so its " +
          std::to_string(launcher_world_size()) +
-         " processes under mpirun cannot share the training; run one process, or rebuild with MPI");
+         " processes under mpirun or srun cannot share the training; run one process, or rebuild "
+         "with MPI");
   }
   return make_single_rank_group();
 }

@@ -1,12 +1,13 @@
-// The command lines of the sweep's launched jobs: the MPI launcher's words, then this cnnbench
-// binary running `train` (the config's own TrainConfig::to_argv), `allreduce-bench`, or one
-// time-to-accuracy job.
+// The command lines of the sweep's launched jobs: the launcher's words (mpirun's or srun's), then
+// this cnnbench binary running `train` (the config's own TrainConfig::to_argv), `allreduce-bench`,
+// or one time-to-accuracy job.
 #pragma once
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "cnnbench/records.hpp"
 #include "cnnbench/sweep.hpp"
 #include "cnnbench/train.hpp"
 
@@ -16,6 +17,10 @@ class Launcher {
  public:
   Launcher(const SweepOptions& options, int machine_cores)
       : options_(options), machine_cores_(machine_cores) {}
+
+  // Error when the launcher cannot start jobs here: srun not found, or not inside a Slurm
+  // allocation. mpirun is looked for when a job starts (a point that cannot start fails).
+  void check_usable() const;
 
   // `cnnbench train` of config on `ranks` ranks, writing its run report to `report`.
   std::vector<std::string> train(const TrainConfig& config, int ranks,
@@ -27,8 +32,13 @@ class Launcher {
                                             const std::filesystem::path& job,
                                             const std::filesystem::path& result) const;
 
+  // What a report records of a job started with `command`.
+  LaunchRecord record(const std::vector<std::string>& command) const;
+
  private:
   std::vector<std::string> launcher_words(int ranks, int cores_per_rank) const;
+  std::vector<std::string> mpirun_words(int ranks, int cores_per_rank) const;
+  std::vector<std::string> srun_words(int ranks, int cores_per_rank) const;
 
   const SweepOptions& options_;
   int machine_cores_ = 1;

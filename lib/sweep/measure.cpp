@@ -68,6 +68,7 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
   // drifts (a shared virtual machine's does, by several percent).
   const std::optional<PairedBaseline> pair = paired_baseline_of(point);
   std::vector<double> baseline_times, baseline_warmup_times;
+  if (!in_process) record.launch = launcher_.record(launched_train_command(point));
   try {
     for (int r = 0; r < options_.warmup + options_.repeat; ++r) {
       if (pair) {
@@ -86,7 +87,9 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
       }
     }
   } catch (const Error& e) {
-    return not_measured(point, "failed", e.what());
+    PointRecord failed = not_measured(point, "failed", e.what());
+    failed.launch = record.launch;
+    return failed;
   }
   std::size_t best = 0;
   for (std::size_t k = 1; k < series.size(); ++k) {
@@ -212,12 +215,18 @@ void SweepRunner::measure_allreduce() {
   } catch (const Error& e) {
     report_.allreduce = {{"ranks", ranks}, {"reason", e.what()}};
   }
+  report_.allreduce["launch"] = launcher_.record(args);
 }
 
+// The command of a launched point's repetitions; its run report goes to the scratch folder.
+std::vector<std::string> SweepRunner::launched_train_command(const PointSpec& point) const {
+  return launcher_.train(train_config(point), point.nodes, launched_report());
+}
+
+std::filesystem::path SweepRunner::launched_report() const { return scratch_ / "run.json"; }
+
 Repetition SweepRunner::run_launched(const PointSpec& point) const {
-  const std::filesystem::path report = scratch_ / "run.json";
-  const std::vector<std::string> args = launcher_.train(train_config(point), point.nodes, report);
-  const json run = launch_for_json(args, report, point.id());
+  const json run = launch_for_json(launched_train_command(point), launched_report(), point.id());
   Repetition rep;
   rep.seconds = run.at("metrics").at("train_seconds").get<double>();
   rep.steps = run.at("metrics").at("steps").get<std::int64_t>();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/report.hpp"
@@ -69,7 +70,18 @@ SweepRunner::~SweepRunner() {
 
 SweepRecord SweepRunner::run() {
   load_data();
-  const std::vector<PointSpec> plan = plan_points(options_, cores_, nodes_, machine_cores_);
+  // The cores the cluster points' ranks x threads must fit: under srun the allocation's; with a
+  // hostfile its machines' (mpirun refuses a job beyond their slots); else this machine's.
+  const int allocation_cpus = options_.launcher_kind == LauncherKind::srun ? slurm_allocation_cpus() : 0;
+  const int cluster_cores = allocation_cpus > 0 ? allocation_cpus
+                            : options_.hostfile ? std::numeric_limits<int>::max()
+                                                : machine_cores_;
+  const std::vector<PointSpec> plan = plan_points(options_, cores_, nodes_, cluster_cores);
+  // A launcher that cannot start jobs here fails the sweep before its first point, not hours later.
+  const bool launches = available_.count("cluster") && available_.at("cluster").available &&
+                        std::any_of(plan.begin(), plan.end(),
+                                    [](const PointSpec& p) { return p.strategy == "cluster"; });
+  if (launches) launcher_.check_usable();
   report_ = SweepRecord{};
   report_.context = collect_context();
   report_.config = config_json();
@@ -179,7 +191,8 @@ json SweepRunner::config_json() const {
           {"tta_max_steps", options_.tta_max_steps},
           {"machine_cores", machine_cores_},
           {"launcher",
-           {{"command", options_.launcher},
+           {{"kind", launcher_kind_name(options_.launcher_kind)},
+            {"command", options_.launcher},
             {"args", options_.launcher_args},
             {"hostfile", options_.hostfile ? json(options_.hostfile->string()) : json(nullptr)}}}};
   config.update(options_json());
@@ -216,7 +229,7 @@ std::map<std::string, PointRecord> SweepRunner::resumed_points() {
 
 double SweepRunner::point_cost(const PointSpec& p) const {
   const double reps = options_.repeat + options_.warmup + (options_.target_accuracy ? 3 : 0);
-  const double launch = p.strategy == "cluster" ? 2e8 : 0.0;  // an mpirun start, in FLOP-equivalents
+  const double launch = p.strategy == "cluster" ? 2e8 : 0.0;  // a launcher start, in FLOP-equivalents
   return reps * (model_spec(p.model).train_flops_per_image * options_.batch + launch);
 }
 

@@ -1,6 +1,7 @@
 // The sweep runner: serial baselines first, then every point of models x strategies x cores x
-// nodes, each repeated, in-process through run_training or (cluster) under the MPI launcher; the
-// report is rewritten atomically after every finished point so an interrupted sweep keeps them.
+// nodes, each repeated, in-process through run_training or (cluster) under the MPI launcher
+// (mpirun or srun); the report is rewritten atomically after every finished point so an
+// interrupted sweep keeps them.
 // runner.cpp holds the sweep as a whole (plan, resume, ETA, the report); measure.cpp one point.
 #pragma once
 
@@ -73,6 +74,8 @@ class SweepRunner {
   nlohmann::json launch_for_json(const std::vector<std::string>& args,
                                  const std::filesystem::path& output, const std::string& what) const;
   void measure_allreduce();
+  std::vector<std::string> launched_train_command(const PointSpec& point) const;
+  std::filesystem::path launched_report() const;
   Repetition run_launched(const PointSpec& point) const;
   nlohmann::json time_to_accuracy(const PointSpec& point) const;
 

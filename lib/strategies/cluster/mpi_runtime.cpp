@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "../rank_group.hpp"
 #include "cnnbench/cluster.hpp"
 #include "cnnbench/core.hpp"
 
@@ -42,6 +43,15 @@ void ensure_mpi_initialized() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;
+#ifdef OPEN_MPI
+  // Open MPI's ranks started by srun itself find each other through srun's PMIx plugin; without
+  // it (no PMIX_RANK) MPI_Init aborts with a page about rebuilding Open MPI.
+  if (srun_step_tasks() > 0 && std::getenv("PMIX_RANK") == nullptr &&
+      std::getenv("PMI_RANK") == nullptr && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr) {
+    fail("started by srun without an MPI plugin: start the ranks with `srun --mpi=pmix` "
+         "(`srun --mpi=list` lists the plugins), or with mpirun inside the allocation");
+  }
+#endif
   // SERIALIZED: whichever worker finishes a layer's gradients may start its allreduce, one
   // thread at a time under the strategy's lock.
   int provided = 0;

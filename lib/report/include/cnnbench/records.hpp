@@ -34,6 +34,12 @@ struct BaselineCoresRecord {
   std::vector<CoreSeriesRecord> per_core;
 };
 
+// How a launched job (a cluster point, the allreduce benchmark) was started: the launcher
+// ("mpirun" or "srun") and the job's exact command line.
+struct LaunchRecord {
+  std::string launcher;
+  std::vector<std::string> command;
+};
 
 // One point of a sweep ("lenet5/stream/n1c2"): what was measured, or why not.
 struct PointRecord {
@@ -43,6 +49,7 @@ struct PointRecord {
   int p = 1;  // cores x nodes
   std::string status = "ok";  // "ok", "skipped" or "failed"
   std::string reason;         // why it was skipped or failed
+  std::optional<LaunchRecord> launch;  // launched points (cluster): how their jobs were started
   // Measured points ("ok"):
   std::vector<double> times_s, warmup_times_s;
   Summary time;
@@ -130,6 +137,7 @@ CNNBENCH_RECORD_JSON(Summary)
 CNNBENCH_RECORD_JSON(PairedBaselineRecord)
 CNNBENCH_RECORD_JSON(CoreSeriesRecord)
 CNNBENCH_RECORD_JSON(BaselineCoresRecord)
+CNNBENCH_RECORD_JSON(LaunchRecord)
 CNNBENCH_RECORD_JSON(PointRecord)
 CNNBENCH_RECORD_JSON(AmdahlRecord)
 CNNBENCH_RECORD_JSON(PredictedStepRecord)

@@ -152,6 +152,16 @@ void add_scaling_analysis(nlohmann::json& report);
 
 // ---- the sweep runner --------------------------------------------------------------------------
 
+// How a sweep starts its MPI jobs: Open MPI's (or MPICH's) mpirun, or Slurm's srun inside an
+// allocation.
+enum class LauncherKind { mpirun, srun };
+inline const char* launcher_kind_name(LauncherKind kind) {
+  return kind == LauncherKind::srun ? "srun" : "mpirun";
+}
+// The CPUs of the Slurm allocation this process runs in, from SLURM_JOB_CPUS_PER_NODE ("4",
+// "4(x2),2"); 0 outside an allocation or when the variable cannot be read (lib/sweep).
+int slurm_allocation_cpus();
+
 struct SweepOptions {
   std::vector<ModelKind> models = {ModelKind::fc3, ModelKind::lenet5};
   std::vector<std::string> strategies;  // empty: every strategy the registry lists
@@ -177,10 +187,14 @@ struct SweepOptions {
   std::optional<double> target_accuracy;
   std::int64_t eval_every = 25;       // steps between test-set evaluations
   std::int64_t tta_max_steps = 3000;  // give up ("not reached") after this many steps
-  // Cluster points: `launcher launcher_args [--hostfile F] -np N self train ...`.
-  std::string launcher = "mpirun";
+  // Cluster points (and the allreduce benchmark) run under launcher: with mpirun
+  // `launcher [--bind-to none] ... launcher_args [--hostfile F] -np N self train ...`, with srun
+  // `launcher [--mpi=pmix] -n N [--cpus-per-task C] [--overcommit] launcher_args self train ...`
+  // inside a Slurm allocation.
+  LauncherKind launcher_kind = LauncherKind::mpirun;
+  std::string launcher = "mpirun";  // the launcher's command: a name looked up in PATH, or a path
   std::vector<std::string> launcher_args;
-  std::optional<std::filesystem::path> hostfile;
+  std::optional<std::filesystem::path> hostfile;  // mpirun only
   std::filesystem::path self;          // this cnnbench binary
   std::filesystem::path out;           // the report, rewritten atomically after every point
   bool resume = false;                 // keep the finished points of an existing `out`
