@@ -1,8 +1,10 @@
 // `cnnbench sweep`: the benchmark users come for. Serial baselines, then every model x strategy x
 // cores x nodes point, repeated; a JSON report with speedups, fits and the scaling prediction.
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <regex>
 #include <sstream>
 
 #include "cnnbench/core.hpp"
@@ -32,6 +34,8 @@ struct SweepArgs : CommonArgs {
   std::string launcher = "mpirun";  // --launcher: mpirun or srun
   std::string mpirun = "mpirun", mpirun_args, hostfile;
   std::string srun = "srun", srun_args;
+  int emulate_hosts = 0;  // --emulate-hosts N: cluster points over N emulated hosts
+  std::string rate;       // --rate: their links' cap
   std::string out = "results/sweep.json";
   // Internal: one time-to-accuracy job of a cluster point, run by the sweep under the launcher.
   std::string tta_job, tta_out;
@@ -49,6 +53,15 @@ std::vector<std::string> split_words(const std::string& text) {
   std::vector<std::string> words;
   for (std::string w; in >> w;) words.push_back(w);
   return words;
+}
+
+// A rate as tc takes it: a positive decimal number and a unit (bit, kbit, mbit, gbit, tbit, or
+// bps, kbps, mbps, gbps, tbps for bytes per second).
+bool is_link_rate(const std::string& rate) {
+  static const std::regex form(R"(([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps))",
+                               std::regex::icase);
+  std::smatch match;
+  return std::regex_match(rate, match, form) && std::stod(match[1].str()) > 0;
 }
 
 // The flags of one launcher given with the other one.
@@ -84,11 +97,45 @@ void check_nodes_fit_allocation(const SweepArgs& a) {
   }
 }
 
+// --emulate-hosts runs the cluster points over N network namespaces on this machine, through
+// their own mpirun: one rank per host, so --nodes is at most N (default 1..N); no other launcher,
+// hostfile or mpirun goes with it, and --rate needs it.
+void check_emulated_hosts(SweepArgs& a, const CLI::App& cmd) {
+  if (a.emulate_hosts == 0) {
+    if (cmd.count("--rate") > 0) throw CLI::ValidationError("--rate", "caps the links of --emulate-hosts; add --emulate-hosts N");
+    return;
+  }
+  for (const char* flag : {"--hostfile", "--mpirun", "--launcher", "--srun", "--srun-args"}) {
+    if (cmd.count(flag) > 0) {
+      throw CLI::ValidationError(flag, "does not go with --emulate-hosts (the emulated hosts bring "
+                                       "their own mpirun and hostfile)");
+    }
+  }
+  if (!a.strategies.empty() &&
+      std::find(a.strategies.begin(), a.strategies.end(), "cluster") == a.strategies.end()) {
+    throw CLI::ValidationError("--emulate-hosts", "only cluster points run over hosts; add cluster to --strategies");
+  }
+  if (cmd.count("--rate") > 0 && !is_link_rate(a.rate)) {
+    throw CLI::ValidationError("--rate", "'" + a.rate + "' is not a rate: a positive number and a "
+                                         "unit of tc, e.g. 100mbit, 1gbit, 500kbit");
+  }
+  if (a.nodes.empty()) {
+    for (int n = 1; n <= a.emulate_hosts; ++n) a.nodes.push_back(n);
+  }
+  for (int nodes : a.nodes) {
+    if (nodes > a.emulate_hosts) {
+      throw CLI::ValidationError("--nodes", std::to_string(nodes) + " nodes need " + std::to_string(nodes) +
+                                                " hosts but --emulate-hosts is " + std::to_string(a.emulate_hosts));
+    }
+  }
+}
+
 // Repeated list items are measured once; the cores per node (and, for mpirun without a
 // hostfile, the ranks of one thread each) must fit the machine unless --oversubscribe; srun's
 // ranks must fit the allocation.
 void check_sweep_args(SweepArgs& a, const CLI::App& cmd) {
   check_launcher_flags(a, cmd);
+  check_emulated_hosts(a, cmd);
   drop_repeats("--model", a.models);
   drop_repeats("--strategies", a.strategies);
   drop_repeats("--cores", a.cores);
@@ -96,7 +143,7 @@ void check_sweep_args(SweepArgs& a, const CLI::App& cmd) {
   for (int cores : a.cores) check_threads("--cores", cores, 1, a.batch, a.oversubscribe);
   if (a.launcher == "srun") {
     check_nodes_fit_allocation(a);
-  } else if (a.hostfile.empty()) {
+  } else if (a.hostfile.empty() && a.emulate_hosts == 0) {
     for (int nodes : a.nodes) check_threads("--nodes", nodes, 1, a.batch, a.oversubscribe);
   }
 }
@@ -169,6 +216,8 @@ int run_sweep_command(const SweepArgs& a) {
     o.launcher_args = split_words(a.mpirun_args);
   }
   if (!a.hostfile.empty()) o.hostfile = std::filesystem::absolute(a.hostfile);
+  o.emulated_hosts = a.emulate_hosts;
+  o.link_rate = a.rate;
   o.self = std::filesystem::read_symlink("/proc/self/exe");
   o.out = a.out;
   o.resume = a.resume;
@@ -215,6 +264,11 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
       ->capture_default_str();
   cmd->add_option("--srun-args", args->srun_args,
                   "extra srun arguments, one string (--launcher srun); an --mpi=... replaces --mpi=pmix");
+  cmd->add_option("--emulate-hosts", args->emulate_hosts,
+                  "run the cluster points over N emulated hosts (network namespaces on this "
+                  "machine, TCP between them; root; docs/cluster.md)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--rate", args->rate, "cap each emulated host's link, e.g. 1gbit, 100mbit");
   cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")->capture_default_str();
   cmd->add_flag("--resume", args->resume, "keep the finished points of --out and run the rest");
   cmd->add_flag("--force", args->force, "overwrite an existing --out report");

@@ -11,6 +11,7 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/report.hpp"
+#include "emulated_hosts.hpp"
 
 namespace cnnbench {
 
@@ -196,6 +197,7 @@ json SweepRunner::config_json() const {
             {"args", options_.launcher_args},
             {"hostfile", options_.hostfile ? json(options_.hostfile->string()) : json(nullptr)}}}};
   config.update(options_json());
+  if (!options_.network.is_null()) config["network"] = options_.network;
   return config;
 }
 
@@ -277,7 +279,16 @@ void SweepRunner::save() const {
 }
 
 SweepRecord run_sweep(const SweepOptions& options) {
-  SweepRunner runner(options);
+  if (options.emulated_hosts <= 0) {
+    SweepRunner runner(options);
+    return runner.run();
+  }
+  // Up for the whole sweep, down when it ends in any way (an interrupted or failed one too).
+  const EmulatedHosts hosts(options.emulated_hosts, options.link_rate);
+  SweepOptions over_hosts = options;
+  over_hosts.launcher = hosts.mpirun().string();
+  over_hosts.network = hosts.record();
+  SweepRunner runner(over_hosts);
   return runner.run();
 }
 

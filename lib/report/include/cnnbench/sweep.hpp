@@ -192,6 +192,12 @@ struct SweepOptions {
   // `launcher [--mpi=pmix] -n N [--cpus-per-task C] [--overcommit] launcher_args self train ...`
   // inside a Slurm allocation.
   LauncherKind launcher_kind = LauncherKind::mpirun;
+  // Emulated hosts (docs/cluster.md): N > 0 brings N network namespaces up for the sweep and
+  // launches the cluster points through their mpirun, over TCP, each link capped at link_rate
+  // (tc's units, "" for none). `network` is what the report's config records of them.
+  int emulated_hosts = 0;
+  std::string link_rate;
+  nlohmann::json network;
   std::string launcher = "mpirun";  // the launcher's command: a name looked up in PATH, or a path
   std::vector<std::string> launcher_args;
   std::optional<std::filesystem::path> hostfile;  // mpirun only
