@@ -173,12 +173,35 @@ step ip -n "$sw" link set lo up
 step ip -n "$sw" link add br0 type bridge
 step ip -n "$sw" link set br0 up
 
-# tbf: the bucket holds 64 KiB plus a frame, so one GSO/TSO super-packet (up to 64 KiB) leaves at
-# the line rate instead of being cut up and throttled; the queue holds about 20 ms at the rate
-# on top of that, so TCP sees a short queue, not drops.
+# The rate in bytes per second, for tc's units (tc itself rejects anything else later): empty
+# when this does not know the unit.
+rate_bytes_per_s() {
+  local number unit
+  [[ $1 =~ ^([0-9]+)([a-zA-Z]*)$ ]] || return 0
+  number=${BASH_REMATCH[1]}
+  unit=${BASH_REMATCH[2],,}
+  case $unit in
+    bit) echo $((number / 8)) ;;
+    kbit) echo $((number * 1000 / 8)) ;;
+    mbit) echo $((number * 1000000 / 8)) ;;
+    gbit) echo $((number * 1000000000 / 8)) ;;
+    bps) echo "$number" ;;
+    kbps) echo $((number * 1000)) ;;
+    mbps) echo $((number * 1000000)) ;;
+    gbps) echo $((number * 1000000000)) ;;
+  esac
+}
+
+# tbf: the bucket holds at least one 64 KiB GSO super-packet plus a frame, and at least 4 ms at
+# the rate, so that a late timer on a busy machine does not leave the link idle (with a 64 KiB
+# bucket, 1gbit measured at 30-70% of the rate under load); the queue holds 20 ms at the rate
+# beyond the bucket, so TCP sees a short queue, not drops.
 tbf=()
 if [[ -n $rate ]]; then
-  tbf=(tbf rate "$rate" burst 67000 latency 20ms)
+  burst=67000
+  per_s=$(rate_bytes_per_s "$rate")
+  if [[ -n $per_s ]] && ((per_s * 4 / 1000 > burst)); then burst=$((per_s * 4 / 1000)); fi
+  tbf=(tbf rate "$rate" burst "$burst" latency 20ms)
 fi
 for ((i = 0; i < hosts; i++)); do
   ns=$prefix-h$i
