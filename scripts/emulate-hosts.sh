@@ -41,6 +41,13 @@
 #                   --strategy cluster ...`; ranks fill the hosts in hostfile order, S per host.
 #   `up` prints DIR/hosts.env's contents on stdout when it is done.
 #
+# A tool that runs jobs over emulated hosts: `emulate-hosts.sh up N [--rate R] --dir DIR` (exit 0,
+# else give up: 2 = this machine cannot, 1 = failed, nothing left behind); start each job as
+# `DIR/mpirun -np K --bind-to none PROGRAM ARGS...` with K <= N x S; `emulate-hosts.sh down --dir
+# DIR` afterwards, also from a trap on failure. `up` on a DIR that is already up exits 1 and
+# leaves that set alone; to change N or the rate, `down` then `up`. Each rank of a cluster run
+# records CNNBENCH_HOST and CNNBENCH_LINK_RATE in its report (strategy_metrics.network).
+#
 # What it never does: add or change an address, route, link, qdisc or firewall rule in the root
 # network namespace. Both ends of every veth pair are created directly inside their namespaces,
 # and the root namespace is only read (`ip route`, to pick a subnet it does not use).
