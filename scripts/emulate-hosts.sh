@@ -168,16 +168,25 @@ step() {
   run "$@"
 }
 
+# A step this machine may lack the means for (namespaces, bridges, veth pairs): on failure, undo
+# and exit 2 with the reason, as for a missing tool.
+capability_step() {
+  local reason=$1
+  shift
+  if ! run "$@"; then
+    trap - EXIT
+    down || true
+    cannot "$reason ($*)"
+  fi
+}
+
 mkdir -p "$dir"
 sw=$prefix-sw
-if ! run ip netns add "$sw"; then
-  failed_at=""
-  trap - EXIT
-  down || true
-  cannot "could not create network namespace $sw (need CAP_SYS_ADMIN and CAP_NET_ADMIN)"
-fi
+capability_step "could not create a network namespace: needs CAP_SYS_ADMIN and CAP_NET_ADMIN" \
+  ip netns add "$sw"
 step ip -n "$sw" link set lo up
-step ip -n "$sw" link add br0 type bridge
+capability_step "could not create a bridge: the kernel lacks bridge support" \
+  ip -n "$sw" link add br0 type bridge
 step ip -n "$sw" link set br0 up
 
 # The rate in bytes per second, for tc's units (tc itself rejects anything else later): empty
@@ -215,7 +224,12 @@ for ((i = 0; i < hosts; i++)); do
   ns=$prefix-h$i
   step ip netns add "$ns"
   step ip -n "$ns" link set lo up
-  step ip link add eth0 netns "$ns" type veth peer name "port$i" netns "$sw"
+  veth=(ip link add eth0 netns "$ns" type veth peer name "port$i" netns "$sw")
+  if ((i == 0)); then
+    capability_step "could not create a veth pair: the kernel lacks veth support" "${veth[@]}"
+  else
+    step "${veth[@]}"
+  fi
   step ip -n "$sw" link set "port$i" master br0
   step ip -n "$sw" link set "port$i" up
   step ip -n "$ns" addr add "$(address "$i")/24" dev eth0
