@@ -37,10 +37,10 @@ fail() {
   echo "FAIL: $*"
   exit 1
 }
-root_namespace() { ip -br addr; ip -br link; ip route; tc qdisc; }
+root_namespace() { timeout 10 ip -br addr; timeout 10 ip -br link; timeout 10 ip route; timeout 10 tc qdisc; }
 # The namespaces of the set in $dir (emulate-hosts.sh names them cnb-<sha1 of the path>-*).
 prefix=cnb-$(printf '%s' "$(realpath -m "$dir")" | sha1sum | cut -c1-6)
-ours() { ip netns list | awk '{print $1}' | grep "^$prefix-" || true; }
+ours() { timeout 10 ip netns list | awk '{print $1}' | grep "^$prefix-" || true; }
 
 before=$(root_namespace)
 
@@ -73,7 +73,7 @@ cluster() {
     --model "$model" --strategy cluster --threads "$threads" \
     --save "$work/$name.safetensors" --report "$work/$name.json" >"$work/$name.log" 2>&1 ||
     { cat "$work/$name.log"; fail "$name: mpirun exited $?"; }
-  "$python" "$compare" "$work/$name.safetensors" "$work/$model-serial.safetensors" \
+  timeout 60 "$python" "$compare" "$work/$name.safetensors" "$work/$model-serial.safetensors" \
     --tolerance 1e-4 || fail "$name: weights differ from serial"
 }
 # The report of run NAME names the set's hosts, transport tcp and the rate RATE ('' = null).
@@ -81,7 +81,7 @@ check_network() {
   local name=$1 rate=$2
   # shellcheck disable=SC1091
   hosts=$(. "$dir/hosts.env" && echo "$HOSTS")
-  "$python" - "$work/$name.json" "$hosts" "$rate" <<'EOF' || fail "$name: the report's network"
+  timeout 60 "$python" - "$work/$name.json" "$hosts" "$rate" <<'EOF' || fail "$name: the report's network"
 import json, sys
 report, hosts, rate = json.load(open(sys.argv[1])), sys.argv[2].split(), sys.argv[3] or None
 network = report["strategy_metrics"]["network"]
@@ -109,7 +109,7 @@ for rate in "" 1gbit; do
 done
 # The same shape sums in the same order whatever the link: the same bits.
 for run in lenet5-2x1 lenet5-2x2 fc3-2x1 fc3-2x2; do
-  "$python" "$compare" "$work/$run-1gbit.safetensors" "$work/$run-uncapped.safetensors" \
+  timeout 60 "$python" "$compare" "$work/$run-1gbit.safetensors" "$work/$run-uncapped.safetensors" \
     --tolerance 0 || fail "$run: the 1gbit rerun differs from the uncapped run"
 done
 
