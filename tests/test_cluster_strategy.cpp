@@ -323,6 +323,12 @@ TEST(ClusterOnSimulatedRanks, ReportCountsEveryRanksSamples) {
   EXPECT_EQ(metrics["per_rank"][0]["last_thread_shares"], (std::vector<int>{6, 5}));
   EXPECT_EQ(metrics["per_rank"][1]["last_thread_shares"], (std::vector<int>{5, 5}));
   EXPECT_EQ(metrics["per_rank"][2]["last_share"], 10);
+  // The simulated ranks share this process's host: shared memory, one host named per rank.
+  const nlohmann::json& network = metrics["network"];
+  EXPECT_EQ(network["transport"], "shm") << network;
+  ASSERT_EQ(network["rank_hosts"].size(), 3u) << network;
+  EXPECT_EQ(network["hosts"], nlohmann::json::array({network["rank_hosts"][0]})) << network;
+  EXPECT_EQ(metrics["per_rank"][2]["host"], network["rank_hosts"][2]);
   for (const Trained& rank : ranks) EXPECT_EQ(rank.metrics, metrics);
 }
 

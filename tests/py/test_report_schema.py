@@ -5,6 +5,7 @@ every strategy's report carries a time breakdown whose categories add up to its 
 import argparse
 import copy
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,8 @@ def main():
     schema = json.loads(Path(args.source, "results/schema/run-report.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     failures = 0
+    environment = {k: v for k, v in os.environ.items()
+                   if k not in ("CNNBENCH_HOST", "CNNBENCH_LINK_RATE")}
     with tempfile.TemporaryDirectory() as tmp:
         runs = {
             "fc3-serial": ["--model", "fc3", "--synthetic", "256", "--steps", "3", "--eval"],
@@ -37,7 +40,8 @@ def main():
         }
         for name, flags in runs.items():
             out = Path(tmp, name + ".json")
-            subprocess.run([args.cli, "train", *flags, "--quiet", "--report", str(out)], check=True)
+            subprocess.run([args.cli, "train", *flags, "--quiet", "--report", str(out)], check=True,
+                           env=environment)
             report = json.loads(out.read_text())
             errors = sorted(validator.iter_errors(report), key=lambda e: list(e.path))
             for e in errors:
@@ -52,6 +56,19 @@ def main():
             if validator.is_valid(broken):
                 print(f"FAIL {name}: the schema accepted a report without images_per_s")
                 failures += 1
+
+            # A cluster run names its ranks' hosts and their transport; one host here, uncapped.
+            if name.endswith("-cluster"):
+                network = report["strategy_metrics"].get("network", {})
+                if network.get("transport") != "shm" or len(network.get("rank_hosts", [])) != 1 \
+                        or network.get("link_rate") is not None:
+                    print(f"FAIL {name}: strategy_metrics.network is {network}")
+                    failures += 1
+                broken = copy.deepcopy(report)
+                broken["strategy_metrics"]["network"]["transport"] = "carrier pigeon"
+                if validator.is_valid(broken):
+                    print(f"FAIL {name}: the schema accepted an unknown transport")
+                    failures += 1
 
             # Every run reports where its steps' time went; the categories add up to wall_s.
             breakdown = report["metrics"].get("time_breakdown")

@@ -2,7 +2,10 @@
 // the metrics made from the table, and the pin records gathered for rank 0.
 #include "cluster_metrics.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -35,7 +38,43 @@ std::vector<RankReport> gather_rank_reports(RankGroup& group, const RankCounters
   return reports;
 }
 
-nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<RankReport>& ranks) {
+namespace {
+std::string environment_or(const char* name, const std::string& otherwise) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::string(value) : otherwise;
+}
+
+std::string this_host() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return environment_or("CNNBENCH_HOST", name);
+}
+
+// The network block: the distinct hosts in order of their first rank; shared memory when one
+// host holds every rank, else the ranks' messages cross a network (TCP over the emulated hosts).
+nlohmann::json network_json(const ClusterNetwork& network) {
+  std::vector<std::string> hosts;
+  for (const std::string& host : network.rank_hosts) {
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  }
+  return {{"transport", hosts.size() > 1 ? "tcp" : "shm"},
+          {"hosts", hosts},
+          {"rank_hosts", network.rank_hosts},
+          {"link_rate", network.link_rate ? nlohmann::json(*network.link_rate) : nlohmann::json()}};
+}
+}  // namespace
+
+ClusterNetwork gather_network(RankGroup& group) {
+  ClusterNetwork network;
+  network.rank_hosts = group.gather_to_all(this_host());
+  const std::string rate = environment_or("CNNBENCH_LINK_RATE", "");
+  const std::vector<std::string> rates = group.gather_to_all(rate);
+  if (!rates[0].empty()) network.link_rate = rates[0];
+  return network;
+}
+
+nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<RankReport>& ranks,
+                               const ClusterNetwork& network) {
   double exposed_sum = 0, exposed_max = 0, flight_sum = 0, reduce_bytes_max = 0;
   nlohmann::json ranks_json = nlohmann::json::array();
   for (std::size_t r = 0; r < ranks.size(); ++r) {
@@ -45,6 +84,7 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
     flight_sum += c.allreduce_in_flight_s;
     reduce_bytes_max = std::max(reduce_bytes_max, c.reduce_bytes);
     ranks_json.push_back({{"rank", r},
+                          {"host", r < network.rank_hosts.size() ? network.rank_hosts[r] : ""},
                           {"samples", c.samples},
                           {"last_share", c.last_share},
                           {"last_thread_shares", ranks[r].last_thread_shares},
@@ -84,6 +124,7 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
         {"payload_bytes_per_step", payload_per_step},
         {"bytes_moved_per_rank", bus_bytes},
         {"bus_gbps", transfer_seconds > 0 ? bus_bytes / transfer_seconds / 1e9 : 0.0}}},
+      {"network", network_json(network)},
       {"per_rank", ranks_json}};
   if (shape.overlap_active) {
     const double hidden = std::max(0.0, flight_mean - exposed_mean);

@@ -4,6 +4,8 @@
 
 #include <array>
 #include <cstddef>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -55,8 +57,20 @@ struct ClusterShape {
 std::vector<RankReport> gather_rank_reports(RankGroup& group, const RankCounters& mine,
                                             const std::vector<int>& last_thread_shares);
 
+// Where the ranks ran and what joined them. A rank's host is CNNBENCH_HOST when set (emulated
+// hosts share one machine's hostname; scripts/emulate-hosts.sh sets it), else the hostname; the
+// link rate is rank 0's CNNBENCH_LINK_RATE (a tc rate such as 1gbit), absent when unset or empty.
+struct ClusterNetwork {
+  std::vector<std::string> rank_hosts;  // rank r's host
+  std::optional<std::string> link_rate;
+};
+
+// Collective: every rank's host, on every rank, and rank 0's link rate.
+ClusterNetwork gather_network(RankGroup& group);
+
 // strategy_metrics of a cluster run.
-nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<RankReport>& ranks);
+nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<RankReport>& ranks,
+                               const ClusterNetwork& network);
 
 // Collective: the steps each of this rank's threads recorded since the ranks last met (every
 // rank the same number), on every rank: result[step][rank][thread]. Exact, as above.

@@ -157,6 +157,7 @@ class ClusterStrategy final : public Strategy {
     node_step_ = std::make_unique<NodeStep>(*pool_, threads_, *model_, *exchange_, config_.sgd,
                                             node_update_, ranks_);
     breakdown_ = cluster_breakdown_builder(ranks_, threads_per_rank_);
+    network_ = gather_network(*group_);
     gather_counters_and_pins();
   }
 
@@ -400,7 +401,7 @@ class ClusterStrategy final : public Strategy {
     shape.node_update = node_update_;
     const std::vector<RankReport> reports =
         gather_rank_reports(*group_, counters_, shares_->last_thread_shares());
-    metrics_ = cluster_metrics(shape, reports);
+    metrics_ = cluster_metrics(shape, reports, network_);
     balanced_shares_.clear();
     if (options_.dynamic_balance) {
       for (const RankReport& report : reports) {
@@ -441,6 +442,7 @@ class ClusterStrategy final : public Strategy {
   std::unique_ptr<ClusterShares> shares_;
 
   RankCounters counters_;
+  ClusterNetwork network_;  // the ranks' hosts and link rate, gathered once
   BreakdownBuilder breakdown_;
   std::vector<int> balanced_shares_;
   nlohmann::json metrics_ = nlohmann::json::object();

@@ -1,0 +1,296 @@
+#!/usr/bin/env bash
+# Emulated hosts: N network namespaces joined by a bridge, so that the cluster strategy's ranks
+# talk over real TCP on one machine, optionally through a rate-capped link (docs/cluster.md,
+# "Emulated hosts").
+#
+# Usage (as root):
+#   scripts/emulate-hosts.sh up N [--rate R] [--slots S] [--dir DIR]
+#   scripts/emulate-hosts.sh down [--dir DIR]
+#
+#   N        hosts, 1..250.
+#   --rate   e.g. 1gbit, 100mbit, 500kbit (tc's units): every host link is shaped with tbf in
+#            both directions, on the host's end and on the switch's end. Default: no cap.
+#   --slots  ranks per host in the hostfile (default 1).
+#   --dir    where the set's files go (default build/emulated-hosts); several sets, each with its
+#            own DIR, may be up at once.
+#
+# Exit status: 0 done; 1 failed (a failed `up` removes everything it made before it exits);
+# 2 usage error, or this machine cannot run it (not root, no `ip`/`tc`/`timeout`, or network
+# namespaces cannot be created): the message on stderr says which.
+#
+# What `up` makes, and the interface other tools use (all paths under DIR):
+#   DIR/hosts.env   shell assignments, one per line, safe to `source` or to read as KEY=VALUE:
+#                     PREFIX      namespace prefix, cnb-<6 hex digits of sha1(realpath DIR)>
+#                     SUBNET      the hosts' /24, e.g. 10.213.57.0/24
+#                     HOSTS       the host addresses, space-separated, host i = .(i+1)
+#                     NAMESPACES  the host namespaces, PREFIX-h0 .. PREFIX-h(N-1), same order
+#                     SWITCH      the switch namespace, PREFIX-sw (bridge br0)
+#                     HOST_VETH   the link's name inside each host namespace (eth0)
+#                     SWITCH_PORTS the bridge ports in the switch namespace, port0 .. port(N-1)
+#                     RATE        the --rate given, empty when uncapped
+#                     TBF         the tbf parameters used, empty when uncapped
+#                     SLOTS       --slots
+#   DIR/hostfile    one line per host: "<address> slots=S".
+#   DIR/rsh-agent   Open MPI's plm_rsh_agent: `rsh-agent HOST COMMAND...` runs COMMAND in HOST's
+#                   namespace with CNNBENCH_HOST=<HOST> and CNNBENCH_LINK_RATE=<RATE> exported.
+#   DIR/mpirun      `DIR/mpirun ARGS...` runs `mpirun --hostfile DIR/hostfile --mca plm_rsh_agent
+#                   DIR/rsh-agent --mca btl tcp,self --mca btl_tcp_if_include SUBNET --mca
+#                   oob_tcp_if_include SUBNET [--allow-run-as-root] ARGS...` inside host 0's
+#                   namespace, with CNNBENCH_HOST/CNNBENCH_LINK_RATE of host 0 exported. Give it
+#                   -np and the program, e.g. `DIR/mpirun -np 2 --bind-to none cnnbench train
+#                   --strategy cluster ...`; ranks fill the hosts in hostfile order, S per host.
+#   `up` prints DIR/hosts.env's contents on stdout when it is done.
+#
+# A tool that runs jobs over emulated hosts: `emulate-hosts.sh up N [--rate R] --dir DIR` (exit 0,
+# else give up: 2 = this machine cannot, 1 = failed, nothing left behind); start each job as
+# `DIR/mpirun -np K --bind-to none PROGRAM ARGS...` with K <= N x S; `emulate-hosts.sh down --dir
+# DIR` afterwards, also from a trap on failure. `up` on a DIR that is already up exits 1 and
+# leaves that set alone; to change N or the rate, `down` then `up`. Each rank of a cluster run
+# records CNNBENCH_HOST and CNNBENCH_LINK_RATE in its report (strategy_metrics.network).
+#
+# What it never does: add or change an address, route, link, qdisc or firewall rule in the root
+# network namespace. Both ends of every veth pair are created directly inside their namespaces,
+# and the root namespace is only read (`ip route`, to pick a subnet it does not use).
+#
+# `down` deletes every namespace named PREFIX-* (which removes their links and qdiscs) and the
+# files above; it is idempotent and also cleans up after an `up` that died half-way.
+set -euo pipefail
+
+readonly step_timeout=20  # seconds any one command may take
+
+usage() {
+  sed -n '5,16p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+cannot() {
+  echo "emulate-hosts: cannot run here: $*" >&2
+  exit 2
+}
+die() {
+  echo "emulate-hosts: error: $*" >&2
+  exit 1
+}
+run() { timeout "$step_timeout" "$@"; }
+
+[[ $# -ge 1 ]] || usage
+action=$1
+shift
+hosts=""
+if [[ $action == up ]]; then
+  [[ $# -ge 1 ]] || usage
+  hosts=$1
+  shift
+  [[ $hosts =~ ^[0-9]+$ ]] && ((hosts >= 1 && hosts <= 250)) ||
+    { echo "emulate-hosts: up N: N must be 1..250, got '$hosts'" >&2; exit 2; }
+elif [[ $action != down ]]; then
+  usage
+fi
+dir=build/emulated-hosts
+rate=""
+slots=1
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --dir) [[ $# -ge 2 ]] || usage; dir=$2; shift 2 ;;
+    --rate) [[ $# -ge 2 && $action == up ]] || usage; rate=$2; shift 2
+      [[ -n $rate ]] || { echo "emulate-hosts: --rate is empty" >&2; exit 2; } ;;
+    --slots) [[ $# -ge 2 && $action == up ]] || usage; slots=$2; shift 2
+      [[ $slots =~ ^[0-9]+$ ]] && ((slots >= 1)) ||
+        { echo "emulate-hosts: --slots must be a positive integer, got '$slots'" >&2; exit 2; } ;;
+    *) echo "emulate-hosts: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+
+[[ $(id -u) -eq 0 ]] || cannot "needs root (network namespaces, veth pairs, tc)"
+for tool in ip tc timeout sha1sum realpath; do
+  command -v "$tool" >/dev/null 2>&1 || cannot "'$tool' is not installed (iproute2/coreutils)"
+done
+
+dir=$(realpath -m -- "$dir")
+hash=$(printf '%s' "$dir" | sha1sum | cut -c1-6)
+prefix=cnb-$hash
+
+# Every namespace of this set, whatever state an earlier run left it in.
+our_namespaces() {
+  run ip netns list | awk '{print $1}' | grep -E "^${prefix}-(sw|h[0-9]+)\$" || true
+}
+
+down() {
+  local ns
+  for ns in $(our_namespaces); do
+    run ip netns del "$ns" || echo "emulate-hosts: warning: could not delete namespace $ns" >&2
+  done
+  rm -f "$dir/hosts.env" "$dir/hostfile" "$dir/rsh-agent" "$dir/mpirun"
+  [[ ! -d $dir ]] || rmdir --ignore-fail-on-non-empty "$dir"
+  [[ -z $(our_namespaces) ]]
+}
+
+if [[ $action == down ]]; then
+  down || die "namespaces of $prefix are still there: $(our_namespaces | tr '\n' ' ')"
+  exit 0
+fi
+
+# ---- up ---------------------------------------------------------------------------------------
+
+[[ -z $(our_namespaces) && ! -e $dir/hosts.env ]] ||
+  die "$dir is already up (namespaces $prefix-*): run '$0 down --dir $dir' first"
+mpirun_path=$(command -v mpirun || true)
+[[ -n $mpirun_path ]] || cannot "Open MPI's mpirun is not installed"
+
+# A /24 in 10.213.0.0/16 that no route of the root namespace touches: the third byte comes from
+# the hash, moving on while it clashes.
+root_routes=$(run ip -4 route show table all 2>/dev/null || run ip -4 route)
+clashes() {  # the root namespace routes to (or from) 10.213.$1.x, or to all of 10.213.0.0/16
+  grep -Eq "(^|[ /])10\.213\.$1\.[0-9]+|^10\.213\.0\.0/16|^10\.0\.0\.0/8|^10\.213\.0\.0/1[0-5]" <<<"$root_routes"
+}
+third=$((16#${hash:0:4} % 250 + 1))
+for ((tries = 0; tries < 250; tries++)); do
+  clashes "$third" || break
+  third=$((third % 250 + 1))
+done
+((tries < 250)) || die "every 10.213.x.0/24 is used by the root namespace's routes"
+subnet=10.213.$third.0/24
+address() { echo "10.213.$third.$(($1 + 1))"; }
+
+# A failed `up` leaves nothing behind.
+failed_at=""
+on_exit() {
+  local status=$?
+  if [[ $status -ne 0 ]]; then
+    echo "emulate-hosts: up failed${failed_at:+ at: $failed_at}; removing what it made" >&2
+    down || echo "emulate-hosts: warning: cleanup left: $(our_namespaces | tr '\n' ' ')" >&2
+  fi
+  exit "$status"
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM
+step() {
+  failed_at="$*"
+  run "$@"
+}
+
+# A step this machine may lack the means for (namespaces, bridges, veth pairs): on failure, undo
+# and exit 2 with the reason, as for a missing tool.
+capability_step() {
+  local reason=$1
+  shift
+  if ! run "$@"; then
+    trap - EXIT
+    down || true
+    cannot "$reason ($*)"
+  fi
+}
+
+mkdir -p "$dir"
+sw=$prefix-sw
+capability_step "could not create a network namespace: needs CAP_SYS_ADMIN and CAP_NET_ADMIN" \
+  ip netns add "$sw"
+step ip -n "$sw" link set lo up
+capability_step "could not create a bridge: the kernel lacks bridge support" \
+  ip -n "$sw" link add br0 type bridge
+step ip -n "$sw" link set br0 up
+
+# The rate in bytes per second, for tc's units (tc itself rejects anything else later): empty
+# when this does not know the unit.
+rate_bytes_per_s() {
+  local number unit
+  [[ $1 =~ ^([0-9]+)([a-zA-Z]*)$ ]] || return 0
+  number=${BASH_REMATCH[1]}
+  unit=${BASH_REMATCH[2],,}
+  case $unit in
+    bit) echo $((number / 8)) ;;
+    kbit) echo $((number * 1000 / 8)) ;;
+    mbit) echo $((number * 1000000 / 8)) ;;
+    gbit) echo $((number * 1000000000 / 8)) ;;
+    bps) echo "$number" ;;
+    kbps) echo $((number * 1000)) ;;
+    mbps) echo $((number * 1000000)) ;;
+    gbps) echo $((number * 1000000000)) ;;
+  esac
+}
+
+# tbf: the bucket holds at least one 64 KiB GSO super-packet plus a frame, and at least 4 ms at
+# the rate, so that a late timer on a busy machine does not leave the link idle (with a 64 KiB
+# bucket, 1gbit measured at 30-70% of the rate under load); the queue holds 50 ms at the rate
+# beyond the bucket: with 20 ms, a 100mbit iperf3 run retransmitted 55,000 segments in 5 s, with
+# 50 ms none, at the same throughput.
+tbf=()
+if [[ -n $rate ]]; then
+  burst=67000
+  per_s=$(rate_bytes_per_s "$rate")
+  if [[ -n $per_s ]] && ((per_s * 4 / 1000 > burst)); then burst=$((per_s * 4 / 1000)); fi
+  tbf=(tbf rate "$rate" burst "$burst" latency 50ms)
+fi
+for ((i = 0; i < hosts; i++)); do
+  ns=$prefix-h$i
+  step ip netns add "$ns"
+  step ip -n "$ns" link set lo up
+  veth=(ip link add eth0 netns "$ns" type veth peer name "port$i" netns "$sw")
+  if ((i == 0)); then
+    capability_step "could not create a veth pair: the kernel lacks veth support" "${veth[@]}"
+  else
+    step "${veth[@]}"
+  fi
+  step ip -n "$sw" link set "port$i" master br0
+  step ip -n "$sw" link set "port$i" up
+  step ip -n "$ns" addr add "$(address "$i")/24" dev eth0
+  step ip -n "$ns" link set eth0 up
+  if [[ -n $rate ]]; then
+    step ip netns exec "$ns" tc qdisc add dev eth0 root "${tbf[@]}"
+    step ip netns exec "$sw" tc qdisc add dev "port$i" root "${tbf[@]}"
+  fi
+done
+failed_at=""
+
+# The files that use the set.
+host_list=""
+namespace_list=""
+port_list=""
+: >"$dir/hostfile"
+for ((i = 0; i < hosts; i++)); do
+  echo "$(address "$i") slots=$slots" >>"$dir/hostfile"
+  host_list+="${host_list:+ }$(address "$i")"
+  namespace_list+="${namespace_list:+ }$prefix-h$i"
+  port_list+="${port_list:+ }port$i"
+done
+cat >"$dir/hosts.env" <<EOF
+PREFIX=$prefix
+SUBNET=$subnet
+HOSTS="$host_list"
+NAMESPACES="$namespace_list"
+SWITCH=$sw
+HOST_VETH=eth0
+SWITCH_PORTS="$port_list"
+RATE=$rate
+TBF="${tbf[*]}"
+SLOTS=$slots
+EOF
+
+{
+  echo '#!/bin/sh'
+  echo "# Open MPI's rsh agent for the emulated hosts of $dir: AGENT HOST COMMAND..."
+  echo '# runs COMMAND in the namespace of HOST (made by scripts/emulate-hosts.sh).'
+  echo 'while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done  # options an agent may get'
+  echo 'host=$1; shift'
+  echo 'case $host in'
+  for ((i = 0; i < hosts; i++)); do echo "  $(address "$i")) ns=$prefix-h$i ;;"; done
+  echo '  *) echo "rsh-agent: unknown host $host" >&2; exit 1 ;;'
+  echo 'esac'
+  echo "CNNBENCH_HOST=\$host CNNBENCH_LINK_RATE='$rate'"
+  echo 'export CNNBENCH_HOST CNNBENCH_LINK_RATE'
+  echo 'exec ip netns exec "$ns" sh -c "$*"'
+} >"$dir/rsh-agent"
+
+q_dir=$(printf '%q' "$dir")
+root_flag=""
+[[ $(id -u) -ne 0 ]] || root_flag=" --allow-run-as-root"
+{
+  echo '#!/bin/sh'
+  echo "# Open MPI's mpirun over the emulated hosts of $dir, started in host 0's namespace."
+  echo "CNNBENCH_HOST=$(address 0) CNNBENCH_LINK_RATE='$rate'"
+  echo 'export CNNBENCH_HOST CNNBENCH_LINK_RATE'
+  echo "exec ip netns exec $prefix-h0 $mpirun_path$root_flag --hostfile $q_dir/hostfile \\"
+  echo "  --mca plm_rsh_agent $q_dir/rsh-agent --mca btl tcp,self \\"
+  echo "  --mca btl_tcp_if_include $subnet --mca oob_tcp_if_include $subnet \"\$@\""
+} >"$dir/mpirun"
+chmod +x "$dir/rsh-agent" "$dir/mpirun"
+cat "$dir/hosts.env"

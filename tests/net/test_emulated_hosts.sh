@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# scripts/emulate-hosts.sh end to end: the cluster strategy over 2 and 4 emulated hosts (real TCP
+# between network namespaces), uncapped and at 1gbit, trains the serial strategy's weights within
+# 1e-4, bit-identical across the link rates; the report names the hosts, the transport and the
+# rate; the root network namespace reads the same before `up` and after `down`, and neither a
+# failed `up` nor `down` leaves anything behind.
+# Usage: test_emulated_hosts.sh CNNBENCH_CLI SOURCE_DIR [PYTHON3]. Exit 77: cannot run here.
+set -euo pipefail
+cli=$1
+source_dir=$2
+python=${3:-python3}
+script=$source_dir/scripts/emulate-hosts.sh
+compare=$source_dir/tests/net/compare_weights.py
+
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+[[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces, veth pairs, tc)"
+for tool in ip tc mpirun; do
+  command -v "$tool" >/dev/null 2>&1 || skip "'$tool' is not installed"
+done
+"$python" -c 'import numpy' 2>/dev/null || skip "$python has no numpy"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/cnnbench-net-XXXXXX")
+dir=$work/hosts
+cleanup() {
+  local status=$?
+  timeout 60 "$script" down --dir "$dir" >/dev/null 2>&1 || true
+  rm -rf "$work"
+  exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+root_namespace() { timeout 10 ip -br addr; timeout 10 ip -br link; timeout 10 ip route; timeout 10 tc qdisc; }
+# The namespaces of the set in $dir (emulate-hosts.sh names them cnb-<sha1 of the path>-*).
+prefix=cnb-$(printf '%s' "$(realpath -m "$dir")" | sha1sum | cut -c1-6)
+ours() { timeout 10 ip netns list | awk '{print $1}' | grep "^$prefix-" || true; }
+
+before=$(root_namespace)
+
+# A machine that cannot make namespaces (a container without CAP_SYS_ADMIN) skips.
+status=0
+probe=$(timeout 60 "$script" up 1 --dir "$dir" 2>&1) || status=$?
+[[ $status -ne 2 ]] || skip "$probe"
+[[ $status -eq 0 ]] || fail "up 1: exit $status: $probe"
+timeout 60 "$script" down --dir "$dir"
+
+# A failed `up` (tc rejects the rate once the namespaces exist) exits non-zero, leaves nothing.
+status=0
+timeout 60 "$script" up 2 --rate 12furlongs --dir "$dir" >/dev/null 2>&1 || status=$?
+[[ $status -ne 0 ]] || fail "up with --rate 12furlongs succeeded"
+[[ -z $(ours) ]] || fail "a failed up left namespaces: $(ours | tr '\n' ' ')"
+[[ ! -e $dir ]] || fail "a failed up left $dir: $(ls -A "$dir")"
+echo "ok   a failed up (exit $status) left nothing"
+
+train=(train --synthetic 512 --batch 32 --steps 50 --seed 7 --quiet)
+for model in lenet5 fc3; do
+  timeout 120 "$cli" "${train[@]}" --model "$model" --strategy serial \
+    --save "$work/$model-serial.safetensors"
+done
+
+# cluster HOSTS x THREADS over the set in $dir: weights to $work/NAME.safetensors, report to
+# $work/NAME.json.
+cluster() {
+  local name=$1 hosts=$2 threads=$3 model=$4
+  timeout -k 5 120 "$dir/mpirun" -np "$hosts" --bind-to none "$cli" "${train[@]}" \
+    --model "$model" --strategy cluster --threads "$threads" \
+    --save "$work/$name.safetensors" --report "$work/$name.json" >"$work/$name.log" 2>&1 ||
+    { cat "$work/$name.log"; fail "$name: mpirun exited $?"; }
+  timeout 60 "$python" "$compare" "$work/$name.safetensors" "$work/$model-serial.safetensors" \
+    --tolerance 1e-4 || fail "$name: weights differ from serial"
+}
+# The report of run NAME names the set's hosts, transport tcp and the rate RATE ('' = null).
+check_network() {
+  local name=$1 rate=$2
+  # shellcheck disable=SC1091
+  hosts=$(. "$dir/hosts.env" && echo "$HOSTS")
+  timeout 60 "$python" - "$work/$name.json" "$hosts" "$rate" <<'EOF' || fail "$name: the report's network"
+import json, sys
+report, hosts, rate = json.load(open(sys.argv[1])), sys.argv[2].split(), sys.argv[3] or None
+network = report["strategy_metrics"]["network"]
+expected = {"transport": "tcp", "hosts": hosts, "rank_hosts": hosts, "link_rate": rate}
+if network != expected:
+    sys.exit(f"FAIL: strategy_metrics.network is {network}, expected {expected}")
+per_rank = [r["host"] for r in report["strategy_metrics"]["per_rank"]]
+if per_rank != hosts:
+    sys.exit(f"FAIL: per_rank hosts {per_rank}, expected {hosts}")
+print(f"ok   {sys.argv[1].rsplit('/', 1)[-1]}: tcp over {len(hosts)} hosts, link_rate {rate}")
+EOF
+}
+
+for rate in "" 1gbit; do
+  timeout 60 "$script" up 2 ${rate:+--rate "$rate"} --dir "$dir" >/dev/null
+  label=${rate:-uncapped}
+  for model in lenet5 fc3; do
+    cluster "$model-2x1-$label" 2 1 "$model"
+    cluster "$model-2x2-$label" 2 2 "$model"
+  done
+  check_network "lenet5-2x1-$label" "$rate"
+  check_network "fc3-2x2-$label" "$rate"
+  timeout 60 "$script" down --dir "$dir"
+  [[ -z $(ours) ]] || fail "down left namespaces: $(ours | tr '\n' ' ')"
+done
+# The same shape sums in the same order whatever the link: the same bits.
+for run in lenet5-2x1 lenet5-2x2 fc3-2x1 fc3-2x2; do
+  timeout 60 "$python" "$compare" "$work/$run-1gbit.safetensors" "$work/$run-uncapped.safetensors" \
+    --tolerance 0 || fail "$run: the 1gbit rerun differs from the uncapped run"
+done
+
+timeout 60 "$script" up 4 --dir "$dir" >/dev/null
+cluster lenet5-4x1 4 1 lenet5
+check_network lenet5-4x1 ""
+timeout 60 "$script" down --dir "$dir"
+timeout 60 "$script" down --dir "$dir" || fail "a second down failed"
+[[ -z $(ours) ]] || fail "down left namespaces: $(ours | tr '\n' ' ')"
+[[ ! -e $dir ]] || fail "down left $dir"
+
+after=$(root_namespace)
+[[ $before == "$after" ]] ||
+  fail "the root network namespace changed:"$'\n'"$(diff <(echo "$before") <(echo "$after"))"
+echo "ok   the root namespace reads the same after down; no namespace of ours is left"
+echo "all emulated-host checks passed"
