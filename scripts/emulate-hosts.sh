@@ -30,14 +30,17 @@
 #                     RATE        the --rate given, empty when uncapped
 #                     TBF         the tbf parameters used, empty when uncapped
 #                     SLOTS       --slots
+#                     CPUS_H<i>   host i's CPUs (taskset -c list): its own slice of this
+#                                 machine's, shared only when there are more hosts than CPUs
 #   DIR/hostfile    one line per host: "<address> slots=S".
 #   DIR/rsh-agent   Open MPI's plm_rsh_agent: `rsh-agent HOST COMMAND...` runs COMMAND in HOST's
-#                   namespace with CNNBENCH_HOST=<HOST> and CNNBENCH_LINK_RATE=<RATE> exported.
+#                   namespace, on HOST's CPUs, with CNNBENCH_HOST=<HOST> and
+#                   CNNBENCH_LINK_RATE=<RATE> exported.
 #   DIR/mpirun      `DIR/mpirun ARGS...` runs `mpirun --hostfile DIR/hostfile --mca plm_rsh_agent
 #                   DIR/rsh-agent --mca btl tcp,self --mca btl_tcp_if_include SUBNET --mca
 #                   oob_tcp_if_include SUBNET [--allow-run-as-root] ARGS...` inside host 0's
-#                   namespace, with CNNBENCH_HOST/CNNBENCH_LINK_RATE of host 0 exported. Give it
-#                   -np and the program, e.g. `DIR/mpirun -np 2 --bind-to none cnnbench train
+#                   namespace on host 0's CPUs, with CNNBENCH_HOST/CNNBENCH_LINK_RATE of host 0
+#                   exported. Give it -np and the program, e.g. `DIR/mpirun -np 2 --bind-to none cnnbench train
 #                   --strategy cluster ...`; ranks fill the hosts in hostfile order, S per host.
 #   `up` prints DIR/hosts.env's contents on stdout when it is done.
 #
@@ -101,7 +104,7 @@ while [[ $# -gt 0 ]]; do
 done
 
 [[ $(id -u) -eq 0 ]] || cannot "needs root (network namespaces, veth pairs, tc)"
-for tool in ip tc timeout sha1sum realpath; do
+for tool in ip tc timeout sha1sum realpath taskset; do
   command -v "$tool" >/dev/null 2>&1 || cannot "'$tool' is not installed (iproute2/coreutils)"
 done
 
@@ -150,6 +153,26 @@ done
 ((tries < 250)) || die "every 10.213.x.0/24 is used by the root namespace's routes"
 subnet=10.213.$third.0/24
 address() { echo "10.213.$third.$(($1 + 1))"; }
+
+# Each host gets its own slice of the CPUs this script may run on, as a real machine has its own
+# cores: the ranks of one host see only its slice (the cluster strategy pins its threads inside
+# what a rank may run on) and so do not pin onto the cores of another host's ranks. N hosts over
+# C CPUs: C / N each (the first C mod N hosts one more) when N <= C, else CPU i mod C for host i.
+mapfile -t cpus < <(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' |
+  awk -F- '{ if (NF == 2) for (c = $1; c <= $2; c++) print c; else print $1 }')
+((${#cpus[@]} > 0)) || cannot "cannot read this process's CPUs (taskset -p)"
+host_cpus() {  # the CPU list of host $1, as taskset -c takes it
+  local count=${#cpus[@]} first size list="" c
+  if ((hosts > count)); then
+    echo "${cpus[$(($1 % count))]}"
+    return
+  fi
+  size=$((count / hosts))
+  first=$(($1 * size + ($1 < count % hosts ? $1 : count % hosts)))
+  ((size += $1 < count % hosts ? 1 : 0))
+  for ((c = first; c < first + size; c++)); do list+="${list:+,}${cpus[$c]}"; done
+  echo "$list"
+}
 
 # A failed `up` leaves nothing behind.
 failed_at=""
@@ -264,6 +287,7 @@ RATE=$rate
 TBF="${tbf[*]}"
 SLOTS=$slots
 EOF
+for ((i = 0; i < hosts; i++)); do echo "CPUS_H$i=$(host_cpus "$i")" >>"$dir/hosts.env"; done
 
 {
   echo '#!/bin/sh'
@@ -272,12 +296,12 @@ EOF
   echo 'while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done  # options an agent may get'
   echo 'host=$1; shift'
   echo 'case $host in'
-  for ((i = 0; i < hosts; i++)); do echo "  $(address "$i")) ns=$prefix-h$i ;;"; done
+  for ((i = 0; i < hosts; i++)); do echo "  $(address "$i")) ns=$prefix-h$i cpus=$(host_cpus "$i") ;;"; done
   echo '  *) echo "rsh-agent: unknown host $host" >&2; exit 1 ;;'
   echo 'esac'
   echo "CNNBENCH_HOST=\$host CNNBENCH_LINK_RATE='$rate'"
   echo 'export CNNBENCH_HOST CNNBENCH_LINK_RATE'
-  echo 'exec ip netns exec "$ns" sh -c "$*"'
+  echo 'exec ip netns exec "$ns" taskset -c "$cpus" sh -c "$*"'
 } >"$dir/rsh-agent"
 
 q_dir=$(printf '%q' "$dir")
@@ -288,7 +312,7 @@ root_flag=""
   echo "# Open MPI's mpirun over the emulated hosts of $dir, started in host 0's namespace."
   echo "CNNBENCH_HOST=$(address 0) CNNBENCH_LINK_RATE='$rate'"
   echo 'export CNNBENCH_HOST CNNBENCH_LINK_RATE'
-  echo "exec ip netns exec $prefix-h0 $mpirun_path$root_flag --hostfile $q_dir/hostfile \\"
+  echo "exec ip netns exec $prefix-h0 taskset -c $(host_cpus 0) $mpirun_path$root_flag --hostfile $q_dir/hostfile \\"
   echo "  --mca plm_rsh_agent $q_dir/rsh-agent --mca btl tcp,self \\"
   echo "  --mca btl_tcp_if_include $subnet --mca oob_tcp_if_include $subnet \"\$@\""
 } >"$dir/mpirun"
