@@ -121,7 +121,7 @@ TEST(ShardData, MnistFromByteRangesAndFromShardFolders) {
   const fs::path log = dir / "three.log";
   const pid_t pid = test::spawn_logged(
       test::mpirun_command(3, train({"--data", shards.string()}, "fc3",
-                                    {"--strategy", "cluster", "--shard-data"})),
+                                    {"--strategy", "cluster", "--shard-data", "--oversubscribe"})),
       {}, log);
   const test::Ended ended = test::wait_for(pid, 60);
   EXPECT_TRUE(ended.in_time && ended.exit_code != 0) << read_file(log);
