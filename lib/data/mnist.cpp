@@ -71,8 +71,12 @@ Dataset load_mnist_part(const std::filesystem::path& dir, Split split, int block
     };
     data.first = range.first;
     data.total = labels.dims[0];
-    data.block_source = bytes(16, image_bytes, range) + " of " + images_file.string() + " + " +
-                        bytes(8, 1, range) + " of " + labels_file.string();
+    // A .gz file's offsets count decompressed bytes.
+    const auto of = [](const std::filesystem::path& file) {
+      return (file.extension() == ".gz" ? " of decompressed " : " of ") + file.string();
+    };
+    data.block_source = bytes(16, image_bytes, range) + of(images_file) + " + " +
+                        bytes(8, 1, range) + of(labels_file);
   }
   return data;
 }
