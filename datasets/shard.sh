@@ -55,7 +55,7 @@ done
 
 # The big-endian 32-bit word at byte offset $2 of file $1.
 be32_at() { od -An -tu1 -j "$2" -N 4 "$1" | awk '{ print (($1 * 256 + $2) * 256 + $3) * 256 + $4 }'; }
-# Four bytes of the big-endian $1, as printf escapes.
+# Four bytes of the big-endian $1, as escapes for printf %b.
 be32_bytes() { printf '\\x%02x\\x%02x\\x%02x\\x%02x' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)); }
 # Bytes [$2, $2 + $3) of file $1.
 byte_range() { dd if="$1" bs=1M iflag=skip_bytes,count_bytes skip="$2" count="$3" status=none; }
@@ -81,12 +81,12 @@ for ((block = 0; block < blocks; ++block)); do
   mkdir "$folder"
   {
     printf '\x00\x00\x08\x03'
-    printf "$(be32_bytes "$count")$(be32_bytes "$rows")$(be32_bytes "$cols")"
+    printf %b "$(be32_bytes "$count")$(be32_bytes "$rows")$(be32_bytes "$cols")"
     byte_range "$images" $((16 + first * image_bytes)) $((count * image_bytes))
   } >"$folder/train-images-idx3-ubyte"
   {
     printf '\x00\x00\x08\x01'
-    printf "$(be32_bytes "$count")"
+    printf %b "$(be32_bytes "$count")"
     byte_range "$labels" $((8 + first)) "$count"
   } >"$folder/train-labels-idx1-ubyte"
   cp "$source_dir/t10k-images-idx3-ubyte" "$source_dir/t10k-labels-idx1-ubyte" "$folder/"
