@@ -170,6 +170,23 @@ TEST(Cli, ResumeThroughTheCliIsBitExact) {
   EXPECT_EQ(cnnbench::read_file(dir / "resumed.st"), cnnbench::read_file(dir / "straight.st"));
 }
 
+// A sharded run resumes bit-exactly in its own order, and says so when the order changes.
+TEST(Cli, ResumeKeepsOrSaysTheShardsOrder) {
+  const fs::path dir = fresh_temp_dir("cli-resume-shards");
+  const std::string common = "train --model fc3 --synthetic 300 --batch 32 --seed 9 --quiet";
+  ASSERT_EQ(run_cli(common + " --shards 3 --steps 4 --save " + (dir / "half.st").string()).code, 0);
+  const CliResult same = run_cli(common + " --shards 3 --steps 8 --resume " +
+                                 (dir / "half.st").string() + " --save " + (dir / "resumed.st").string());
+  ASSERT_EQ(same.code, 0) << same.output;
+  EXPECT_EQ(same.output.find("shards"), std::string::npos) << same.output;
+  ASSERT_EQ(run_cli(common + " --shards 3 --steps 8 --save " + (dir / "straight.st").string()).code, 0);
+  EXPECT_EQ(cnnbench::read_file(dir / "resumed.st"), cnnbench::read_file(dir / "straight.st"));
+  const CliResult changed = run_cli(common + " --steps 8 --resume " + (dir / "half.st").string());
+  ASSERT_EQ(changed.code, 0) << changed.output;
+  EXPECT_NE(changed.output.find("trained in the order of 3 shards (--shards), this run visits 1"),
+            std::string::npos) << changed.output;
+}
+
 TEST(Cli, ReportHasTheMetricsAndStdoutWorks) {
   const fs::path dir = fresh_temp_dir("cli-report");
   const fs::path report = dir / "run.json";

@@ -35,6 +35,11 @@ std::vector<std::string> resume_changes(const TrainProgress& saved, const TrainC
     compare("--momentum", saved.sgd->momentum, config.sgd.momentum);
     compare("--weight-decay", saved.sgd->weight_decay, config.sgd.weight_decay);
   }
+  if (saved.shards != config.shards) {
+    changes.push_back("--resume " + file + ": the checkpoint was trained in the order of " +
+                      std::to_string(saved.shards) + " shards (--shards), this run visits " +
+                      std::to_string(config.shards) + "; the batches from here on differ");
+  }
   if (!saved.data.empty() && saved.data != train.source) {
     changes.push_back("--resume " + file + ": the checkpoint was trained on " + saved.data +
                       ", this run trains on " + train.source);
@@ -156,6 +161,7 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   progress.seed = config.seed;
   progress.batch = config.batch;
   progress.steps_per_epoch = steps_per_epoch;
+  progress.shards = config.shards;
   progress.sgd = config.sgd;
   progress.data = train.source;
   if (progress.global_step > total_steps) {
