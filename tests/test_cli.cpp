@@ -35,7 +35,9 @@ using cnnbench::test::run_cli;
 TEST(Cli, UsageErrorsExitTwo) {
   for (const std::string args : {"", "train --batch 0", "train --model vgg16", "train --steps 5 --epochs 2",
                                  "train --synthetic 100 --data x", "train --resume /no/such/file",
-                                 "train --consistency sometimes", "train --lr -1", "frobnicate"}) {
+                                 "train --consistency sometimes", "train --lr -1", "frobnicate",
+                                 "train --synthetic 100 --shards 0", "train --synthetic 100 --shards 65",
+                                 "train --synthetic 100 --shard-data"}) {
     const CliResult r = run_cli(args);
     EXPECT_EQ(r.code, 2) << "cnnbench " << args << "\n" << r.output;
   }
@@ -52,6 +54,8 @@ TEST(Cli, RuntimeErrorsExitOneWithTheCause) {
            {"train --data " + (dir / "none").string(), "does not exist"},
            {"train --synthetic 100 --steps 1 --save /proc/no-such-dir/x.safetensors", "/proc/no-such-dir"},
            {"train --synthetic 10", "smaller than one batch"},
+           {"train --synthetic 10 --shards 3 --batch 12",
+            "--shards 3: block 1 holds 3 of the 10 samples"},
            {"train --synthetic 100 --steps 1 --pin-core 4096", "--pin-core 4096: expected a core number"}}) {
     const CliResult r = run_cli(c.args + " --quiet");
     EXPECT_EQ(r.code, 1) << c.args << "\n" << r.output;
@@ -132,6 +136,7 @@ TEST(TrainConfigEdges, JsonAndArgvRoundTrip) {
   config.threads = 2;
   config.pin = false;
   config.shuffle = false;
+  config.shards = 3;
   config.options = {{"balance", "dynamic"}, {"microbatches", "2"}};
   const nlohmann::json json = config;
   const auto back = json.get<cnnbench::TrainConfig>();
@@ -144,7 +149,7 @@ TEST(TrainConfigEdges, JsonAndArgvRoundTrip) {
   }();
   for (const char* expected : {"--model fc3 ", "--strategy stream ", "--batch 32 ", "--lr 0.05",
                                "--steps 7 ", "--threads 2 ", "--no-pin ", "--no-shuffle ",
-                               "--balance dynamic ", "--microbatches 2 "}) {
+                               "--balance dynamic ", "--microbatches 2 ", "--shards 3 "}) {
     EXPECT_NE(line.find(expected), std::string::npos) << expected << " in " << line;
   }
   // The same words make the same run through the CLI.
@@ -163,6 +168,23 @@ TEST(Cli, ResumeThroughTheCliIsBitExact) {
                     (dir / "resumed.st").string()).code, 0);
   ASSERT_EQ(run_cli(common + " --steps 14 --save " + (dir / "straight.st").string()).code, 0);
   EXPECT_EQ(cnnbench::read_file(dir / "resumed.st"), cnnbench::read_file(dir / "straight.st"));
+}
+
+// A sharded run resumes bit-exactly in its own order, and says so when the order changes.
+TEST(Cli, ResumeKeepsOrSaysTheShardsOrder) {
+  const fs::path dir = fresh_temp_dir("cli-resume-shards");
+  const std::string common = "train --model fc3 --synthetic 300 --batch 32 --seed 9 --quiet";
+  ASSERT_EQ(run_cli(common + " --shards 3 --steps 4 --save " + (dir / "half.st").string()).code, 0);
+  const CliResult same = run_cli(common + " --shards 3 --steps 8 --resume " +
+                                 (dir / "half.st").string() + " --save " + (dir / "resumed.st").string());
+  ASSERT_EQ(same.code, 0) << same.output;
+  EXPECT_EQ(same.output.find("shards"), std::string::npos) << same.output;
+  ASSERT_EQ(run_cli(common + " --shards 3 --steps 8 --save " + (dir / "straight.st").string()).code, 0);
+  EXPECT_EQ(cnnbench::read_file(dir / "resumed.st"), cnnbench::read_file(dir / "straight.st"));
+  const CliResult changed = run_cli(common + " --steps 8 --resume " + (dir / "half.st").string());
+  ASSERT_EQ(changed.code, 0) << changed.output;
+  EXPECT_NE(changed.output.find("trained in the order of 3 shards (--shards), this run visits 1"),
+            std::string::npos) << changed.output;
 }
 
 TEST(Cli, ReportHasTheMetricsAndStdoutWorks) {

@@ -332,6 +332,74 @@ TEST(ClusterOnSimulatedRanks, ReportCountsEveryRanksSamples) {
   for (const Trained& rank : ranks) EXPECT_EQ(rank.metrics, metrics);
 }
 
+// --shard-data on simulated ranks: rank r holds only block r of the data set, so every sample a
+// batch gives it must come from there (gather_batch refuses any other), with rank-level balancing
+// off; the model equals one rank's on the whole set with the same sharded order.
+TEST(ClusterOnSimulatedRanks, ShardDataRanksTrainOnTheirOwnBlocks) {
+  constexpr std::size_t samples = 301;
+  constexpr int batch = 31, steps = 8;
+  const auto order = sharded_epoch_order(samples, 3, batch, 5, 0, true);
+  ASSERT_GE(order.size(), static_cast<std::size_t>(steps * batch));
+  const auto train = [&](int ranks, bool shard_data) {
+    TrainConfig config;
+    config.model = ModelKind::fc3;
+    config.strategy = "cluster";
+    config.batch = batch;
+    config.threads = 2;
+    config.pin = false;
+    config.shards = 3;
+    config.shard_data = shard_data;
+    config.options = {{"balance", "dynamic"}};
+    SimulatedJob job(ranks);
+    std::vector<std::vector<float>> params(static_cast<std::size_t>(ranks));
+    testing::run_simulated_ranks(job, [&](int rank, std::unique_ptr<SimulatedRank> group) {
+      const Dataset data = shard_data ? make_synthetic_block(samples, 3, ranks, rank)
+                                      : make_synthetic(samples, 3);
+      Model model(ModelKind::fc3);
+      init_params(model.params, ModelKind::fc3, 11);
+      auto strategy = make_cluster_strategy(std::move(group));
+      strategy->prepare(model, data, config);
+      strategy->run_steps({order.data(), 0, steps, 0}, [](std::int64_t, double) {});
+      strategy->sync_to(model);
+      params[static_cast<std::size_t>(rank)].assign(model.params.begin(), model.params.end());
+    });
+    return params;
+  };
+  const auto whole = train(1, false);
+  const auto blocks = train(3, true);
+  for (std::size_t r = 0; r < blocks.size(); ++r) {
+    expect_tensors_close(blocks[r], whole[0], ModelKind::fc3, 1e-4,
+                         "--shard-data rank " + std::to_string(r));
+  }
+}
+
+TEST(ClusterOnSimulatedRanks, ShardDataRefusesAnotherRanksBlock) {
+  TrainConfig config;
+  config.model = ModelKind::fc3;
+  config.strategy = "cluster";
+  config.pin = false;
+  config.shards = 2;
+  config.shard_data = true;
+  SimulatedJob job(2);
+  std::vector<std::string> errors(2);
+  try {
+    testing::run_simulated_ranks(job, [&](int rank, std::unique_ptr<SimulatedRank> group) {
+      const Dataset swapped = make_synthetic_block(200, 3, 2, 1 - rank);
+      auto strategy = make_cluster_strategy(std::move(group));
+      try {
+        strategy->prepare(Model(ModelKind::fc3), swapped, config);
+      } catch (const Error& e) {
+        errors[static_cast<std::size_t>(rank)] = e.what();
+        throw;
+      }
+    });
+    ADD_FAILURE() << "ranks holding each other's blocks were accepted";
+  } catch (const Error&) {
+  }
+  EXPECT_NE(errors[0].find("rank 0 holds samples [100, 200) but its block is [0, 100)"),
+            std::string::npos) << errors[0];
+}
+
 TEST(ClusterCut, EvenSharesOverRanksThenThreads) {
   // 31 samples over 3 ranks (11, 10, 10), each share over 2 threads.
   const std::vector<std::vector<int>> threads = {{6, 5}, {5, 5}, {5, 5}};

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -174,6 +175,103 @@ TEST(Synthetic, LearnableButNotTrivial) {
   const double accuracy = correct / 1000.0;
   EXPECT_GT(accuracy, 0.4);
   EXPECT_LT(accuracy, 0.97);
+}
+
+// ---- the sharded order (docs/design.md, "Sample order") ------------------------------------------
+
+TEST(DataBlock, SplitsLikeSplitEvenly) {
+  // 10 over 4: 3, 3, 2, 2 from 0, 3, 6, 8.
+  const std::vector<std::pair<std::size_t, std::size_t>> expected = {{0, 3}, {3, 3}, {6, 2}, {8, 2}};
+  for (int r = 0; r < 4; ++r) {
+    const DataBlock block = data_block(10, 4, r);
+    EXPECT_EQ(block.first, expected[static_cast<std::size_t>(r)].first) << "block " << r;
+    EXPECT_EQ(block.count, expected[static_cast<std::size_t>(r)].second) << "block " << r;
+  }
+  EXPECT_THROW(data_block(10, 4, 4), Error);
+}
+
+TEST(ShardedOrder, OneShardIsTheUnshardedOrder) {
+  for (const bool shuffle : {true, false}) {
+    for (const std::int64_t epoch : {0, 3}) {
+      EXPECT_EQ(sharded_epoch_order(1000, 1, 64, 42, epoch, shuffle),
+                epoch_order(1000, 42, epoch, shuffle));
+    }
+  }
+  EXPECT_EQ(sharded_steps_per_epoch(1000, 1, 64), 1000 / 64);
+}
+
+TEST(ShardedOrder, BatchSharesComeFromTheirOwnBlockOncePerEpoch) {
+  struct Case {
+    std::size_t total;
+    int shards, batch;
+  };
+  for (const Case c : {Case{1000, 2, 64}, Case{1001, 3, 10}, Case{97, 4, 7}, Case{50, 7, 7}}) {
+    SCOPED_TRACE("total " + std::to_string(c.total) + " shards " + std::to_string(c.shards) +
+                 " batch " + std::to_string(c.batch));
+    // Steps per epoch: min over the blocks of floor(n_r / s_r), by hand.
+    std::int64_t steps = std::numeric_limits<std::int64_t>::max();
+    for (int r = 0; r < c.shards; ++r) {
+      const auto share = data_block(static_cast<std::size_t>(c.batch), c.shards, r).count;
+      steps = std::min<std::int64_t>(steps, data_block(c.total, c.shards, r).count / share);
+    }
+    ASSERT_EQ(sharded_steps_per_epoch(c.total, c.shards, c.batch), steps);
+    for (const std::int64_t epoch : {0, 1}) {
+      const auto order = sharded_epoch_order(c.total, c.shards, c.batch, 5, epoch, true);
+      ASSERT_EQ(order.size(), static_cast<std::size_t>(steps * c.batch));
+      std::vector<int> seen(c.total, 0);
+      for (std::int64_t k = 0; k < steps; ++k) {
+        std::size_t offset = 0;
+        for (int r = 0; r < c.shards; ++r) {
+          const DataBlock block = data_block(c.total, c.shards, r);
+          const auto share = data_block(static_cast<std::size_t>(c.batch), c.shards, r).count;
+          for (std::size_t j = 0; j < share; ++j) {
+            const std::uint32_t sample = order[static_cast<std::size_t>(k * c.batch) + offset + j];
+            EXPECT_GE(sample, block.first) << "batch " << k << " share " << r;
+            EXPECT_LT(sample, block.first + block.count) << "batch " << k << " share " << r;
+            if (sample < c.total) ++seen[sample];
+          }
+          offset += share;
+        }
+      }
+      EXPECT_EQ(*std::max_element(seen.begin(), seen.end()), 1) << "a sample visited twice";
+      // Shard r visits its block in its own seeded order: share r of batch 0 starts it.
+      const DataBlock last = data_block(c.total, c.shards, c.shards - 1);
+      const auto own = epoch_order(last.count, shard_seed(5, c.shards - 1), epoch, true);
+      const auto last_share = data_block(static_cast<std::size_t>(c.batch), c.shards, c.shards - 1).count;
+      EXPECT_EQ(order[static_cast<std::size_t>(c.batch) - last_share], last.first + own[0]);
+    }
+  }
+}
+
+TEST(ShardedOrder, ShardsBeyondTheBatchOrTooSmallBlocksGiveNoSteps) {
+  EXPECT_THROW(sharded_steps_per_epoch(1000, 9, 8), Error);
+  // 10 samples over 3 shards (4, 3, 3) with a batch of 9 (3 each): one step; batch 12: none.
+  EXPECT_EQ(sharded_steps_per_epoch(10, 3, 9), 1);
+  EXPECT_EQ(sharded_steps_per_epoch(10, 3, 12), 0);
+}
+
+TEST(GatherBatch, ABlockMapsWholeSetIndicesAndRefusesOthers) {
+  const Dataset whole = make_synthetic(40, 3);
+  const Dataset block = make_synthetic_block(40, 3, 3, 1);  // samples [14, 27)
+  ASSERT_EQ(block.first, 14u);
+  ASSERT_EQ(block.count, 13u);
+  EXPECT_EQ(block.source, whole.source);
+  const std::vector<std::uint32_t> indices = {14, 26, 20};
+  std::vector<float> x_whole(3 * 784), x_block(3 * 784);
+  std::vector<std::uint8_t> y_whole(3), y_block(3);
+  gather_batch(x_whole.data(), y_whole.data(), whole, indices.data(), 3);
+  gather_batch(x_block.data(), y_block.data(), block, indices.data(), 3);
+  EXPECT_EQ(x_block, x_whole);
+  EXPECT_EQ(y_block, y_whole);
+  for (const std::uint32_t outside : {13u, 27u}) {
+    try {
+      gather_batch(x_block.data(), y_block.data(), block, &outside, 1);
+      ADD_FAILURE() << "sample " << outside << " outside the block was taken";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("outside this process's block [14, 27)"),
+                std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

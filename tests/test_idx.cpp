@@ -292,5 +292,115 @@ TEST(LoadMnist, ReadsGzipFiles) {
   EXPECT_NE(test.source.find(".gz"), std::string::npos);
 }
 
+// ---- blocks of a file (--shard-data) ---------------------------------------------------------------
+
+TEST(ReadIdxBlock, EqualsTheSliceOfTheWholeRead) {
+  TempDir dir;
+  const auto file = dir.path() / "images";
+  write_bytes(file, idx_file({11, 3, 2}));
+  const IdxArray whole = read_idx(file, 3);
+  const bool gzip = have_gzip();
+  if (gzip) {
+    write_bytes(dir.path() / "copy", idx_file({11, 3, 2}));
+    gzip_file(dir.path() / "copy");
+  }
+  for (const int blocks : {1, 2, 3, 4, 11}) {
+    for (int block = 0; block < blocks; ++block) {
+      SCOPED_TRACE("block " + std::to_string(block) + " of " + std::to_string(blocks));
+      const DataBlock range = data_block(11, blocks, block);
+      const Bytes slice(whole.data.begin() + static_cast<std::ptrdiff_t>(range.first * 6),
+                        whole.data.begin() + static_cast<std::ptrdiff_t>((range.first + range.count) * 6));
+      const IdxArray part = read_idx_block(file, 3, blocks, block);
+      EXPECT_EQ(part.dims, whole.dims);
+      EXPECT_EQ(part.data, slice);
+      if (gzip) {
+        EXPECT_EQ(read_idx_block(dir.path() / "copy.gz", 3, blocks, block).data, slice);
+      }
+    }
+  }
+}
+
+TEST(ReadIdxBlock, ValidatesTheWholeFileAsReadIdxDoes) {
+  TempDir dir;
+  for (const CorruptCase& c : corrupt_cases()) {
+    SCOPED_TRACE(c.name);
+    const auto file = dir.path() / "train-images-idx3-ubyte";
+    write_bytes(file, c.bytes);
+    try {
+      read_idx_block(file, c.rank, 2, 1);
+      ADD_FAILURE() << "accepted a file with " << c.name;
+    } catch (const FormatError& e) {
+      EXPECT_EQ(e.file(), file);
+      EXPECT_NE(std::string(e.what()).find(c.message_part), std::string::npos) << e.what();
+    }
+  }
+  if (!have_gzip()) return;
+  // A stream is checked to its end even though the block comes first: extra or missing bytes.
+  for (const int change : {-1, +3}) {
+    Bytes bytes = idx_file({4, 2, 2});
+    bytes.resize(static_cast<std::size_t>(static_cast<int>(bytes.size()) + change), 9);
+    write_bytes(dir.path() / "changed", bytes);
+    gzip_file(dir.path() / "changed");
+    EXPECT_THROW(read_idx_block(dir.path() / "changed.gz", 3, 2, 0), FormatError) << change;
+  }
+}
+
+TEST(LoadMnistBlock, NamesItsBlockAndTheWholeSet) {
+  TempDir dir;
+  write_mnist(dir.path(), "train", {1, 2, 3, 4, 5});
+  const Dataset whole = load_mnist(dir.path(), Split::train);
+  const Dataset block = load_mnist_block(dir.path(), Split::train, 2, 1);  // samples [3, 5)
+  EXPECT_EQ(block.first, 3u);
+  EXPECT_EQ(block.count, 2u);
+  EXPECT_EQ(block.total, 5u);
+  EXPECT_EQ(block.labels, (Bytes{4, 5}));
+  EXPECT_EQ(block.images, Bytes(whole.images.begin() + 3 * 784, whole.images.end()));
+  EXPECT_EQ(block.source, whole.source);
+  EXPECT_NE(block.block_source.find("bytes [2368, 3936)"), std::string::npos) << block.block_source;
+}
+
+// A shard folder as datasets/shard.sh writes it, its manifest as given.
+void write_shard(const std::filesystem::path& set, int block, const std::string& manifest,
+                 Bytes labels) {
+  const auto folder = set / ("shard-" + std::to_string(block));
+  std::filesystem::create_directories(folder);
+  write_mnist(folder, "train", std::move(labels));
+  std::ofstream(folder / "block.txt") << manifest;
+}
+
+TEST(LoadMnistShardFolder, ReadsItsBlockAndRefusesOtherJobsFolders) {
+  TempDir dir;
+  const auto set = dir.path() / "set";
+  write_shard(set, 0, "blocks 2\nblock 0\nfirst 0\ncount 3\ntotal 5\n", {1, 2, 3});
+  write_shard(set, 1, "# a comment\nblocks 2\nblock 1\nfirst 3\ncount 2\ntotal 5\n", {4, 5});
+  ASSERT_TRUE(is_shard_folder_set(set));
+  EXPECT_FALSE(is_shard_folder_set(dir.path()));
+  const Dataset block = load_mnist_shard_folder(set, 2, 1);
+  EXPECT_EQ(block.first, 3u);
+  EXPECT_EQ(block.total, 5u);
+  EXPECT_EQ(block.labels, (Bytes{4, 5}));
+
+  const auto refused = [&](int blocks, int index, const std::string& part) {
+    try {
+      load_mnist_shard_folder(set, blocks, index);
+      ADD_FAILURE() << "block " << index << " of " << blocks << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  refused(3, 0, "block.txt: expected blocks (the job's ranks) 3, found 2");
+  refused(3, 2, "has no block.txt: write 3 shards with datasets/shard.sh 3");
+  write_shard(set, 1, "blocks 2\nblock 0\nfirst 3\ncount 2\ntotal 5\n", {4, 5});
+  refused(2, 1, "expected block 1, found 0");
+  write_shard(set, 1, "blocks 2\nblock 1\nfirst 2\ncount 3\ntotal 5\n", {3, 4, 5});
+  refused(2, 1, "expected first 3, found 2");
+  write_shard(set, 1, "blocks 2\nblock 1\nfirst 3\ncount 2\ntotal 5\n", {4, 5, 6});
+  refused(2, 1, "the IDX files hold 3 samples, block.txt says 2");
+  write_shard(set, 1, "blocks 2\nblock 1\nfirst three\ncount 2\ntotal 5\n", {4, 5});
+  refused(2, 1, "line 3: expected 'first <whole number>'");
+  write_shard(set, 1, "blocks 2\nblock 1\ncount 2\ntotal 5\n", {4, 5});
+  refused(2, 1, "no 'first' line");
+}
+
 }  // namespace
 }  // namespace cnnbench

@@ -43,6 +43,9 @@ const OptionSpec sweep_epochs =
     whole("epochs", "epochs per repetition (instead of --steps)", 1, std::nullopt, ">= 1");
 const OptionSpec synthetic = whole(
     "synthetic", "use N deterministic synthetic samples instead of MNIST", 1, std::nullopt, ">= 1");
+const OptionSpec shards = whole(
+    "shards", "visit the training set as N per-node blocks (docs/design.md, \"Sample order\")", 1,
+    1 << 20, "in 1..1048576");
 const OptionSpec threads = whole(
     "threads", "cores/threads the strategy may use (stream: cores; cluster: threads per rank)", 1,
     4096, "in 1..4096");

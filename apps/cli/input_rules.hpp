@@ -20,7 +20,7 @@ namespace cnnbench::cli {
 // The general flags' rules: whole numbers and numbers with their ranges said for people.
 namespace general_option {
 extern const OptionSpec batch, lr, momentum, weight_decay, seed;
-extern const OptionSpec train_steps, train_epochs, sweep_steps, sweep_epochs, synthetic;
+extern const OptionSpec train_steps, train_epochs, sweep_steps, sweep_epochs, synthetic, shards;
 extern const OptionSpec threads, sweep_cores, nodes, repeat, warmup;
 extern const OptionSpec eval_every, tta_max_steps, target_accuracy;
 }  // namespace general_option

@@ -28,6 +28,7 @@ struct SweepArgs : CommonArgs {
   std::vector<std::string> strategies;
   std::vector<int> cores, nodes;
   int repeat = 3, warmup = 1;
+  int shards = 1;
   bool resume = false, force = false;
   double target_accuracy = -1;
   std::int64_t eval_every = 25, tta_max_steps = 3000;
@@ -146,6 +147,11 @@ void check_sweep_args(SweepArgs& a, const CLI::App& cmd) {
   } else if (a.hostfile.empty() && a.emulate_hosts == 0) {
     for (int nodes : a.nodes) check_threads("--nodes", nodes, 1, a.batch, a.oversubscribe);
   }
+  if (a.shards > a.batch) {
+    throw CLI::ValidationError("--shards", std::to_string(a.shards) + " shards but a batch of " +
+                                               std::to_string(a.batch) +
+                                               " (each shard gives every batch at least one sample)");
+  }
 }
 
 // Every rank runs the job; rank 0 writes the result where the sweep reads it.
@@ -196,6 +202,7 @@ int run_sweep_command(const SweepArgs& a) {
   o.momentum = a.momentum;
   o.seed = a.seed;
   o.pin = !a.no_pin;
+  o.shards = a.shards;
   o.oversubscribe = a.oversubscribe;
   for (const auto& [name, value] : a.options) {
     if (!value.empty()) o.options[name] = value;
@@ -247,6 +254,7 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
       ->delimiter(',');
   add_number_option(cmd, general_option::sweep_cores, args->cores);
   add_number_option(cmd, general_option::nodes, args->nodes);
+  add_number_option(cmd, general_option::shards, args->shards)->capture_default_str();
   add_common_flags(cmd, *args, OptionFlags::sweep);
   add_number_option(cmd, general_option::repeat, args->repeat)->capture_default_str();
   add_number_option(cmd, general_option::warmup, args->warmup)->capture_default_str();

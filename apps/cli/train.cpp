@@ -26,6 +26,8 @@ struct TrainArgs : CommonArgs {
   bool no_shuffle = false, eval = false;
   std::string init, save, resume, report, trace;
   int threads = 1;
+  int shards = 1;
+  bool shard_data = false;
   std::int64_t trace_steps = 20;
   std::string progress;  // "" = the default of progress_mode()
 };
@@ -65,6 +67,14 @@ int launcher_rank() {
   return -1;
 }
 
+// The job's rank count as the MPI launcher says it (before MPI is initialised), else 1.
+int launcher_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
+    if (const char* value = std::getenv(name); value != nullptr && *value != 0) return std::atoi(value);
+  }
+  return 1;
+}
+
 // --progress, else: nothing with --quiet, lines under an MPI launcher (rank 0 prints them; its
 // stderr is a pipe), a bar on a terminal, nothing otherwise (a log gets the summary line).
 ProgressMode progress_mode(const TrainArgs& a) {
@@ -83,6 +93,31 @@ std::filesystem::path interrupt_folder(const std::string& report) {
   return std::filesystem::path(report).parent_path();
 }
 
+// This process's block under --shard-data (the launcher's rank), else 0.
+int shard_data_rank(const TrainConfig& config) {
+  return config.shard_data ? std::max(0, launcher_rank()) : 0;
+}
+
+// The training set, or with --shard-data only this rank's block of it (docs/cluster.md,
+// "Per-node data"): of the synthetic sequence, a byte range of the IDX files, or the rank's folder
+// of a set written by datasets/shard.sh.
+Dataset load_training_set(const TrainArgs& a, const TrainConfig& config) {
+  const int blocks = config.shard_data ? config.shards : 1, block = shard_data_rank(config);
+  if (a.synthetic > 0) {
+    return blocks == 1 ? make_synthetic(a.synthetic, a.seed)
+                       : make_synthetic_block(a.synthetic, a.seed, blocks, block);
+  }
+  if (is_shard_folder_set(a.data_dir)) {
+    if (!config.shard_data) {
+      fail("--data " + a.data_dir + " holds shard folders (datasets/shard.sh): train on them "
+           "with --strategy cluster --shard-data under mpirun, or pass the MNIST folder");
+    }
+    return load_mnist_shard_folder(a.data_dir, blocks, block);
+  }
+  return blocks == 1 ? load_mnist(a.data_dir, Split::train)
+                     : load_mnist_block(a.data_dir, Split::train, blocks, block);
+}
+
 TrainConfig make_config(const TrainArgs& a) {
   TrainConfig c;
   c.model = parse_model(a.model);
@@ -95,6 +130,8 @@ TrainConfig make_config(const TrainArgs& a) {
   c.epochs = a.epochs;
   c.threads = a.threads;
   c.pin = !a.no_pin;
+  c.shard_data = a.shard_data;
+  c.shards = a.shard_data ? launcher_size() : a.shards;
   for (const auto& [name, value] : a.options) {
     if (!value.empty()) c.options[name] = value;
   }
@@ -117,13 +154,15 @@ int run_train(const TrainArgs& a) {
     }
   }
   use_isa(a.isa);
-  Dataset train, test;
-  if (a.synthetic > 0) {
-    train = make_synthetic(a.synthetic, a.seed);
-    if (a.eval) test = make_synthetic(std::max<std::size_t>(a.synthetic / 6, 1000), a.seed, a.synthetic);
-  } else {
-    train = load_mnist(a.data_dir, Split::train);
-    if (a.eval) test = load_mnist(a.data_dir, Split::test);
+  Dataset train = load_training_set(a, config), test;
+  if (a.eval && a.synthetic > 0) {
+    test = make_synthetic(std::max<std::size_t>(a.synthetic / 6, 1000), a.seed, a.synthetic);
+  } else if (a.eval) {
+    // A set of shard folders carries the test files in each folder.
+    const std::filesystem::path dir = a.data_dir;
+    const bool folders = is_shard_folder_set(dir);
+    test = load_mnist(folders ? dir / ("shard-" + std::to_string(shard_data_rank(config))) : dir,
+                      Split::test);
   }
 
   RunOptions options;
@@ -182,6 +221,11 @@ void add_train_command(CLI::App& root, Runner& runner) {
   add_number_option(cmd, general_option::threads, args->threads, "--threads,--cores")
       ->capture_default_str();
   cmd->add_flag("--no-shuffle", args->no_shuffle, "visit samples in file order");
+  CLI::Option* shards_flag = add_number_option(cmd, general_option::shards, args->shards);
+  cmd->add_flag("--shard-data", args->shard_data,
+                "cluster: each rank reads only its block of the training set, the --shards order "
+                "with N = the job's ranks (docs/cluster.md, \"Per-node data\")")
+      ->excludes(shards_flag);
   cmd->add_option("--init", args->init, "initial weights (safetensors)")->check(CLI::ExistingFile);
   cmd->add_option("--save", args->save, "write a checkpoint at the end (safetensors)");
   cmd->add_option("--resume", args->resume, "continue from a checkpoint")->check(CLI::ExistingFile);
@@ -201,6 +245,17 @@ void add_train_command(CLI::App& root, Runner& runner) {
     // Cluster ranks on one node share its cores; other strategies run one process.
     const int ranks = args->strategy == "cluster" ? ranks_on_this_node() : 1;
     check_threads("--threads", args->threads, ranks, args->batch, args->oversubscribe);
+    const int shards = args->shard_data ? launcher_size() : args->shards;
+    if (args->shard_data && args->strategy != "cluster") {
+      throw CLI::ValidationError("--shard-data", "only the cluster strategy reads per-rank blocks "
+                                                 "(the others take --shards N)");
+    }
+    if (shards > args->batch) {
+      throw CLI::ValidationError(args->shard_data ? "--shard-data" : "--shards",
+                                 std::to_string(shards) + " shards but a batch of " +
+                                     std::to_string(args->batch) +
+                                     " (each shard gives every batch at least one sample)");
+    }
     if (!args->trace.empty() && args->strategy == "gpu") {
       throw CLI::ValidationError("--trace", "the gpu strategy records no spans yet (serial, "
                                             "blas, stream and cluster do)");

@@ -39,6 +39,19 @@ class ByteSource {
   virtual std::optional<std::uint64_t> known_size() const = 0;
   // Called before reporting short data: throws if the short data is the decompressor's fault.
   virtual void check_complete() {}
+  // Passes over up to n bytes without keeping them; returns how many there were.
+  virtual std::uint64_t skip(std::uint64_t n) {
+    constexpr std::size_t chunk = 1 << 16;
+    std::vector<std::uint8_t> dropped(static_cast<std::size_t>(std::min<std::uint64_t>(n, chunk)));
+    std::uint64_t done = 0;
+    while (done < n) {
+      const std::size_t step = static_cast<std::size_t>(std::min<std::uint64_t>(chunk, n - done));
+      const std::size_t got = read(dropped.data(), step);
+      done += got;
+      if (got < step) break;
+    }
+    return done;
+  }
 };
 
 std::size_t read_fully(int fd, void* destination, std::size_t n,
@@ -77,6 +90,13 @@ class PlainFile final : public ByteSource {
     return read_fully(fd_, destination, n, file_);
   }
   std::optional<std::uint64_t> known_size() const override { return size_; }
+  // The size was checked against the header, so a seek lands inside the file.
+  std::uint64_t skip(std::uint64_t n) override {
+    if (::lseek(fd_, static_cast<off_t>(n), SEEK_CUR) < 0) {
+      fail("cannot seek in " + file_.string() + ": " + std::strerror(errno));
+    }
+    return n;
+  }
 
  private:
   std::filesystem::path file_;
@@ -227,14 +247,12 @@ void check_known_size(const std::filesystem::path& file, const ExpectedSize& siz
                     std::to_string(file_size - size.total()) + " extra bytes");
 }
 
-// Streams: the buffer grows only as data arrives, so a header claiming gigabytes costs nothing.
-std::vector<std::uint8_t> read_stream_data(const std::filesystem::path& file,
-                                           const ExpectedSize& size, ByteSource& source) {
+// Up to `wanted` bytes, the buffer growing only as data arrives, so that a header claiming
+// gigabytes costs nothing.
+std::vector<std::uint8_t> read_growing(ByteSource& source, std::uint64_t wanted) {
   constexpr std::uint64_t chunk = 1 << 20;
   std::vector<std::uint8_t> data;
   std::uint64_t done = 0;
-  const std::uint64_t wanted =
-      size.overflows ? std::numeric_limits<std::uint64_t>::max() : size.data_bytes;
   while (done < wanted) {
     const std::uint64_t step = std::min(chunk, wanted - done);
     data.resize(done + step);
@@ -242,28 +260,45 @@ std::vector<std::uint8_t> read_stream_data(const std::filesystem::path& file,
     done += got;
     if (got < step) break;
   }
-  if (done < wanted) {
-    source.check_complete();
-    throw FormatError(file, size.header_bytes + done, size.total_text(), "end of data");
-  }
+  data.resize(done);
+  return data;
+}
+
+// The end of a stream must come exactly after the header's size.
+void check_stream_end(const std::filesystem::path& file, const ExpectedSize& size,
+                      ByteSource& source) {
   std::uint8_t extra;
   if (source.read(&extra, 1) != 0) {
     throw FormatError(file, size.total(), "end of data after " + size.total_text(), "more bytes");
   }
   source.check_complete();
+}
+
+// Streams: the buffer grows only as data arrives, so a header claiming gigabytes costs nothing.
+std::vector<std::uint8_t> read_stream_data(const std::filesystem::path& file,
+                                           const ExpectedSize& size, ByteSource& source) {
+  const std::uint64_t wanted =
+      size.overflows ? std::numeric_limits<std::uint64_t>::max() : size.data_bytes;
+  std::vector<std::uint8_t> data = read_growing(source, wanted);
+  const std::uint64_t done = data.size();
+  if (done < wanted) {
+    source.check_complete();
+    throw FormatError(file, size.header_bytes + done, size.total_text(), "end of data");
+  }
+  check_stream_end(file, size, source);
   return data;
+}
+
+std::unique_ptr<ByteSource> open_idx(const std::filesystem::path& file) {
+  if (file.extension() == ".gz") return std::make_unique<GzipStream>(file);
+  return std::make_unique<PlainFile>(file);
 }
 
 }  // namespace
 
 IdxArray read_idx(const std::filesystem::path& file, int expected_rank) {
   CNNBENCH_CHECK(expected_rank >= 1 && expected_rank <= 255, "read_idx: rank must be 1..255");
-  std::unique_ptr<ByteSource> source;
-  if (file.extension() == ".gz") {
-    source = std::make_unique<GzipStream>(file);
-  } else {
-    source = std::make_unique<PlainFile>(file);
-  }
+  std::unique_ptr<ByteSource> source = open_idx(file);
   IdxArray array;
   array.dims = read_header(file, expected_rank, *source);
   const ExpectedSize size = expected_size(array.dims);
@@ -277,6 +312,40 @@ IdxArray read_idx(const std::filesystem::path& file, int expected_rank) {
     }
   } else {
     array.data = read_stream_data(file, size, *source);
+  }
+  return array;
+}
+
+IdxArray read_idx_block(const std::filesystem::path& file, int expected_rank, int blocks,
+                        int block) {
+  CNNBENCH_CHECK(expected_rank >= 1 && expected_rank <= 255, "read_idx: rank must be 1..255");
+  std::unique_ptr<ByteSource> source = open_idx(file);
+  IdxArray array;
+  array.dims = read_header(file, expected_rank, *source);
+  const ExpectedSize size = expected_size(array.dims);
+  const auto known = source->known_size();
+  if (known) check_known_size(file, size, *known);
+  if (size.overflows) {
+    throw FormatError(file, 4, "a header whose data fits in 2^64 bytes", size.description);
+  }
+  const std::uint64_t item_bytes = size.data_bytes / array.dims[0];
+  const DataBlock range = data_block(array.dims[0], blocks, block);
+  const std::uint64_t before = range.first * item_bytes, wanted = range.count * item_bytes;
+  const std::uint64_t after = size.data_bytes - before - wanted;
+  const auto short_data = [&](std::uint64_t offset) {
+    source->check_complete();
+    return FormatError(file, size.header_bytes + offset, size.total_text(),
+                       known ? "end of file (the file shrank while being read)" : "end of data");
+  };
+  if (const std::uint64_t skipped = source->skip(before); skipped != before) {
+    throw short_data(skipped);
+  }
+  array.data = read_growing(*source, wanted);
+  if (array.data.size() != wanted) throw short_data(before + array.data.size());
+  if (!known) {  // a stream: its length is only known at its end
+    const std::uint64_t skipped = source->skip(after);
+    if (skipped != after) throw short_data(before + wanted + skipped);
+    check_stream_end(file, size, *source);
   }
   return array;
 }

@@ -106,4 +106,15 @@ Dataset make_synthetic(std::size_t count, std::uint64_t seed, std::size_t first)
   return data;
 }
 
+Dataset make_synthetic_block(std::size_t total, std::uint64_t seed, int blocks, int block) {
+  const DataBlock range = data_block(total, blocks, block);
+  Dataset data = make_synthetic(range.count, seed, range.first);
+  data.first = range.first;
+  data.total = total;
+  data.block_source = "samples [" + std::to_string(range.first) + ", " +
+                      std::to_string(range.first + range.count) + ") of the sequence";
+  data.source = "synthetic(" + std::to_string(total) + ", seed " + std::to_string(seed) + ")";
+  return data;
+}
+
 }  // namespace cnnbench

@@ -102,6 +102,8 @@ void save_checkpoint(const std::filesystem::path& file, const Model& model,
     content.metadata["weight_decay"] = float_text(progress.sgd->weight_decay);
   }
   if (!progress.data.empty()) content.metadata["data"] = progress.data;
+  // Recorded only when sharded, so an unsharded checkpoint is what it always was.
+  if (progress.shards != 1) content.metadata["shards"] = std::to_string(progress.shards);
   write_safetensors(file, content);
 }
 
@@ -159,6 +161,9 @@ TrainProgress load_checkpoint(const std::filesystem::path& file, Model& model) {
   }
   if (const auto data = content.metadata.find("data"); data != content.metadata.end()) {
     progress.data = data->second;
+  }
+  if (content.metadata.count("shards") != 0) {
+    progress.shards = metadata_number<std::int64_t>(file, content, "shards");
   }
 
   for (std::size_t i = 0; i < spec.tensors.size(); ++i) {

@@ -10,10 +10,27 @@ namespace cnnbench {
 
 namespace {
 
-nlohmann::json config_json(const TrainConfig& config, const Dataset& train, std::int64_t total_steps) {
+// The shard layout (docs/design.md, "Sample order"): every block's samples, and with
+// --shard-data what the rank holding it read.
+nlohmann::json blocks_json(const TrainConfig& config, const Dataset& train,
+                           const std::vector<ProcessRecord>& processes) {
+  nlohmann::json blocks = nlohmann::json::array();
+  for (int r = 0; r < config.shards; ++r) {
+    const DataBlock block = data_block(train.set_size(), config.shards, r);
+    nlohmann::json entry = {{"shard", r}, {"first", block.first}, {"count", block.count}};
+    const auto rank = static_cast<std::size_t>(r);
+    if (config.shard_data && rank < processes.size()) entry["source"] = processes[rank].source;
+    blocks.push_back(entry);
+  }
+  return blocks;
+}
+
+nlohmann::json config_json(const TrainConfig& config, const Dataset& train,
+                           const RunResult& result) {
   nlohmann::json json = config;
-  json["steps"] = total_steps;  // an epoch run's too, not the -1 that stands for "by epochs"
-  json["data"] = {{"source", train.source}, {"train_samples", train.count}};
+  json["steps"] = result.total_steps;  // an epoch run's too, not the -1 that stands for "by epochs"
+  json["data"] = {{"source", train.source}, {"train_samples", train.set_size()}};
+  if (config.shards > 1) json["data"]["blocks"] = blocks_json(config, train, result.processes);
   return json;
 }
 
@@ -23,6 +40,13 @@ double final_loss(const std::vector<double>& losses) {
   const std::size_t n = std::min<std::size_t>(100, losses.size());
   return std::accumulate(losses.end() - static_cast<std::ptrdiff_t>(n), losses.end(), 0.0) /
          static_cast<double>(n);
+}
+
+// Each process's peak memory at the end of training, in rank order.
+nlohmann::json peak_rss_by_rank(const std::vector<ProcessRecord>& processes) {
+  nlohmann::json values = nlohmann::json::array();
+  for (const ProcessRecord& process : processes) values.push_back(process.peak_rss_bytes);
+  return values;
 }
 
 }  // namespace
@@ -43,6 +67,7 @@ nlohmann::json make_run_report(const TrainConfig& config, const Dataset& train,
       {"gflops", result.images_per_s * spec.train_flops_per_image / 1e9},
       {"train_flops_per_image", spec.train_flops_per_image},
       {"peak_rss_bytes", peak_rss_bytes()},
+      {"peak_rss_bytes_by_rank", peak_rss_by_rank(result.processes)},
       {"interrupted", result.interrupted},
   };
   // The fraction of one core's measured SGEMM rate this run achieved; measured only here, when a
@@ -72,7 +97,7 @@ nlohmann::json make_run_report(const TrainConfig& config, const Dataset& train,
       {"schema_version", report_schema_version},
       {"kind", "run"},
       {"context", collect_context()},
-      {"config", config_json(config, train, result.total_steps)},
+      {"config", config_json(config, train, result)},
       {"metrics", metrics},
       {"epochs", epochs},
       {"loss_curve", result.step_losses},

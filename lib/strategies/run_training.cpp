@@ -1,6 +1,7 @@
 // The training driver shared by every strategy: initial weights (seeded, --init or --resume), the
 // step schedule of docs/design.md (epoch e visits epoch_order(e); step k uses samples [kB, (k+1)B);
-// a final partial batch is dropped), progress, checkpoints and evaluation.
+// a final partial batch is dropped; with --shards N the order of N blocks, "Sample order"),
+// progress, checkpoints and evaluation.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -34,6 +35,11 @@ std::vector<std::string> resume_changes(const TrainProgress& saved, const TrainC
     compare("--momentum", saved.sgd->momentum, config.sgd.momentum);
     compare("--weight-decay", saved.sgd->weight_decay, config.sgd.weight_decay);
   }
+  if (saved.shards != config.shards) {
+    changes.push_back("--resume " + file + ": the checkpoint was trained in the order of " +
+                      std::to_string(saved.shards) + " shards (--shards), this run visits " +
+                      std::to_string(config.shards) + "; the batches from here on differ");
+  }
   if (!saved.data.empty() && saved.data != train.source) {
     changes.push_back("--resume " + file + ": the checkpoint was trained on " + saved.data +
                       ", this run trains on " + train.source);
@@ -64,6 +70,53 @@ bool hook_is_due(const RunOptions& options, std::int64_t global_step, std::int64
   return global_step % options.every_steps == 0 || global_step == total_steps;
 }
 
+// Steps per epoch of the (sharded) order, after checking that the set fills one batch.
+std::int64_t steps_per_epoch_of(const TrainConfig& config, const Dataset& train) {
+  const std::size_t total = train.set_size();
+  if (config.shards == 1) {
+    const std::int64_t steps = static_cast<std::int64_t>(total) / config.batch;
+    if (steps == 0) {
+      fail("the training set (" + std::to_string(total) + " samples from " + train.source +
+           ") is smaller than one batch of " + std::to_string(config.batch));
+    }
+    return steps;
+  }
+  const std::string flag = "--shards " + std::to_string(config.shards);
+  if (config.shards < 1) fail(flag + ": the number of shards must be at least 1");
+  if (config.shards > config.batch) {
+    fail(flag + ": more shards than the batch of " + std::to_string(config.batch) +
+         " samples (each shard gives every batch at least one sample)");
+  }
+  for (int r = 0; r < config.shards; ++r) {
+    const DataBlock block = data_block(total, config.shards, r);
+    const std::size_t share = data_block(static_cast<std::size_t>(config.batch), config.shards, r).count;
+    if (block.count < share) {
+      fail(flag + ": block " + std::to_string(r) + " holds " + std::to_string(block.count) +
+           " of the " + std::to_string(total) + " samples of " + train.source +
+           ", fewer than its share of " + std::to_string(share) + " in each batch of " +
+           std::to_string(config.batch));
+    }
+  }
+  return sharded_steps_per_epoch(total, config.shards, config.batch);
+}
+
+// Every process's block of the training set and peak memory, in rank order (collective).
+std::vector<ProcessRecord> gather_process_records(Strategy& strategy, const Dataset& train) {
+  const nlohmann::json mine = {{"first", train.first},
+                               {"count", train.count},
+                               {"source", train.block_source},
+                               {"peak_rss_bytes", peak_rss_bytes()}};
+  std::vector<ProcessRecord> records;
+  for (const std::string& text : strategy.gather_texts(mine.dump())) {
+    const nlohmann::json record = nlohmann::json::parse(text);
+    records.push_back({static_cast<int>(records.size()), record.at("first").get<std::size_t>(),
+                       record.at("count").get<std::size_t>(),
+                       record.at("source").get<std::string>(),
+                       record.at("peak_rss_bytes").get<std::uint64_t>()});
+  }
+  return records;
+}
+
 }  // namespace
 
 EvalResult evaluate(ModelKind kind, const float* params, const Dataset& data, int batch) {
@@ -79,7 +132,7 @@ EvalResult evaluate(ModelKind kind, const float* params, const Dataset& data, in
   std::size_t correct = 0;
   for (std::size_t start = 0; start < data.count; start += static_cast<std::size_t>(batch)) {
     const int n = static_cast<int>(std::min<std::size_t>(batch, data.count - start));
-    for (int i = 0; i < n; ++i) indices[i] = static_cast<std::uint32_t>(start + i);
+    for (int i = 0; i < n; ++i) indices[i] = static_cast<std::uint32_t>(data.first + start + i);
     gather_batch(x.data(), y.data(), data, indices.data(), n);
     forward_logits(kind, params, x.data(), n, logits.data(), ws);
     int c = 0;
@@ -93,11 +146,7 @@ EvalResult evaluate(ModelKind kind, const float* params, const Dataset& data, in
 
 RunResult run_training(const TrainConfig& config, const Dataset& train, const RunOptions& options) {
   CNNBENCH_CHECK(config.batch > 0, "--batch must be positive");
-  const std::int64_t steps_per_epoch = static_cast<std::int64_t>(train.count) / config.batch;
-  if (steps_per_epoch == 0) {
-    fail("the training set (" + std::to_string(train.count) + " samples from " + train.source +
-         ") is smaller than one batch of " + std::to_string(config.batch));
-  }
+  const std::int64_t steps_per_epoch = steps_per_epoch_of(config, train);
   const std::int64_t total_steps =
       config.steps >= 0 ? config.steps : config.epochs * steps_per_epoch;
 
@@ -112,6 +161,7 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   progress.seed = config.seed;
   progress.batch = config.batch;
   progress.steps_per_epoch = steps_per_epoch;
+  progress.shards = config.shards;
   progress.sgd = config.sgd;
   progress.data = train.source;
   if (progress.global_step > total_steps) {
@@ -145,7 +195,8 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
     const std::int64_t epoch = progress.global_step / steps_per_epoch;
     const std::int64_t first = progress.global_step % steps_per_epoch;
     if (epoch != cached_epoch) {
-      order = epoch_order(train.count, config.seed, epoch, config.shuffle);
+      order = sharded_epoch_order(train.set_size(), config.shards, config.batch, config.seed,
+                                  epoch, config.shuffle);
       cached_epoch = epoch;
       epoch_record = EpochRecord{};
       epoch_record.epoch = epoch;
@@ -184,6 +235,7 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   if (!result.epochs.empty()) result.epoch_mean_loss = result.epochs.back().mean_loss;
 
   strategy->sync_to(result.model);
+  result.processes = gather_process_records(*strategy, train);
   if (result.train_seconds > 0) {
     result.images_per_s =
         static_cast<double>(result.steps_run) * config.batch / result.train_seconds;

@@ -42,6 +42,8 @@ void to_json(nlohmann::json& out, const TrainConfig& config) {
          {"epochs", config.steps >= 0 ? nlohmann::json(nullptr) : nlohmann::json(config.epochs)},
          {"threads", config.threads},
          {"pin", config.pin},
+         {"shards", config.shards},
+         {"shard_data", config.shard_data},
          {"options", config.options}};
 }
 
@@ -59,6 +61,8 @@ void from_json(const nlohmann::json& in, TrainConfig& config) {
   if (!epochs.is_null()) config.epochs = epochs.get<std::int64_t>();
   config.threads = in.at("threads").get<int>();
   config.pin = in.at("pin").get<bool>();
+  config.shards = in.value("shards", 1);
+  config.shard_data = in.value("shard_data", false);
   config.options = in.at("options").get<std::map<std::string, std::string>>();
 }
 
@@ -78,6 +82,10 @@ std::vector<std::string> to_argv(const TrainConfig& config) {
   }
   if (!config.shuffle) args.push_back("--no-shuffle");
   if (!config.pin) args.push_back("--no-pin");
+  if (config.shards != 1 && !config.shard_data) {
+    args.insert(args.end(), {"--shards", std::to_string(config.shards)});
+  }
+  if (config.shard_data) args.push_back("--shard-data");
   for (const auto& [name, value] : config.options) {
     const OptionSpec* spec = find_option_spec(name);
     CNNBENCH_CHECK(spec != nullptr, "no strategy has an option --" + name);

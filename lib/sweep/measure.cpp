@@ -159,6 +159,7 @@ TrainConfig SweepRunner::train_config(const PointSpec& point) const {
   config.epochs = options_.epochs;
   config.threads = point.cores;
   config.pin = options_.pin;
+  config.shards = options_.shards;
   for (const OptionSpec* spec : strategy_option_specs()) {
     if (!spec->in_sweep || !spec->applies_to(point.strategy)) continue;
     const std::string value = sweep_option(*spec);

@@ -196,6 +196,7 @@ json SweepRunner::config_json() const {
             {"command", options_.launcher},
             {"args", options_.launcher_args},
             {"hostfile", options_.hostfile ? json(options_.hostfile->string()) : json(nullptr)}}}};
+  if (options_.shards != 1) config["shards"] = options_.shards;  // absent: the unsharded order
   config.update(options_json());
   if (!options_.network.is_null()) config["network"] = options_.network;
   return config;

@@ -37,6 +37,8 @@ def main():
                               "--strategy", "stream", "--threads", "2"],
             "fc3-cluster": ["--model", "fc3", "--synthetic", "256", "--steps", "3",
                             "--strategy", "cluster", "--threads", "2"],
+            "fc3-serial-shards": ["--model", "fc3", "--synthetic", "256", "--steps", "3",
+                                  "--shards", "2"],
         }
         for name, flags in runs.items():
             out = Path(tmp, name + ".json")
@@ -68,6 +70,18 @@ def main():
                 broken["strategy_metrics"]["network"]["transport"] = "carrier pigeon"
                 if validator.is_valid(broken):
                     print(f"FAIL {name}: the schema accepted an unknown transport")
+                    failures += 1
+
+            # A sharded order lists its blocks, and the schema constrains them.
+            if "--shards" in flags:
+                blocks = report["config"]["data"].get("blocks", [])
+                if [(b["first"], b["count"]) for b in blocks] != [(0, 128), (128, 128)]:
+                    print(f"FAIL {name}: config.data.blocks is {blocks}")
+                    failures += 1
+                broken = copy.deepcopy(report)
+                broken["config"]["data"]["blocks"][0]["count"] = 0
+                if validator.is_valid(broken):
+                    print(f"FAIL {name}: the schema accepted an empty block")
                     failures += 1
 
             # Every run reports where its steps' time went; the categories add up to wall_s.

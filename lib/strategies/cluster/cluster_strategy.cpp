@@ -56,6 +56,12 @@ class ClusterStrategy final : public Strategy {
     return stop;
   }
 
+  std::vector<std::string> gather_texts(const std::string& mine) override {
+    std::vector<std::string> all;
+    guarded([&] { all = group_->gather_to_all(mine); });
+    return all;
+  }
+
   void prepare(const Model& model, const Dataset& train, const TrainConfig& config) override {
     guarded([&] { prepare_rank(model, train, config); });
   }
@@ -117,6 +123,7 @@ class ClusterStrategy final : public Strategy {
            std::to_string(options_.slow_rank) + " in a job of " + std::to_string(ranks_) + " ranks");
     }
     CNNBENCH_CHECK(config.batch > 0, "--batch must be positive");
+    if (config.shard_data) check_own_block(train, config);
     config_ = config;
     data_ = &train;
     model_ = std::make_unique<Model>(model);
@@ -159,6 +166,29 @@ class ClusterStrategy final : public Strategy {
     breakdown_ = cluster_breakdown_builder(ranks_, threads_per_rank_);
     network_ = gather_network(*group_);
     gather_counters_and_pins();
+  }
+
+  // --shard-data: this rank holds block `rank` of the job's ranks, and its share of every batch
+  // (the even split, which is the shards order's share) comes from that block, so rank shares
+  // stay fixed; threads inside a rank may still be balanced.
+  void check_own_block(const Dataset& train, const TrainConfig& config) {
+    if (config.shards != ranks_) {
+      fail("--shard-data: the data is cut into " + std::to_string(config.shards) +
+           " blocks but the job has " + std::to_string(ranks_) + " ranks");
+    }
+    const DataBlock block = data_block(train.set_size(), ranks_, rank_);
+    if (train.first != block.first || train.count != block.count) {
+      fail("--shard-data: rank " + std::to_string(rank_) + " holds samples [" +
+           std::to_string(train.first) + ", " + std::to_string(train.first + train.count) +
+           ") but its block is [" + std::to_string(block.first) + ", " +
+           std::to_string(block.first + block.count) + ")");
+    }
+    if (rank_ == 0 && ranks_ > 1 && options_.dynamic_balance && !warned_fixed_rank_shares_) {
+      std::fprintf(stderr, "cnnbench: note: --shard-data keeps each rank's share of a batch to "
+                           "its own block: --balance dynamic balances the threads inside each "
+                           "rank, not the ranks\n");
+      warned_fixed_rank_shares_ = true;
+    }
   }
 
   // Logical cores for this rank's threads. Ranks that see the same cores (mpirun --bind-to none)
@@ -297,7 +327,9 @@ class ClusterStrategy final : public Strategy {
     counters_.update_s += step_end - update_start;
     counters_.step_s += step_end - step_start;
     // Every rank's compute seconds, the same on every rank after the sum.
-    if (options_.dynamic_balance) shares_->balance_ranks({exchange.begin() + 1, exchange.end()});
+    if (options_.dynamic_balance && !config_.shard_data) {
+      shares_->balance_ranks({exchange.begin() + 1, exchange.end()});
+    }
     return exchange[0];
   }
 
@@ -426,7 +458,7 @@ class ClusterStrategy final : public Strategy {
 
   std::unique_ptr<RankGroup> group_;  // the job's ranks: sums, agreement, ending the job
   int rank_ = 0, ranks_ = 1;
-  bool warned_oversubscribed_ = false;
+  bool warned_oversubscribed_ = false, warned_fixed_rank_shares_ = false;
   ClusterOptions options_;
   TrainConfig config_;
   const Dataset* data_ = nullptr;

@@ -17,6 +17,7 @@ struct TrainProgress {
   std::uint64_t seed = 0;
   std::int64_t batch = 0;
   std::int64_t steps_per_epoch = 0;
+  std::int64_t shards = 1;  // --shards: the sample order of N blocks (docs/design.md)
   // What the run trained with, so that a resumed run can say what it changed; files written
   // before these were recorded (and PyTorch's) have none.
   std::optional<SgdConfig> sgd{};

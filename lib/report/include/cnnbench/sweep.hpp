@@ -175,6 +175,7 @@ struct SweepOptions {
   float lr = 0.01f, momentum = 0.9f;
   std::uint64_t seed = 1;
   bool pin = true;
+  int shards = 1;  // --shards: every point visits the data in the order of N blocks
   bool oversubscribe = false;  // launched points may run more threads than the machine has
   // Strategy options (OptionSpec::in_sweep) by name, passed on to the points of the strategies
   // they apply to; one not given takes its sweep_default when it has one.

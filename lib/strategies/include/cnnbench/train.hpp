@@ -33,6 +33,11 @@ struct TrainConfig {
   std::int64_t epochs = 1;   // used when steps < 0
   int threads = 1;           // cores / worker threads a strategy may use
   bool pin = true;
+  // --shards N: the sample order of the training set cut into N per-node blocks (docs/design.md,
+  // "Sample order"); 1 is the unsharded order. --shard-data (cluster): each rank holds only its
+  // block, N being the job's ranks.
+  int shards = 1;
+  bool shard_data = false;
   // Strategy options as given, keyed by their OptionSpec's name (the CLI flag without dashes);
   // strategy_option_specs() lists them, and each strategy reads its own through them.
   std::map<std::string, std::string> options;
@@ -137,6 +142,8 @@ class Strategy {
   // whether the whole job stops now. Multi-process strategies agree (any rank asked -> all stop)
   // so that no rank waits in a collective for one that left.
   virtual bool agree_to_stop(bool requested) { return requested; }
+  // Collective on a multi-process job: every process's text, in rank order, on every process.
+  virtual std::vector<std::string> gather_texts(const std::string& mine) { return {mine}; }
 };
 
 struct StrategyInfo {
@@ -184,6 +191,14 @@ struct EpochRecord {
   double seconds = 0;
 };
 
+// What one process of the run held of the training set, and its peak memory.
+struct ProcessRecord {
+  int rank = 0;
+  std::size_t first = 0, count = 0;  // its samples: [first, first + count) of the whole set
+  std::string source;                // what it read of them ("" when the whole set)
+  std::uint64_t peak_rss_bytes = 0;  // getrusage's ru_maxrss at the end of training
+};
+
 struct RunResult {
   explicit RunResult(ModelKind kind) : model(kind) {}
   Model model;
@@ -204,6 +219,7 @@ struct RunResult {
   TimeBreakdown time_breakdown;
   std::vector<TraceTrack> trace;  // with RunOptions::trace_steps, on the primary
   std::vector<PinRecord> pins;
+  std::vector<ProcessRecord> processes;  // every process of the job, in rank order
   bool primary = true;              // false on MPI ranks other than 0
 };
 
