@@ -63,18 +63,25 @@ train=(train --synthetic 512 --batch 32 --steps 50 --seed 7 --quiet)
 for model in lenet5 fc3; do
   timeout 120 "$cli" "${train[@]}" --model "$model" --strategy serial \
     --save "$work/$model-serial.safetensors"
+  # The per-node blocks' sample order, on one process.
+  for shards in 2 4; do
+    timeout 120 "$cli" "${train[@]}" --model "$model" --strategy serial --shards "$shards" \
+      --save "$work/$model-serial-shards$shards.safetensors"
+  done
 done
 
 # cluster HOSTS x THREADS over the set in $dir: weights to $work/NAME.safetensors, report to
 # $work/NAME.json.
+# Further arguments go to train; REFERENCE (default MODEL-serial) names the serial weights.
 cluster() {
-  local name=$1 hosts=$2 threads=$3 model=$4
+  local name=$1 hosts=$2 threads=$3 model=$4 reference=${5:-$4-serial}
+  shift $(($# < 5 ? $# : 5))
   timeout -k 5 120 "$dir/mpirun" -np "$hosts" --bind-to none "$cli" "${train[@]}" \
-    --model "$model" --strategy cluster --threads "$threads" \
+    --model "$model" --strategy cluster --threads "$threads" "$@" \
     --save "$work/$name.safetensors" --report "$work/$name.json" >"$work/$name.log" 2>&1 ||
     { cat "$work/$name.log"; fail "$name: mpirun exited $?"; }
-  timeout 60 "$python" "$compare" "$work/$name.safetensors" "$work/$model-serial.safetensors" \
-    --tolerance 1e-4 || fail "$name: weights differ from serial"
+  timeout 60 "$python" "$compare" "$work/$name.safetensors" "$work/$reference.safetensors" \
+    --tolerance 1e-4 || fail "$name: weights differ from $reference"
 }
 # The report of run NAME names the set's hosts, transport tcp and the rate RATE ('' = null).
 check_network() {
@@ -104,11 +111,15 @@ for rate in "" 1gbit; do
   done
   check_network "lenet5-2x1-$label" "$rate"
   check_network "fc3-2x2-$label" "$rate"
+  # Each host reads only its own block of the training set.
+  for model in lenet5 fc3; do
+    cluster "$model-2x1-shard-$label" 2 1 "$model" "$model-serial-shards2" --shard-data
+  done
   timeout 60 "$script" down --dir "$dir"
   [[ -z $(ours) ]] || fail "down left namespaces: $(ours | tr '\n' ' ')"
 done
 # The same shape sums in the same order whatever the link: the same bits.
-for run in lenet5-2x1 lenet5-2x2 fc3-2x1 fc3-2x2; do
+for run in lenet5-2x1 lenet5-2x2 fc3-2x1 fc3-2x2 lenet5-2x1-shard fc3-2x1-shard; do
   timeout 60 "$python" "$compare" "$work/$run-1gbit.safetensors" "$work/$run-uncapped.safetensors" \
     --tolerance 0 || fail "$run: the 1gbit rerun differs from the uncapped run"
 done
@@ -116,10 +127,35 @@ done
 timeout 60 "$script" up 4 --dir "$dir" >/dev/null
 cluster lenet5-4x1 4 1 lenet5
 check_network lenet5-4x1 ""
+cluster fc3-4x1-shard 4 1 fc3 fc3-serial-shards4 --shard-data
 timeout 60 "$script" down --dir "$dir"
 timeout 60 "$script" down --dir "$dir" || fail "a second down failed"
 [[ -z $(ours) ]] || fail "down left namespaces: $(ours | tr '\n' ' ')"
 [[ ! -e $dir ]] || fail "down left $dir"
+
+# sweep --emulate-hosts brings its own set up before the cluster points and down after them.
+namespaces_before=$(timeout 10 ip netns list | wc -l)
+timeout -k 5 300 "$cli" sweep --model fc3 --strategies serial,cluster --cores 1 --nodes 2 \
+  --emulate-hosts 2 --rate 1gbit --repeat 1 --warmup 0 --steps 5 --synthetic 512 --batch 32 \
+  --quiet --out "$work/sweep.json" >"$work/sweep.log" 2>&1 ||
+  { cat "$work/sweep.log"; fail "sweep --emulate-hosts exited $?"; }
+timeout 60 "$python" - "$work/sweep.json" <<'EOF' || fail "sweep --emulate-hosts: the report"
+import json, re, sys
+report = json.load(open(sys.argv[1]))
+network = report["config"].get("network")
+if not network or network["emulated_hosts"] != 2 or network["rate"] != "1gbit" \
+        or not re.fullmatch(r"10\.213\.\d+\.0/24", network["subnet"]):
+    sys.exit(f"FAIL: config.network is {network}")
+point = next((p for p in report["points"] if p["id"] == "fc3/cluster/n2c1"), None)
+if point is None or point["status"] != "measured":
+    sys.exit(f"FAIL: fc3/cluster/n2c1 is {point and point['status']}")
+ran = point["strategy_metrics"]["network"]
+if ran["transport"] != "tcp" or len(ran["hosts"]) != 2 or ran["link_rate"] != "1gbit":
+    sys.exit(f"FAIL: the point ran over {ran}")
+print(f"ok   sweep --emulate-hosts 2 --rate 1gbit: fc3/cluster/n2c1 over tcp, {ran['hosts']}")
+EOF
+[[ $(timeout 10 ip netns list | wc -l) -eq $namespaces_before ]] ||
+  fail "the sweep left namespaces: $(timeout 10 ip netns list | tr '\n' ' ')"
 
 after=$(root_namespace)
 [[ $before == "$after" ]] ||
