@@ -187,6 +187,51 @@ TEST(Cli, ResumeKeepsOrSaysTheShardsOrder) {
             std::string::npos) << changed.output;
 }
 
+// --checkpoint-every rewrites --save's file along the way and leaves the same final file as a run
+// without it (the file at each step is checked in test_training.cpp and under mpirun).
+TEST(Cli, CheckpointEveryLeavesTheSameFinalCheckpoint) {
+  const fs::path dir = fresh_temp_dir("cli-checkpoint-every");
+  const std::string common = "train --model fc3 --synthetic 300 --batch 32 --seed 9 --quiet --steps 14";
+  ASSERT_EQ(run_cli(common + " --checkpoint-every 4 --save " + (dir / "every.st").string()).code, 0);
+  ASSERT_EQ(run_cli(common + " --save " + (dir / "straight.st").string()).code, 0);
+  EXPECT_EQ(cnnbench::read_file(dir / "every.st"), cnnbench::read_file(dir / "straight.st"));
+}
+
+// --checkpoint-every needs --save; it and --comm-timeout refuse values out of their range. Usage
+// errors (exit 2) that name the flag and say what is expected.
+TEST(Cli, CheckpointEveryAndCommTimeoutUsageErrors) {
+  struct Case {
+    std::string args, expected;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"train --synthetic 100 --steps 5 --checkpoint-every 5", "--save"},
+           {"train --checkpoint-every 0 --save x.st", ">= 1"},
+           {"train --checkpoint-every often --save x.st", "whole number"},
+           {"train --strategy cluster --comm-timeout 0", "in 0.1..86400"},
+           {"train --strategy cluster --comm-timeout -3", "in 0.1..86400"},
+           {"train --strategy cluster --comm-timeout 86401", "in 0.1..86400"},
+           {"train --strategy cluster --comm-timeout nan", "finite number"},
+           {"train --strategy cluster --comm-timeout inf", "finite number"},
+           {"train --strategy cluster --comm-timeout soon", "finite number"},
+           {"sweep --comm-timeout 0.01", "in 0.1..86400"}}) {
+    const CliResult r = run_cli(c.args);
+    const std::string flag = c.args.find("--comm-timeout") != std::string::npos
+                                 ? "--comm-timeout" : "--checkpoint-every";
+    EXPECT_EQ(r.code, 2) << "cnnbench " << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expected), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(flag), std::string::npos) << c.args << "\n" << r.output;
+  }
+  const CliResult serial = run_cli("train --synthetic 100 --steps 1 --comm-timeout 5 --quiet");
+  EXPECT_EQ(serial.code, 1) << serial.output;
+  EXPECT_NE(serial.output.find("--comm-timeout does not apply to --strategy serial"),
+            std::string::npos) << serial.output;
+  if (CNNBENCH_HAVE_MPI) {
+    const CliResult one_rank =
+        run_cli("train --synthetic 100 --steps 2 --strategy cluster --comm-timeout 0.1 --quiet");
+    EXPECT_EQ(one_rank.code, 0) << one_rank.output;
+  }
+}
+
 TEST(Cli, ReportHasTheMetricsAndStdoutWorks) {
   const fs::path dir = fresh_temp_dir("cli-report");
   const fs::path report = dir / "run.json";

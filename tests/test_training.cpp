@@ -8,11 +8,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
 #include "cnnbench/train.hpp"
@@ -55,6 +57,50 @@ TEST(RunTraining, ResumeEqualsUninterruptedBitForBit) {
     ASSERT_EQ(straight.step_losses.size(), 14u);
     EXPECT_EQ(resumed.step_losses,
               std::vector<double>(straight.step_losses.begin() + 7, straight.step_losses.end()));
+  }
+}
+
+// --checkpoint-every: the checkpoint on --save's path is rewritten every K steps (looked at here
+// through the every-steps hook, which runs right after it), holds that step, and resuming from it
+// ends with the uninterrupted run's weights, bit for bit; checkpointing changes nothing else.
+TEST(RunTraining, CheckpointEveryWritesCheckpointsThatResumeExactly) {
+  const fs::path dir = fresh_temp_dir("training-checkpoint-every");
+  const Dataset data = make_synthetic(200, 5);  // 6 steps per epoch: the run crosses epochs
+  std::vector<std::pair<std::string, int>> strategies = {{"serial", 1}, {"stream", 2}};
+  if (CNNBENCH_HAVE_MPI) strategies.emplace_back("cluster", 1);  // one rank, without mpirun
+  for (const auto& [strategy, threads] : strategies) {
+    TrainConfig config = small_config(ModelKind::lenet5, 25);
+    config.strategy = strategy;
+    config.threads = threads;
+    const RunResult straight = run_training(config, data, RunOptions{});
+
+    RunOptions checkpointed;
+    checkpointed.save = dir / "run.safetensors";
+    checkpointed.checkpoint_every = 10;
+    checkpointed.every_steps = 5;
+    std::vector<std::int64_t> saved_at;  // the step each hook call found in the file
+    checkpointed.on_every_steps = [&](std::int64_t step, const Model&) {
+      Model on_disk(config.model);
+      saved_at.push_back(fs::exists(dir / "run.safetensors")
+                             ? load_checkpoint(dir / "run.safetensors", on_disk).global_step
+                             : -1);
+      if (step == 20) fs::copy_file(dir / "run.safetensors", dir / "step-20.safetensors",
+                                    fs::copy_options::overwrite_existing);
+      return false;
+    };
+    const RunResult with_checkpoints = run_training(config, data, checkpointed);
+    EXPECT_EQ(with_checkpoints.model.params, straight.model.params) << strategy;
+    // Hook calls at steps 5 (nothing written yet), 10, 15, 20 and 25 (before the final save).
+    EXPECT_EQ(saved_at, (std::vector<std::int64_t>{-1, 10, 10, 20, 20})) << strategy;
+
+    RunOptions resume;
+    resume.resume = dir / "step-20.safetensors";
+    const RunResult resumed = run_training(config, data, resume);
+    EXPECT_EQ(resumed.steps_run, 5) << strategy;
+    EXPECT_EQ(resumed.model.params, straight.model.params) << strategy;
+    EXPECT_EQ(resumed.model.momentum, straight.model.momentum) << strategy;
+    fs::remove(dir / "run.safetensors");
+    fs::remove(dir / "step-20.safetensors");
   }
 }
 

@@ -61,6 +61,10 @@ const OptionSpec eval_every = whole(
     "eval-every", "time to accuracy: steps between test evaluations", 1, std::nullopt, ">= 1");
 const OptionSpec tta_max_steps = whole(
     "tta-max-steps", "time to accuracy: give up after this many steps", 1, std::nullopt, ">= 1");
+const OptionSpec checkpoint_every = whole(
+    "checkpoint-every",
+    "also write the checkpoint to --save after every N steps (the last good one survives a failure)",
+    1, std::nullopt, ">= 1");
 const OptionSpec target_accuracy =
     real("target-accuracy", "also measure wall time until test accuracy first reaches this fraction",
          0, true, 1, "in (0, 1]", "A");

@@ -22,7 +22,7 @@ namespace general_option {
 extern const OptionSpec batch, lr, momentum, weight_decay, seed;
 extern const OptionSpec train_steps, train_epochs, sweep_steps, sweep_epochs, synthetic, shards;
 extern const OptionSpec threads, sweep_cores, nodes, repeat, warmup;
-extern const OptionSpec eval_every, tta_max_steps, target_accuracy;
+extern const OptionSpec eval_every, tta_max_steps, target_accuracy, checkpoint_every;
 }  // namespace general_option
 
 // "" when `value` (what T read from `text`, nothing when T could not hold it) is within the spec's

@@ -29,6 +29,7 @@ struct TrainArgs : CommonArgs {
   int shards = 1;
   bool shard_data = false;
   std::int64_t trace_steps = 20;
+  std::int64_t checkpoint_every = 0;  // 0: only at the end
   std::string progress;  // "" = the default of progress_mode()
 };
 
@@ -169,6 +170,7 @@ int run_train(const TrainArgs& a) {
   if (!a.init.empty()) options.init = a.init;
   if (!a.resume.empty()) options.resume = a.resume;
   if (!a.save.empty()) options.save = a.save;
+  options.checkpoint_every = a.checkpoint_every;
   if (a.eval) options.test = &test;
   options.interrupt_folder = interrupt_folder(a.report);
   options.progress = progress;
@@ -228,6 +230,7 @@ void add_train_command(CLI::App& root, Runner& runner) {
       ->excludes(shards_flag);
   cmd->add_option("--init", args->init, "initial weights (safetensors)")->check(CLI::ExistingFile);
   cmd->add_option("--save", args->save, "write a checkpoint at the end (safetensors)");
+  add_number_option(cmd, general_option::checkpoint_every, args->checkpoint_every);
   cmd->add_option("--resume", args->resume, "continue from a checkpoint")->check(CLI::ExistingFile);
   cmd->add_flag("--eval", args->eval, "report test-set accuracy at the end");
   cmd->add_option("--report", args->report, "write the JSON run report here ('-' = stdout)");
@@ -255,6 +258,10 @@ void add_train_command(CLI::App& root, Runner& runner) {
                                  std::to_string(shards) + " shards but a batch of " +
                                      std::to_string(args->batch) +
                                      " (each shard gives every batch at least one sample)");
+    }
+    if (args->checkpoint_every > 0 && args->save.empty()) {
+      throw CLI::ValidationError("--checkpoint-every", "needs --save FILE, where the checkpoints "
+                                                       "are written");
     }
     if (!args->trace.empty() && args->strategy == "gpu") {
       throw CLI::ValidationError("--trace", "the gpu strategy records no spans yet (serial, "

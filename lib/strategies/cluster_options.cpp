@@ -25,6 +25,7 @@ ClusterOptions parse_cluster_options(const TrainConfig& config) {
   }
   if (given.is(strategy_option::node_update, "replicas")) options.node_update = NodeUpdate::replicas;
   if (given.is(strategy_option::node_update, "slices")) options.node_update = NodeUpdate::slices;
+  options.comm_timeout_s = *given.number(strategy_option::comm_timeout);  // it has a default
   CNNBENCH_CHECK(config.threads >= 1, "--threads " + std::to_string(config.threads) +
                                           ": the cluster strategy needs at least 1 thread per rank");
   return options;

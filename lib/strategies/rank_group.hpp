@@ -57,6 +57,11 @@ class RankGroup {
   // Collective: true on every rank when any rank passed true.
   virtual bool any_rank(bool mine) = 0;
 
+  // How long one collective may wait for the other ranks (--comm-timeout); past it the job ends
+  // with a line naming the ranks that stopped answering (docs/cluster.md, "A lost link or a hung
+  // rank"). 0, the start: wait as long as it takes. A group whose ranks cannot be lost ignores it.
+  virtual void set_comm_timeout(double seconds) { (void)seconds; }
+
   // After an error on this rank: ends the whole job at once (other ranks may be blocked in a
   // collective and would wait forever), with a line on stderr naming this rank and the error.
   // On a one-rank job it returns, and the caller passes the error on.

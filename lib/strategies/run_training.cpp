@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
@@ -117,6 +118,18 @@ std::vector<ProcessRecord> gather_process_records(Strategy& strategy, const Data
   return records;
 }
 
+// The checkpoint of the last step is the one written at the end.
+bool checkpoint_is_due(const RunOptions& options, std::int64_t global_step,
+                       std::int64_t total_steps) {
+  if (options.checkpoint_every <= 0 || !options.save) return false;
+  return global_step % options.checkpoint_every == 0 && global_step < total_steps;
+}
+
+// Steps from `step` to the next multiple of `every` (every 0: no limit).
+std::int64_t steps_to_multiple(std::int64_t step, std::int64_t every) {
+  return every > 0 ? every - step % every : std::numeric_limits<std::int64_t>::max();
+}
+
 }  // namespace
 
 EvalResult evaluate(ModelKind kind, const float* params, const Dataset& data, int batch) {
@@ -204,9 +217,8 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
     }
     std::int64_t count = std::min({steps_per_epoch - first, total_steps - progress.global_step,
                                    range_cap});
-    if (options.every_steps > 0) {
-      count = std::min(count, options.every_steps - progress.global_step % options.every_steps);
-    }
+    count = std::min({count, steps_to_multiple(progress.global_step, options.every_steps),
+                      steps_to_multiple(progress.global_step, options.checkpoint_every)});
     const StepRange range{order.data(), first, count, progress.global_step};
     const double start = now_seconds();
     strategy->run_steps(range, [&](std::int64_t i, double loss) {
@@ -225,10 +237,11 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
       result.epochs.push_back(epoch_record);
       epoch_record.steps = 0;
     }
-    if (hook_is_due(options, progress.global_step, total_steps)) {
-      strategy->sync_to(result.model);
-      if (options.on_every_steps(progress.global_step, result.model)) break;
-    }
+    const bool hook_due = hook_is_due(options, progress.global_step, total_steps);
+    const bool checkpoint_due = checkpoint_is_due(options, progress.global_step, total_steps);
+    if (hook_due || checkpoint_due) strategy->sync_to(result.model);
+    if (checkpoint_due && primary) save_checkpoint(*options.save, result.model, progress);
+    if (hook_due && options.on_every_steps(progress.global_step, result.model)) break;
   }
   if (epoch_record.steps > 0) result.epochs.push_back(epoch_record);  // stopped inside an epoch
   if (!result.step_losses.empty()) result.last_step_loss = result.step_losses.back();

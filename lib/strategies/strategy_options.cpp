@@ -51,6 +51,13 @@ const OptionSpec slowdown{
     .help = "part N (a cluster rank, a copy of the stream's net) computes FACTOR times slower, "
             "for testing balancing; e.g. 1:2",
     .strategies = {"cluster", "stream"}, .minimum = 1, .maximum = 1000, .range = "1..1000"};
+const OptionSpec comm_timeout{
+    .name = "comm-timeout", .kind = OptionKind::number, .value_name = "SECONDS",
+    .default_value = "30",
+    .help = "end the job with an error naming the lost rank when a collective waits longer than "
+            "this for the other ranks (a cut link, a hung or stopped rank)",
+    .strategies = {"cluster"}, .minimum = 0.1, .maximum = 86400, .range = "in 0.1..86400",
+    .in_sweep = true};
 const OptionSpec gpu_data{
     .name = "gpu-data", .kind = OptionKind::choice, .choices = {"resident", "stream"},
     .value_name = "resident|stream", .value_noun = "mode", .default_value = "resident",
@@ -151,7 +158,7 @@ const std::vector<const OptionSpec*>& strategy_option_specs() {
   using namespace strategy_option;
   static const std::vector<const OptionSpec*> specs = {
       &consistency, &microbatches, &graph,    &widths,    &overlap, &node_update,
-      &balance,     &slowdown,     &gpu_data, &gpu_graph, &device,  &pin_core};
+      &balance,     &slowdown,     &comm_timeout, &gpu_data, &gpu_graph, &device, &pin_core};
   return specs;
 }
 
@@ -249,6 +256,12 @@ std::optional<int> StrategyOptions::whole_number(const OptionSpec& option) const
   const std::string value = text(option);
   if (value.empty()) return std::nullopt;
   return parse_whole_number(value);  // checked by the constructor
+}
+
+std::optional<double> StrategyOptions::number(const OptionSpec& option) const {
+  const std::string value = text(option);
+  if (value.empty()) return std::nullopt;
+  return parse_number(value);  // checked by the constructor
 }
 
 std::optional<PartFactor> StrategyOptions::part_factor(const OptionSpec& option) const {

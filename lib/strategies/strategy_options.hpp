@@ -13,7 +13,7 @@ namespace cnnbench {
 // Every option, defined in strategy_options.cpp; strategy_option_specs() lists the same.
 namespace strategy_option {
 extern const OptionSpec consistency, microbatches, graph, widths;  // stream
-extern const OptionSpec overlap, node_update;                      // cluster
+extern const OptionSpec overlap, node_update, comm_timeout;        // cluster
 extern const OptionSpec balance, slowdown;                         // cluster and stream
 extern const OptionSpec gpu_data, gpu_graph, device;               // gpu
 extern const OptionSpec pin_core;                                  // serial
@@ -43,6 +43,8 @@ class StrategyOptions {
   bool is(const OptionSpec& option, const std::string& choice) const;
   // The value of a whole_number option; nothing when neither given nor defaulted.
   std::optional<int> whole_number(const OptionSpec& option) const;
+  // The value of a number option; nothing when neither given nor defaulted.
+  std::optional<double> number(const OptionSpec& option) const;
   // The value of a part_factor option; nothing when not given.
   std::optional<PartFactor> part_factor(const OptionSpec& option) const;
 

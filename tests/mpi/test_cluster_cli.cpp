@@ -1,7 +1,7 @@
 // `cnnbench train --strategy cluster` end to end under mpirun: only rank 0 reports and saves,
 // a checkpoint resumes on a different rank count and still equals serial, the report's time
-// breakdown adds up and names a slowed rank, its trace holds both ranks, and killing one rank of a running job ends the
-// whole job within 30 s.
+// breakdown adds up and names a slowed rank, its trace holds both ranks, killing one rank of a
+// running job ends the whole job within 30 s, and stopping one ends it after --comm-timeout.
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -16,7 +16,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cnnbench/checkpoint.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/models.hpp"
 #include "cnnbench/safetensors.hpp"
 #include "mpirun_job.hpp"
 #include "../temp_dir.hpp"
@@ -204,6 +206,71 @@ TEST(ClusterCli, KillingOneRankEndsTheJobWithin30Seconds) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     EXPECT_FALSE(is_running(pid)) << "rank " << rank << " (pid " << pid << ") outlived the job by 10 s";
+  }
+  fs::remove_all(dir);
+}
+
+// A rank that stops answering without dying (SIGSTOP: its process and its connections stay, as
+// when a host hangs or its link goes down, and TCP would wait for many minutes): the others give
+// up after --comm-timeout, the job ends within --comm-timeout + 10 s with a line naming the lost
+// rank, writes no report, and the checkpoint of --checkpoint-every is whole and resumes.
+TEST(ClusterCli, AStoppedRankEndsTheJobAfterCommTimeoutAndTheCheckpointResumes) {
+  const fs::path dir = fresh_folder("stopped");
+  const fs::path checkpoint = dir / "last.safetensors";
+  constexpr double comm_timeout = 3;
+  const pid_t mpirun = test::spawn_logged(
+      test::mpirun_command(3, train_command({"--strategy", "cluster", "--steps", "100000",
+                                             "--comm-timeout", "3", "--checkpoint-every", "10",
+                                             "--save", checkpoint.string(), "--report",
+                                             (dir / "run.json").string(), "--oversubscribe"})),
+      {}, dir / "log");
+  std::vector<std::pair<pid_t, int>> ranks;
+  const auto victim = [&] {
+    return std::find_if(ranks.begin(), ranks.end(), [](const auto& r) { return r.second == 2; });
+  };
+  const double start = now_seconds();
+  while ((ranks.size() < 3 || victim() == ranks.end() || !fs::exists(checkpoint)) &&
+         now_seconds() - start < 60) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ranks = ranks_of(mpirun, fs::path(CNNBENCH_CLI).filename().string().substr(0, 15));
+  }
+  if (ranks.size() < 3 || victim() == ranks.end() || !fs::exists(checkpoint)) {
+    test::wait_for(mpirun, 0);
+    FAIL() << "no 3 ranks and a checkpoint within 60 s\n" << read_file(dir / "log");
+  }
+  const pid_t stopped = victim()->first;
+  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
+  const test::Ended ended = test::wait_for(mpirun, comm_timeout + 10);
+  // Whatever happened, the stopped rank must not outlive the test.
+  ::kill(stopped, SIGCONT);
+  ::kill(stopped, SIGKILL);
+  const std::string log = read_file(dir / "log");
+  EXPECT_TRUE(ended.in_time) << "the job still ran " << comm_timeout + 10
+                             << " s after rank 2 stopped\n" << log;
+  EXPECT_NE(ended.exit_code, 0) << log;
+  EXPECT_NE(log.find("cnnbench: error: lost contact with rank 2 (host "), std::string::npos) << log;
+  EXPECT_NE(log.find("no reply within --comm-timeout 3 s; ending the job"), std::string::npos)
+      << log;
+  EXPECT_FALSE(fs::exists(dir / "run.json")) << "a failed job wrote a report";
+  std::cout << "[ info ] the job ended " << ended.seconds << " s after rank 2 stopped\n";
+
+  // The last checkpoint is whole, at a multiple of 10 steps, and a run resumes from it.
+  Model model(ModelKind::fc3);
+  const TrainProgress progress = load_checkpoint(checkpoint, model);
+  EXPECT_GT(progress.global_step, 0);
+  EXPECT_EQ(progress.global_step % 10, 0);
+  run_ok(train_command({"--strategy", "cluster", "--steps", std::to_string(progress.global_step + 5),
+                        "--resume", checkpoint.string(), "--save", (dir / "resumed.safetensors").string()}),
+         dir / "resumed.log");
+  Model resumed(ModelKind::fc3);
+  EXPECT_EQ(load_checkpoint(dir / "resumed.safetensors", resumed).global_step,
+            progress.global_step + 5);
+  for (const auto& [pid, rank] : ranks) {
+    const double deadline = now_seconds() + 10;
+    while (is_running(pid) && now_seconds() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_FALSE(is_running(pid)) << "rank " << rank << " (pid " << pid << ") outlived the job";
   }
   fs::remove_all(dir);
 }

@@ -118,6 +118,7 @@ class ClusterStrategy final : public Strategy {
   void prepare_rank(const Model& model, const Dataset& train, const TrainConfig& config) {
     node_step_.reset();  // it holds references to the model, the pool and the exchange
     options_ = parse_cluster_options(config);
+    group_->set_comm_timeout(options_.comm_timeout_s);
     if (options_.slow_rank >= ranks_) {
       fail("--slowdown " + std::to_string(options_.slow_rank) + ":...: there is no rank " +
            std::to_string(options_.slow_rank) + " in a job of " + std::to_string(ranks_) + " ranks");

@@ -1,12 +1,19 @@
 // RankGroup over MPI_COMM_WORLD: the one place the strategies' MPI calls live. The sum in rank
 // order is a reduce-scatter in rank order followed by an allgather, so every rank ends with the
 // same bits, and the bits do not depend on which algorithm the MPI library picks; the plain sums
-// are MPI_Allreduce and MPI_Iallreduce.
+// are MPI_Iallreduce. Every collective is started non-blocking and tested until done, so that a
+// rank that stops answering (a cut link, a hung process: TCP notices neither for many minutes)
+// ends the job after --comm-timeout with a line naming it, instead of a hang.
 #include <mpi.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <numeric>
+#include <thread>
 
 #include "../rank_group.hpp"
 #include "cnnbench/balance.hpp"
@@ -16,6 +23,33 @@
 namespace cnnbench {
 
 namespace {
+
+// The host a rank reports when it is lost: CNNBENCH_HOST when set (emulated hosts on one machine
+// set it), else the machine's name.
+std::string this_host() {
+  if (const char* host = std::getenv("CNNBENCH_HOST"); host != nullptr && *host != 0) return host;
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+// Between two tests of a collective that has not finished: yield for the first 2 ms (a sum of
+// these nets takes well under that, and a yield costs nothing when the core is free), then sleep
+// a tenth of the time waited so far, at most 1 ms, so that a rank held up by a slower one leaves
+// its core to the compute threads and lengthens its wait by at most a tenth.
+void pause_while_waiting(double waited_s) {
+  if (waited_s < 2e-3) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(waited_s / 10, 1e-3)));
+  }
+}
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", seconds);
+  return text;
+}
 
 class MpiRankGroup final : public RankGroup {
  public:
@@ -29,12 +63,16 @@ class MpiRankGroup final : public RankGroup {
     int thread_level = MPI_THREAD_SINGLE;
     MPI_Query_thread(&thread_level);
     any_thread_may_call_ = thread_level >= MPI_THREAD_SERIALIZED;
+    MPI_Comm_dup(MPI_COMM_WORLD, &probe_);
+    hosts_ = gather_to_all(this_host());
   }
 
   ~MpiRankGroup() override {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&node_);
+    if (finalized) return;
+    MPI_Comm_free(&node_);
+    MPI_Comm_free(&probe_);
   }
 
   MpiRankGroup(const MpiRankGroup&) = delete;
@@ -45,6 +83,7 @@ class MpiRankGroup final : public RankGroup {
   int node_rank() const override { return node_rank_; }
   int node_size() const override { return node_size_; }
   bool any_thread_may_call() const override { return any_thread_may_call_; }
+  void set_comm_timeout(double seconds) override { comm_timeout_s_ = seconds; }
 
   void sum_in_rank_order(float* data, std::size_t count) override {
     sum_typed(data, count, MPI_FLOAT, float_scratch_);
@@ -71,7 +110,7 @@ class MpiRankGroup final : public RankGroup {
   }
 
   void wait_for_sums() override {
-    MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE);
+    wait_until_done(requests_, "the gradient sums (MPI_Iallreduce)");
     requests_.clear();
   }
 
@@ -81,11 +120,14 @@ class MpiRankGroup final : public RankGroup {
                    "gather_to_all: text too long");
     const int length = static_cast<int>(mine.size());
     std::vector<int> lengths(static_cast<std::size_t>(size_)), offsets(lengths.size());
-    MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD);
+    std::vector<MPI_Request> request(1);
+    MPI_Iallgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, MPI_COMM_WORLD, request.data());
+    wait_until_done(request, "a gather of text (MPI_Iallgather)");
     std::exclusive_scan(lengths.begin(), lengths.end(), offsets.begin(), 0);
     std::string all(static_cast<std::size_t>(offsets.back() + lengths.back()), '\0');
-    MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
-                   MPI_CHAR, MPI_COMM_WORLD);
+    MPI_Iallgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                    MPI_CHAR, MPI_COMM_WORLD, request.data());
+    wait_until_done(request, "a gather of text (MPI_Iallgatherv)");
     std::vector<std::string> texts;
     for (std::size_t r = 0; r < lengths.size(); ++r) {
       texts.push_back(all.substr(static_cast<std::size_t>(offsets[r]),
@@ -99,13 +141,18 @@ class MpiRankGroup final : public RankGroup {
                    "gather_on_node: too many values");
     const int count = static_cast<int>(mine.size());
     std::vector<int> all(mine.size() * static_cast<std::size_t>(node_size_));
-    MPI_Allgather(mine.data(), count, MPI_INT, all.data(), count, MPI_INT, node_);
+    std::vector<MPI_Request> request(1);
+    MPI_Iallgather(mine.data(), count, MPI_INT, all.data(), count, MPI_INT, node_, request.data());
+    wait_until_done(request, "a gather on the node (MPI_Iallgather)");
     return all;
   }
 
   bool any_rank(bool mine) override {
     int flag = mine ? 1 : 0;
-    if (size_ > 1) MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (size_ == 1) return mine;
+    std::vector<MPI_Request> request(1);
+    MPI_Iallreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, request.data());
+    wait_until_done(request, "the agreement on stopping (MPI_Iallreduce)");
     return flag != 0;
   }
 
@@ -130,7 +177,10 @@ class MpiRankGroup final : public RankGroup {
 
   void allreduce(void* data, std::size_t count, MPI_Datatype type) {
     if (size_ == 1) return;
-    MPI_Allreduce(MPI_IN_PLACE, data, checked_count(count), type, MPI_SUM, MPI_COMM_WORLD);
+    std::vector<MPI_Request> request(1);
+    MPI_Iallreduce(MPI_IN_PLACE, data, checked_count(count), type, MPI_SUM, MPI_COMM_WORLD,
+                   request.data());
+    wait_until_done(request, "a gradient sum (MPI_Iallreduce)");
   }
 
   void start_allreduce(void* data, std::size_t count, MPI_Datatype type) {
@@ -158,8 +208,11 @@ class MpiRankGroup final : public RankGroup {
     for (std::size_t r = 0; r < receive_offsets.size(); ++r) {
       receive_offsets[r] = static_cast<int>(r) * mine;
     }
-    MPI_Alltoallv(data, segments.data(), offsets.data(), type, scratch.data(),
-                  receive_counts.data(), receive_offsets.data(), type, MPI_COMM_WORLD);
+    std::vector<MPI_Request> request(1);
+    MPI_Ialltoallv(data, segments.data(), offsets.data(), type, scratch.data(),
+                   receive_counts.data(), receive_offsets.data(), type, MPI_COMM_WORLD,
+                   request.data());
+    wait_until_done(request, "a sum in rank order (MPI_Ialltoallv)");
     // scratch is (ranks, mine): row r holds rank r's copy of this rank's segment.
     T* sum = data + offsets[static_cast<std::size_t>(rank_)];
     for (int i = 0; i < mine; ++i) {
@@ -167,12 +220,94 @@ class MpiRankGroup final : public RankGroup {
       for (int r = 1; r < size_; ++r) total += scratch[static_cast<std::size_t>(r * mine + i)];
       sum[i] = total;
     }
-    MPI_Allgatherv(MPI_IN_PLACE, 0, type, data, segments.data(), offsets.data(), type,
-                   MPI_COMM_WORLD);
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, type, data, segments.data(), offsets.data(), type,
+                    MPI_COMM_WORLD, request.data());
+    wait_until_done(request, "a sum in rank order (MPI_Iallgatherv)");
+  }
+
+  // Tests the requests until all are done. Past --comm-timeout, finds which ranks stopped
+  // answering and ends the job naming them (it does not return then).
+  void wait_until_done(std::vector<MPI_Request>& requests, const char* operation) {
+    const double start = now_seconds();
+    for (;;) {
+      int done = 0;
+      MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
+      if (done != 0) return;
+      const double waited = now_seconds() - start;
+      if (comm_timeout_s_ > 0 && waited > comm_timeout_s_) end_job_for_silent_ranks(operation);
+      pause_while_waiting(waited);
+    }
+  }
+
+  // Every rank that timed out sends one byte to each other rank, on a communicator of its own,
+  // and waits up to `grace` seconds for theirs. The live ranks of a stuck collective entered it
+  // within about a step of each other and time out as close together, so a rank still silent
+  // after the grace is gone: its process hung or stopped, or the link to its host is down.
+  std::vector<int> silent_ranks(double grace) {
+    constexpr int probe_tag = 1;
+    std::vector<char> sent(static_cast<std::size_t>(size_), 1), received(sent.size(), 0);
+    std::vector<int> peers;
+    std::vector<MPI_Request> sends, receives;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      peers.push_back(r);
+      receives.emplace_back();
+      MPI_Irecv(&received[static_cast<std::size_t>(r)], 1, MPI_CHAR, r, probe_tag, probe_,
+                &receives.back());
+      sends.emplace_back();
+      MPI_Isend(&sent[static_cast<std::size_t>(r)], 1, MPI_CHAR, r, probe_tag, probe_,
+                &sends.back());
+    }
+    std::vector<int> answered(peers.size(), 0);
+    const double deadline = now_seconds() + grace;
+    while (std::count(answered.begin(), answered.end(), 0) > 0 && now_seconds() < deadline) {
+      for (std::size_t i = 0; i < peers.size(); ++i) {
+        if (answered[i] == 0) MPI_Test(&receives[i], &answered[i], MPI_STATUS_IGNORE);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    // The requests of silent ranks stay pending: the job ends next, and their buffers with it.
+    std::vector<int> silent;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      if (answered[i] == 0) silent.push_back(peers[i]);
+    }
+    return silent;
+  }
+
+  [[noreturn]] void end_job_for_silent_ranks(const char* operation) {
+    const double grace = std::clamp(comm_timeout_s_ / 2, 0.5, 5.0);
+    const std::vector<int> silent = silent_ranks(grace);
+    // The lowest rank that still answers speaks for all; the others give it time to end the job
+    // first, so that one line says what happened, and speak only if it did not.
+    int speaker = 0;
+    while (std::find(silent.begin(), silent.end(), speaker) != silent.end()) ++speaker;
+    if (speaker != rank_) std::this_thread::sleep_for(std::chrono::seconds(2));
+    std::string line = "cnnbench: error: ";
+    if (silent.empty()) {
+      line += "rank " + std::to_string(rank_) + " waited more than --comm-timeout " +
+              seconds_text(comm_timeout_s_) + " s in " + operation +
+              ", yet every rank answers (are they out of step?); ending the job";
+    } else {
+      line += "lost contact with ";
+      for (std::size_t i = 0; i < silent.size(); ++i) {
+        const auto r = static_cast<std::size_t>(silent[i]);
+        line += (i > 0 ? ", rank " : "rank ") + std::to_string(silent[i]) + " (host " +
+                (r < hosts_.size() ? hosts_[r] : "unknown") + ")";
+      }
+      line += " during " + std::string(operation) + ": no reply within --comm-timeout " +
+              seconds_text(comm_timeout_s_) + " s; ending the job";
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    std::abort();  // MPI_Abort does not return
   }
 
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1;
   MPI_Comm node_ = MPI_COMM_NULL;  // the ranks on this machine
+  MPI_Comm probe_ = MPI_COMM_NULL;  // MPI_COMM_WORLD's ranks, for finding silent ones
+  std::vector<std::string> hosts_;  // by rank
+  double comm_timeout_s_ = 0;       // 0: wait as long as it takes
   bool any_thread_may_call_ = false;
   std::vector<MPI_Request> requests_;  // sums started and not yet waited for
   std::vector<float> float_scratch_;

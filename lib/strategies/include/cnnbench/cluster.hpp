@@ -35,6 +35,7 @@ struct ClusterOptions {
   int slow_rank = -1;          // --slowdown RANK:FACTOR; -1: none
   double slow_factor = 1.0;    // >= 1: that rank's compute takes this many times longer
   std::optional<NodeUpdate> node_update;  // --node-update; nothing (auto): the model's rule
+  double comm_timeout_s = 30;  // --comm-timeout: how long a collective waits for the other ranks
 };
 ClusterOptions parse_cluster_options(const TrainConfig& config);
 

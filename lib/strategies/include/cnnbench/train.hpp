@@ -169,6 +169,10 @@ struct RunOptions {
   std::optional<std::filesystem::path> init;    // --init: weights from safetensors
   std::optional<std::filesystem::path> resume;  // --resume: weights, momentum and progress
   std::optional<std::filesystem::path> save;    // --save: checkpoint at the end (or interruption)
+  // --checkpoint-every: the primary also writes the checkpoint to `save` after each this many
+  // steps of the run (counted from step 0), replacing the last one only once the new one is
+  // whole, so that a failure later loses at most these steps. 0: only at the end.
+  std::int64_t checkpoint_every = 0;
   // The folder an interrupted run saves its checkpoint in when --save was not given, as
   // cnnbench-interrupted-step-N.safetensors (-2, -3 ... added rather than replacing a file).
   std::filesystem::path interrupt_folder = ".";
