@@ -30,6 +30,8 @@
 #                     RATE        the --rate given, empty when uncapped
 #                     TBF         the tbf parameters used, empty when uncapped
 #                     SLOTS       --slots
+#                     TCP_RETRIES2 net.ipv4.tcp_retries2 inside each host (3: a dead peer
+#                                 is given up after about 3 s)
 #                     CPUS_H<i>   host i's CPUs (taskset -c list): its own slice of this
 #                                 machine's, shared only when there are more hosts than CPUs
 #   DIR/hostfile    one line per host: "<address> slots=S".
@@ -104,7 +106,7 @@ while [[ $# -gt 0 ]]; do
 done
 
 [[ $(id -u) -eq 0 ]] || cannot "needs root (network namespaces, veth pairs, tc)"
-for tool in ip tc timeout sha1sum realpath taskset; do
+for tool in ip tc timeout sha1sum realpath taskset sysctl; do
   command -v "$tool" >/dev/null 2>&1 || cannot "'$tool' is not installed (iproute2/coreutils)"
 done
 
@@ -123,6 +125,7 @@ down() {
     run ip netns del "$ns" || echo "emulate-hosts: warning: could not delete namespace $ns" >&2
   done
   rm -f "$dir/hosts.env" "$dir/hostfile" "$dir/rsh-agent" "$dir/mpirun"
+  rm -rf "$dir/tmp"
   [[ ! -d $dir ]] || rmdir --ignore-fail-on-non-empty "$dir"
   [[ -z $(our_namespaces) ]]
 }
@@ -173,6 +176,8 @@ host_cpus() {  # the CPU list of host $1, as taskset -c takes it
   for ((c = first; c < first + size; c++)); do list+="${list:+,}${cpus[$c]}"; done
   echo "$list"
 }
+
+readonly tcp_retries=3
 
 # A failed `up` leaves nothing behind.
 failed_at=""
@@ -247,6 +252,12 @@ for ((i = 0; i < hosts; i++)); do
   ns=$prefix-h$i
   step ip netns add "$ns"
   step ip -n "$ns" link set lo up
+  # A host gives up on a TCP peer that stopped answering after about 3 s of retransmissions
+  # (0.2 + 0.4 + 0.8 + 1.6 s), not Linux's default 15 (about 15 minutes): once a rank has ended
+  # the job over a cut link, mpirun's last words to the lost host's daemon then fail in seconds
+  # instead of holding the job (docs/cluster.md, "A lost link or a hung rank"). Only this
+  # namespace's setting changes.
+  step ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_retries2=$tcp_retries
   veth=(ip link add eth0 netns "$ns" type veth peer name "port$i" netns "$sw")
   if ((i == 0)); then
     capability_step "could not create a veth pair: the kernel lacks veth support" "${veth[@]}"
@@ -286,9 +297,15 @@ SWITCH_PORTS="$port_list"
 RATE=$rate
 TBF="${tbf[*]}"
 SLOTS=$slots
+TCP_RETRIES2=$tcp_retries
 EOF
 for ((i = 0; i < hosts; i++)); do echo "CPUS_H$i=$(host_cpus "$i")" >>"$dir/hosts.env"; done
 
+# Each host has its own /tmp (TMPDIR), as a real machine does: Open MPI keeps a session folder
+# per job under /tmp/ompi.<hostname>.<uid>, and every emulated host has the same hostname, so
+# daemons of several hosts (or of two jobs) would create and remove one folder at once.
+q_dir=$(printf '%q' "$dir")
+for ((i = 0; i < hosts; i++)); do mkdir -p "$dir/tmp/$(address "$i")"; done
 {
   echo '#!/bin/sh'
   echo "# Open MPI's rsh agent for the emulated hosts of $dir: AGENT HOST COMMAND..."
@@ -299,19 +316,18 @@ for ((i = 0; i < hosts; i++)); do echo "CPUS_H$i=$(host_cpus "$i")" >>"$dir/host
   for ((i = 0; i < hosts; i++)); do echo "  $(address "$i")) ns=$prefix-h$i cpus=$(host_cpus "$i") ;;"; done
   echo '  *) echo "rsh-agent: unknown host $host" >&2; exit 1 ;;'
   echo 'esac'
-  echo "CNNBENCH_HOST=\$host CNNBENCH_LINK_RATE='$rate'"
-  echo 'export CNNBENCH_HOST CNNBENCH_LINK_RATE'
+  echo "CNNBENCH_HOST=\$host CNNBENCH_LINK_RATE='$rate' TMPDIR=$q_dir/tmp/\$host"
+  echo 'export CNNBENCH_HOST CNNBENCH_LINK_RATE TMPDIR'
   echo 'exec ip netns exec "$ns" taskset -c "$cpus" sh -c "$*"'
 } >"$dir/rsh-agent"
 
-q_dir=$(printf '%q' "$dir")
 root_flag=""
 [[ $(id -u) -ne 0 ]] || root_flag=" --allow-run-as-root"
 {
   echo '#!/bin/sh'
   echo "# Open MPI's mpirun over the emulated hosts of $dir, started in host 0's namespace."
-  echo "CNNBENCH_HOST=$(address 0) CNNBENCH_LINK_RATE='$rate'"
-  echo 'export CNNBENCH_HOST CNNBENCH_LINK_RATE'
+  echo "CNNBENCH_HOST=$(address 0) CNNBENCH_LINK_RATE='$rate' TMPDIR=$q_dir/tmp/$(address 0)"
+  echo 'export CNNBENCH_HOST CNNBENCH_LINK_RATE TMPDIR'
   echo "exec ip netns exec $prefix-h0 taskset -c $(host_cpus 0) $mpirun_path$root_flag --hostfile $q_dir/hostfile \\"
   echo "  --mca plm_rsh_agent $q_dir/rsh-agent --mca btl tcp,self \\"
   echo "  --mca btl_tcp_if_include $subnet --mca oob_tcp_if_include $subnet \"\$@\""
