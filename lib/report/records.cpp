@@ -135,7 +135,8 @@ const auto point_measured = std::tuple{
     optional_field("final_loss", &P::final_loss), optional_field("strategy_metrics", &P::strategy_metrics),
     optional_field("pin_map", &P::pin_map), optional_field("baseline_cores", &P::baseline_cores),
     optional_field("paired_baseline", &P::paired_baseline),
-    optional_field("time_to_accuracy", &P::time_to_accuracy)};
+    optional_field("time_to_accuracy", &P::time_to_accuracy),
+    optional_field("calibration", &P::calibration)};
 // Written together once the analysis ran (karp_flatt null at p = 1).
 const auto point_derived = std::tuple{
     field("speedup", &P::speedup), field("speedup_unpaired", &P::speedup_unpaired),
@@ -209,14 +210,15 @@ namespace {
 const auto paired_fields = std::tuple{
     field("core", &PairedBaselineRecord::core), field("times_s", &PairedBaselineRecord::times_s),
     field("warmup_times_s", &PairedBaselineRecord::warmup_times_s),
-    field("ratios", &PairedBaselineRecord::ratios)};
+    field("ratios", &PairedBaselineRecord::ratios),
+    optional_field("steps", &PairedBaselineRecord::steps)};
 const auto baseline_cores_fields = std::tuple{
     field("chosen", &BaselineCoresRecord::chosen), field("per_core", &BaselineCoresRecord::per_core)};
 }  // namespace
 
 void to_json(json& out, const PairedBaselineRecord& pair) {
   out = {{"meaning", "a serial repetition ran just before each of the point's repetitions; "
-                     "speedup is the median of the pairs' time ratios"}};
+                     "speedup is the median of the pairs' time-per-image ratios"}};
   write_fields(out, pair, paired_fields);
 }
 void from_json(const json& in, PairedBaselineRecord& pair) { read_fields(in, pair, paired_fields); }

@@ -20,7 +20,8 @@ namespace cnnbench {
 struct PairedBaselineRecord {
   std::optional<int> core;  // the serial point's core; none when unpinned
   std::vector<double> times_s, warmup_times_s;
-  std::vector<double> ratios;  // serial time / point time, pair by pair
+  std::vector<double> ratios;  // serial time / point time per image, pair by pair
+  std::optional<std::int64_t> steps;  // the serial repetitions' steps (the baseline point's)
 };
 
 // The serial baseline's repetitions on one of the cores it ran on.
@@ -54,6 +55,9 @@ struct PointRecord {
   std::optional<BaselineCoresRecord> baseline_cores;
   std::optional<PairedBaselineRecord> paired_baseline;
   nlohmann::json time_to_accuracy;  // measure_time_to_accuracy's result; null when not measured
+  // With SweepOptions::min_time: {"min_time_s", "probes": [{"steps", "seconds"}]}, how `steps`
+  // was chosen; null when the steps were given.
+  nlohmann::json calibration;
   // Derived by add_scaling_analysis: speedup is the median of the paired ratios where there are
   // any, else serial median / point median (speedup_unpaired either way); no Karp-Flatt at p = 1.
   std::optional<double> speedup, speedup_unpaired, efficiency, karp_flatt;
