@@ -163,17 +163,26 @@ constexpr std::int64_t max_calibrated_steps = 1'000'000;
 // Steps per repetition so that one takes at least --min-time, the way Google Benchmark sizes its
 // runs: a probe of a few steps, then steps grown by the time wanted over the time taken (x1.4
 // to land above it; x10 when the probe took under a tenth of it, too short to extrapolate from)
-// until a probe reaches it. The probes are not measurements; the report keeps them.
+// until a probe reaches it, and a second probe of as many steps does too (one slow probe on a
+// busy machine would otherwise leave repetitions far shorter). The probes are not measurements;
+// the report keeps them.
 std::int64_t SweepRunner::calibrated_steps(const PointSpec& point, int pin_core,
                                            nlohmann::json& calibration) const {
   calibration = {{"min_time_s", options_.min_time}, {"probes", json::array()}};
   std::int64_t steps = first_probe_steps;
+  bool reached_once = false;
   for (;;) {
     const Repetition probe = point.strategy == "cluster" ? run_launched(point, steps)
                                                          : run_in_process(point, pin_core, steps);
     stop_check();
     calibration["probes"].push_back({{"steps", steps}, {"seconds", probe.seconds}});
-    if (probe.seconds >= options_.min_time || steps >= max_calibrated_steps) return steps;
+    if (steps >= max_calibrated_steps) return steps;
+    if (probe.seconds >= options_.min_time) {
+      if (reached_once) return steps;
+      reached_once = true;
+      continue;
+    }
+    reached_once = false;
     const double grow = probe.seconds > 0.1 * options_.min_time
                             ? 1.4 * options_.min_time / probe.seconds
                             : 10.0;
