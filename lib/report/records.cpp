@@ -218,7 +218,7 @@ const auto baseline_cores_fields = std::tuple{
 
 void to_json(json& out, const PairedBaselineRecord& pair) {
   out = {{"meaning", "a serial repetition ran just before each of the point's repetitions; "
-                     "speedup is the median of the pairs' time-per-image ratios"}};
+                     "speedup is the median of the pairs' time ratios"}};
   write_fields(out, pair, paired_fields);
 }
 void from_json(const json& in, PairedBaselineRecord& pair) { read_fields(in, pair, paired_fields); }
