@@ -166,6 +166,10 @@ const auto summary_fields =
 using C = CoreSeriesRecord;
 const auto core_series_fields =
     std::tuple{field("core", &C::core), field("times_s", &C::times_s), field("images_per_s", &C::images_per_s)};
+const auto calibration_probe_fields = std::tuple{
+    field("steps", &CalibrationProbeRecord::steps), field("seconds", &CalibrationProbeRecord::seconds)};
+const auto calibration_fields = std::tuple{
+    field("min_time_s", &CalibrationRecord::min_time_s), field("probes", &CalibrationRecord::probes)};
 using A = AmdahlRecord;
 const auto amdahl_fields = std::tuple{
     field("model", &A::model), field("series", &A::series), field("serial_fraction", &A::serial_fraction),
@@ -199,6 +203,8 @@ std::string setting_text(const json& value) {
 
 CNNBENCH_FIELDS_JSON(Summary, summary_fields)
 CNNBENCH_FIELDS_JSON(CoreSeriesRecord, core_series_fields)
+CNNBENCH_FIELDS_JSON(CalibrationProbeRecord, calibration_probe_fields)
+CNNBENCH_FIELDS_JSON(CalibrationRecord, calibration_fields)
 CNNBENCH_FIELDS_JSON(AmdahlRecord, amdahl_fields)
 CNNBENCH_FIELDS_JSON(PredictedStepRecord, predicted_step_fields)
 CNNBENCH_FIELDS_JSON(MeasuredVsPredictedRecord, measured_vs_predicted_fields)

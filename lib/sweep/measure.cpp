@@ -75,7 +75,10 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
   const std::int64_t pair_steps = baseline != nullptr && baseline->steps ? *baseline->steps : -1;
   std::int64_t steps = -1;
   try {
-    if (options_.min_time > 0) steps = calibrated_steps(point, cores[0], record.calibration);
+    if (options_.min_time > 0) {
+      record.calibration = calibrate_steps(point, cores[0]);
+      steps = record.calibration->probes.back().steps;
+    }
     for (int r = 0; r < options_.warmup + options_.repeat; ++r) {
       if (pair) {
         const Repetition baseline_run = run_in_process(pair->point, pair->core, pair_steps);
@@ -160,25 +163,24 @@ void SweepRunner::stop_check() const {
 constexpr std::int64_t first_probe_steps = 10;
 constexpr std::int64_t max_calibrated_steps = 1'000'000;
 
-// Steps per repetition so that one takes at least --min-time, the way Google Benchmark sizes its
-// runs: a probe of a few steps, then steps grown by the time wanted over the time taken (x1.4
+// Calibrates the steps per repetition so that one takes at least --min-time, the way Google
+// Benchmark sizes its runs: a probe of a few steps, then steps grown by the time wanted over the time taken (x1.4
 // to land above it; x10 when the probe took under a tenth of it, too short to extrapolate from)
 // until a probe reaches it, and a second probe of as many steps does too (one slow probe on a
 // busy machine would otherwise leave repetitions far shorter). The probes are not measurements;
-// the report keeps them.
-std::int64_t SweepRunner::calibrated_steps(const PointSpec& point, int pin_core,
-                                           nlohmann::json& calibration) const {
-  calibration = {{"min_time_s", options_.min_time}, {"probes", json::array()}};
+// the report keeps them, and the last one's steps are the point's.
+CalibrationRecord SweepRunner::calibrate_steps(const PointSpec& point, int pin_core) const {
+  CalibrationRecord calibration{options_.min_time, {}};
   std::int64_t steps = first_probe_steps;
   bool reached_once = false;
   for (;;) {
     const Repetition probe = point.strategy == "cluster" ? run_launched(point, steps)
                                                          : run_in_process(point, pin_core, steps);
     stop_check();
-    calibration["probes"].push_back({{"steps", steps}, {"seconds", probe.seconds}});
-    if (steps >= max_calibrated_steps) return steps;
+    calibration.probes.push_back({steps, probe.seconds});
+    if (steps >= max_calibrated_steps) return calibration;
     if (probe.seconds >= options_.min_time) {
-      if (reached_once) return steps;
+      if (reached_once) return calibration;
       reached_once = true;
       continue;
     }

@@ -70,7 +70,7 @@ class SweepRunner {
   void stop_check() const;
   // steps < 0 (the default): SweepOptions::steps.
   TrainConfig train_config(const PointSpec& point, std::int64_t steps = -1) const;
-  std::int64_t calibrated_steps(const PointSpec& point, int pin_core, nlohmann::json& calibration) const;
+  CalibrationRecord calibrate_steps(const PointSpec& point, int pin_core) const;
   Repetition run_in_process(const PointSpec& point, int pin_core, std::int64_t steps = -1) const;
   nlohmann::json launch_for_json(const std::vector<std::string>& args,
                                  const std::filesystem::path& output, const std::string& what) const;

@@ -24,6 +24,17 @@ struct PairedBaselineRecord {
   std::optional<std::int64_t> steps;  // the serial repetitions' steps (the baseline point's)
 };
 
+// How a point's steps per repetition were calibrated (SweepOptions::min_time): the probes run,
+// each of `steps` steps taking `seconds`; the last probe's steps are the point's.
+struct CalibrationProbeRecord {
+  std::int64_t steps = 0;
+  double seconds = 0;
+};
+struct CalibrationRecord {
+  double min_time_s = 0;
+  std::vector<CalibrationProbeRecord> probes;
+};
+
 // The serial baseline's repetitions on one of the cores it ran on.
 struct CoreSeriesRecord {
   int core = 0;
@@ -55,9 +66,7 @@ struct PointRecord {
   std::optional<BaselineCoresRecord> baseline_cores;
   std::optional<PairedBaselineRecord> paired_baseline;
   nlohmann::json time_to_accuracy;  // measure_time_to_accuracy's result; null when not measured
-  // With SweepOptions::min_time: {"min_time_s", "probes": [{"steps", "seconds"}]}, how `steps`
-  // was chosen; null when the steps were given.
-  nlohmann::json calibration;
+  std::optional<CalibrationRecord> calibration;  // none when the steps were given
   // Derived by add_scaling_analysis: speedup is the median of the paired ratios where there are
   // any, else serial median / point median (speedup_unpaired either way); no Karp-Flatt at p = 1.
   std::optional<double> speedup, speedup_unpaired, efficiency, karp_flatt;
@@ -133,6 +142,8 @@ struct SweepRecord {
 CNNBENCH_RECORD_JSON(Summary)
 CNNBENCH_RECORD_JSON(PairedBaselineRecord)
 CNNBENCH_RECORD_JSON(CoreSeriesRecord)
+CNNBENCH_RECORD_JSON(CalibrationProbeRecord)
+CNNBENCH_RECORD_JSON(CalibrationRecord)
 CNNBENCH_RECORD_JSON(BaselineCoresRecord)
 CNNBENCH_RECORD_JSON(PointRecord)
 CNNBENCH_RECORD_JSON(AmdahlRecord)
