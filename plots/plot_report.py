@@ -45,7 +45,10 @@ def caption(report):
     c = report["context"]
     cfg = report["config"]
     build = c.get("build", {})
-    length = f"{cfg['steps']} steps" if cfg["steps"] >= 0 else f"{cfg['epochs']} epochs"
+    if cfg["steps"] is None:  # each point calibrated its steps (points[].steps)
+        length = f"steps calibrated to >= {cfg.get('min_time_s')} s per repetition"
+    else:
+        length = f"{cfg['steps']} steps" if cfg["steps"] >= 0 else f"{cfg['epochs']} epochs"
     skipped = sorted({f"{p['strategy']} ({p['reason']})" for p in report["points"]
                       if p["status"] == "skipped"})
     text = (f"{c['host']}: {c['cpu_model']}, {c['cores']} cores | {c['date']} | "

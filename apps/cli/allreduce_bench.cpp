@@ -8,6 +8,7 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/report.hpp"
 #include "commands.hpp"
+#include "input_rules.hpp"
 
 #if CNNBENCH_HAVE_MPI
 #include <mpi.h>
@@ -26,7 +27,8 @@ struct AllreduceArgs {
 // MPI_Allreduce of MPI_FLOAT moves whole 4-byte elements: a size in between is rounded up.
 [[maybe_unused]] std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
 
-int run_allreduce_bench([[maybe_unused]] const AllreduceArgs& a) {
+int run_allreduce_bench(const AllreduceArgs& a) {
+  check_output_path(a.report, "--report");  // before the minutes of timing
 #if CNNBENCH_HAVE_MPI
   ensure_mpi_initialized();
   int rank = 0, ranks = 1;
@@ -78,6 +80,7 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--report", args->report, "where rank 0 writes the JSON ('-' = stdout)")
+      ->check(output_path_rule())
       ->capture_default_str();
   cmd->add_flag("--allow-one-rank", args->allow_one_rank,
                 "run on one rank too (without mpirun: no communication, only a memory copy is timed)");

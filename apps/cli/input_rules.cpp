@@ -37,8 +37,9 @@ const OptionSpec seed = whole("seed", "seed of the init, the synthetic data and 
 const OptionSpec train_steps = whole(
     "steps", "total optimizer steps of the run (resume included)", 0, std::nullopt, ">= 0");
 const OptionSpec train_epochs = whole("epochs", "epochs to train", 0, std::nullopt, ">= 0");
-const OptionSpec sweep_steps =
-    whole("steps", "optimizer steps per repetition", 1, std::nullopt, ">= 1");
+const OptionSpec sweep_steps = whole(
+    "steps", "optimizer steps per repetition of every point (given, it wins: nothing is calibrated; "
+    "not given, each point calibrates its own to --min-time)", 1, std::nullopt, ">= 1");
 const OptionSpec sweep_epochs =
     whole("epochs", "epochs per repetition (instead of --steps)", 1, std::nullopt, ">= 1");
 const OptionSpec synthetic = whole(
@@ -65,6 +66,9 @@ const OptionSpec checkpoint_every = whole(
     "checkpoint-every",
     "also write the checkpoint to --save after every N steps (the last good one survives a failure)",
     1, std::nullopt, ">= 1");
+const OptionSpec min_time = real(
+    "min-time", "without --steps or --epochs: each point grows its steps per repetition until one "
+    "takes at least S seconds (the steps chosen are in the report)", 0, true, 3600, "in (0, 3600]", "S");
 const OptionSpec target_accuracy =
     real("target-accuracy", "also measure wall time until test accuracy first reaches this fraction",
          0, true, 1, "in (0, 1]", "A");
@@ -81,6 +85,16 @@ std::string number_problem(const OptionSpec& spec, const std::string& text,
   const bool digits = !text.empty() && text.find_first_not_of("+0123456789") == std::string::npos;
   if (whole && !value && digits) problem += " (at most " + highest + ")";
   return problem;
+}
+
+CLI::Validator output_path_rule(bool folder) {
+  return CLI::Validator(
+      [folder](const std::string& text) {
+        if (!text.empty()) return std::string();
+        return std::string("the path is empty; give a ") +
+               (folder ? "folder name" : "file name ('-' for standard output)");
+      },
+      "", "output path");
 }
 
 void add_common_flags(CLI::App* cmd, CommonArgs& a, OptionFlags which) {

@@ -22,7 +22,7 @@ namespace general_option {
 extern const OptionSpec batch, lr, momentum, weight_decay, seed;
 extern const OptionSpec train_steps, train_epochs, sweep_steps, sweep_epochs, synthetic, shards;
 extern const OptionSpec threads, sweep_cores, nodes, repeat, warmup;
-extern const OptionSpec eval_every, tta_max_steps, target_accuracy, checkpoint_every;
+extern const OptionSpec eval_every, tta_max_steps, target_accuracy, checkpoint_every, min_time;
 }  // namespace general_option
 
 // "" when `value` (what T read from `text`, nothing when T could not hold it) is within the spec's
@@ -68,6 +68,10 @@ CLI::Option* add_number_option(CLI::App* cmd, const OptionSpec& spec, std::vecto
       ->delimiter(',')
       ->check(number_rule<T>(spec));
 }
+
+// An output path's usage rule: not empty ("--report ''" would otherwise read as no report).
+// check_outputs (lib/core/output.cpp) checks the rest before any work.
+CLI::Validator output_path_rule(bool folder = false);
 
 // The flags `train` and `sweep` share, with the same rules; which one says the defaults and help
 // that differ (train: one run, steps in total; sweep: steps per repetition, synthetic by default).

@@ -10,6 +10,7 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/sweep.hpp"
 #include "commands.hpp"
+#include "input_rules.hpp"
 
 extern char** environ;
 
@@ -49,7 +50,13 @@ std::filesystem::path find_plot_script(const std::string& given) {
 int run_plot(const PlotArgs& a) {
   const nlohmann::json report = read_report(a.report);
   if (report.at("kind") != "sweep") fail(a.report + ": plot draws sweep reports, this is a single run report");
-  check_output_folder(a.out, "--out");
+  // plots/plot_report.py writes these into --out; none of them may be the report it reads.
+  std::vector<std::string> files;
+  for (const char* name : {"speedup", "efficiency", "throughput", "time_to_accuracy", "scaling_prediction"}) {
+    for (const char* ext : {".png", ".svg"}) files.push_back(std::string(name) + ext);
+  }
+  check_outputs({{.option = "--out", .path = a.out, .folder = true, .files = files}},
+                {{"REPORT", a.report}});
   const std::filesystem::path script = find_plot_script(a.script);
   const std::string python =
       !a.python.empty() ? a.python : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
@@ -83,7 +90,9 @@ void add_plot_command(CLI::App& root, Runner& runner) {
   CLI::App* cmd = root.add_subcommand("plot", "Draw a sweep report's plots (PNG + SVG) with matplotlib");
   // Not CLI::ExistingFile: a missing report is a runtime error (exit 1) as in compare.
   cmd->add_option("REPORT", args->report, "sweep report (JSON)")->required();
-  cmd->add_option("--out", args->out, "folder for the images")->capture_default_str();
+  cmd->add_option("--out", args->out, "folder for the images")
+      ->check(output_path_rule(true))
+      ->capture_default_str();
   cmd->add_option("--script", args->script, "plot script (default: plots/plot_report.py)");
   cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
   cmd->callback([args, &runner] { runner = [args] { return run_plot(*args); }; });

@@ -31,6 +31,8 @@ struct SweepArgs : CommonArgs {
   int shards = 1;
   bool resume = false, force = false;
   double target_accuracy = -1;
+  double min_time = 0.2;
+  bool steps_given = false;
   std::int64_t eval_every = 25, tta_max_steps = 3000;
   std::string launcher = "mpirun";  // --launcher: mpirun or srun
   std::string mpirun = "mpirun", mpirun_args, hostfile;
@@ -181,7 +183,9 @@ void check_options_apply(const SweepArgs& a) {
 int run_sweep_command(const SweepArgs& a) {
   if (!a.tta_job.empty()) return run_time_to_accuracy_job(a);
   check_options_apply(a);
-  check_output_path(a.out, "--out");  // before the first point, not after the last
+  // Before the first point, not after the last; never over the data or the hostfile.
+  check_outputs({{.option = "--out", .path = a.out}},
+                {{"--data", a.data_dir}, {"--hostfile", a.hostfile}});
   // Hours of measurements must not vanish under a repeated command: say how to keep or replace them.
   if (!a.resume && !a.force && std::filesystem::exists(a.out)) {
     fail(a.out + " already exists: pass --resume to keep its finished points and measure the rest, "
@@ -196,6 +200,8 @@ int run_sweep_command(const SweepArgs& a) {
   o.repeat = a.repeat;
   o.warmup = a.warmup;
   o.steps = a.epochs > 0 ? -1 : a.steps;
+  // --steps or --epochs given: every point runs them; else each calibrates its own steps.
+  o.min_time = a.epochs > 0 || a.steps_given ? 0 : a.min_time;
   o.epochs = a.epochs;
   o.batch = a.batch;
   o.lr = a.lr;
@@ -258,6 +264,10 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
   add_common_flags(cmd, *args, OptionFlags::sweep);
   add_number_option(cmd, general_option::repeat, args->repeat)->capture_default_str();
   add_number_option(cmd, general_option::warmup, args->warmup)->capture_default_str();
+  add_number_option(cmd, general_option::min_time, args->min_time)
+      ->capture_default_str()
+      ->excludes("--steps")
+      ->excludes("--epochs");
   add_number_option(cmd, general_option::target_accuracy, args->target_accuracy);
   add_number_option(cmd, general_option::eval_every, args->eval_every)->capture_default_str();
   add_number_option(cmd, general_option::tta_max_steps, args->tta_max_steps)->capture_default_str();
@@ -277,7 +287,9 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
                   "machine, TCP between them; root; docs/cluster.md)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--rate", args->rate, "cap each emulated host's link, e.g. 1gbit, 100mbit");
-  cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")->capture_default_str();
+  cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")
+      ->check(output_path_rule())
+      ->capture_default_str();
   cmd->add_flag("--resume", args->resume, "keep the finished points of --out and run the rest");
   cmd->add_flag("--force", args->force, "overwrite an existing --out report");
   cmd->add_option("--tta-job", args->tta_job)->group("");
@@ -286,6 +298,7 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
     for (const OptionSpec* spec : strategy_option_specs()) {
       if (spec->in_sweep && cmd->count(spec->flag()) > 0) args->given_options.push_back(spec);
     }
+    args->steps_given = cmd->count("--steps") > 0;
     if (args->tta_job.empty()) check_sweep_args(*args, *cmd);
     runner = [args] { return run_sweep_command(*args); };
   });

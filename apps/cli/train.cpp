@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 
 #include "cnnbench/core.hpp"
@@ -119,6 +120,38 @@ Dataset load_training_set(const TrainArgs& a, const TrainConfig& config) {
                      : load_mnist_block(a.data_dir, Split::train, blocks, block);
 }
 
+std::string join(const std::vector<std::string>& items, const std::string& separator) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : separator) + item;
+  return text;
+}
+
+// The files a run writes and reads, for the output rule (check_outputs): each output is checked
+// before any work, and none may be another output or an input.
+std::vector<OutputPath> train_outputs(const TrainArgs& a, const TrainConfig& config) {
+  std::vector<OutputPath> outputs;
+  if (!a.report.empty()) outputs.push_back({.option = "--report", .path = a.report});
+  if (!a.save.empty()) outputs.push_back({.option = "--save", .path = a.save});
+  if (!a.trace.empty()) outputs.push_back({.option = "--trace", .path = a.trace});
+  for (const auto& [name, value] : config.options) {
+    if (const OptionSpec* spec = find_option_spec(name); spec != nullptr && spec->output_file) {
+      outputs.push_back({.option = spec->flag(), .path = value});
+    }
+  }
+  if (a.save.empty()) {
+    // The longest name an interrupted run's checkpoint can have (run_training names it).
+    outputs.push_back({.option = "the folder an interrupted run saves its checkpoint in (pass --save to choose)",
+                       .path = interrupt_folder(a.report), .folder = true,
+                       .files = {"cnnbench-interrupted-step-9223372036854775807-999.safetensors"}});
+  }
+  return outputs;
+}
+std::vector<InputPath> train_inputs(const TrainArgs& a) {
+  std::vector<InputPath> inputs = {{"--init", a.init}, {"--resume", a.resume}};
+  if (a.synthetic == 0) inputs.push_back({"--data", a.data_dir});
+  return inputs;
+}
+
 TrainConfig make_config(const TrainArgs& a) {
   TrainConfig c;
   c.model = parse_model(a.model);
@@ -146,14 +179,7 @@ int run_train(const TrainArgs& a) {
   const TrainConfig config = make_config(a);
   const ProgressMode progress = progress_mode(a);
   // Every output is checked before the data is loaded: a typo costs nothing, not a whole run.
-  if (!a.report.empty()) check_output_path(a.report, "--report");
-  if (!a.save.empty()) check_output_path(a.save, "--save");
-  if (!a.trace.empty()) check_output_path(a.trace, "--trace");
-  for (const auto& [name, value] : config.options) {
-    if (const OptionSpec* spec = find_option_spec(name); spec != nullptr && spec->output_file) {
-      check_output_path(value, spec->flag());
-    }
-  }
+  check_outputs(train_outputs(a, config), train_inputs(a));
   use_isa(a.isa);
   Dataset train = load_training_set(a, config), test;
   if (a.eval && a.synthetic > 0) {
@@ -176,13 +202,34 @@ int run_train(const TrainArgs& a) {
   options.progress = progress;
   if (!a.trace.empty()) options.trace_steps = a.trace_steps;
   options.stop_requested = [] { return stop_signal != 0; };
+  options.save_error_in_result = true;
 
   const RunResult result = run_training(config, train, options);
   if (!result.primary) return 0;
 
-  if (!a.report.empty()) write_json(a.report, make_run_report(config, train, result));
+  // Each output on its own: one that cannot be written (a full disk) keeps no other from being
+  // written. Each failure is an error line now; the summary lists what was and was not written.
+  std::vector<std::string> written, not_written;
+  const auto attempt = [&](const std::string& what, const std::function<void()>& write) {
+    try {
+      write();
+      written.push_back(what);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "cnnbench: error: %s\n", e.what());
+      not_written.push_back(what);
+    }
+  };
+  if (result.saved) {
+    const std::string what = (a.save.empty() ? "checkpoint " : "--save ") + result.saved->string();
+    attempt(what, [&] { CNNBENCH_CHECK(result.save_error.empty(), result.save_error); });
+  }
+  if (!a.report.empty()) {
+    attempt("--report " + a.report, [&] { write_json(a.report, make_run_report(config, train, result)); });
+  }
   if (!a.trace.empty()) {
-    write_json(a.trace, chrome_trace_json(result.trace, timed_layer_names(config.model)));
+    attempt("--trace " + a.trace, [&] {
+      write_json(a.trace, chrome_trace_json(result.trace, timed_layer_names(config.model)));
+    });
   }
   if (!a.quiet) {
     std::FILE* out = a.report == "-" ? stderr : stdout;
@@ -197,15 +244,20 @@ int run_train(const TrainArgs& a) {
     if (result.time_breakdown.workers.size() > 1) {
       std::fprintf(out, "%s\n", straggler_line(result.time_breakdown).c_str());
     }
+    if (!written.empty()) std::fprintf(out, "written: %s\n", join(written, ", ").c_str());
   }
-  if (result.interrupted) {
+  if (!not_written.empty()) {
+    std::fprintf(stderr, "cnnbench: error: not written: %s%s\n", join(not_written, ", ").c_str(),
+                 written.empty() ? "" : ("; written: " + join(written, ", ")).c_str());
+  }
+  if (result.interrupted && result.save_error.empty()) {
     std::fprintf(stderr, "cnnbench: interrupted: checkpoint at step %lld written to %s; continue "
                  "with --resume %s\n", static_cast<long long>(result.progress.global_step),
                  result.saved->c_str(), result.saved->c_str());
     // Another rank's signal stops this one too (cluster ranks agree): report it as SIGINT.
     return 128 + (stop_signal != 0 ? static_cast<int>(stop_signal) : SIGINT);
   }
-  return 0;
+  return not_written.empty() ? 0 : 1;
 }
 
 }  // namespace
@@ -229,14 +281,17 @@ void add_train_command(CLI::App& root, Runner& runner) {
                 "with N = the job's ranks (docs/cluster.md, \"Per-node data\")")
       ->excludes(shards_flag);
   cmd->add_option("--init", args->init, "initial weights (safetensors)")->check(CLI::ExistingFile);
-  cmd->add_option("--save", args->save, "write a checkpoint at the end (safetensors)");
+  cmd->add_option("--save", args->save, "write a checkpoint at the end (safetensors)")
+      ->check(output_path_rule());
   add_number_option(cmd, general_option::checkpoint_every, args->checkpoint_every);
   cmd->add_option("--resume", args->resume, "continue from a checkpoint")->check(CLI::ExistingFile);
   cmd->add_flag("--eval", args->eval, "report test-set accuracy at the end");
-  cmd->add_option("--report", args->report, "write the JSON run report here ('-' = stdout)");
+  cmd->add_option("--report", args->report, "write the JSON run report here ('-' = stdout)")
+      ->check(output_path_rule());
   cmd->add_option("--trace", args->trace,
                   "write the last steps' phases of every thread here, as a Chrome trace "
-                  "(serial, blas, stream and cluster; Perfetto or chrome://tracing opens it)");
+                  "(serial, blas, stream and cluster; Perfetto or chrome://tracing opens it)")
+      ->check(output_path_rule());
   cmd->add_option("--trace-steps", args->trace_steps, "steps a --trace keeps, the last ones")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}))
       ->capture_default_str();

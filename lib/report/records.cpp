@@ -135,7 +135,8 @@ const auto point_measured = std::tuple{
     optional_field("final_loss", &P::final_loss), optional_field("strategy_metrics", &P::strategy_metrics),
     optional_field("pin_map", &P::pin_map), optional_field("baseline_cores", &P::baseline_cores),
     optional_field("paired_baseline", &P::paired_baseline),
-    optional_field("time_to_accuracy", &P::time_to_accuracy)};
+    optional_field("time_to_accuracy", &P::time_to_accuracy),
+    optional_field("calibration", &P::calibration)};
 // Written together once the analysis ran (karp_flatt null at p = 1).
 const auto point_derived = std::tuple{
     field("speedup", &P::speedup), field("speedup_unpaired", &P::speedup_unpaired),
@@ -165,6 +166,10 @@ const auto summary_fields =
 using C = CoreSeriesRecord;
 const auto core_series_fields =
     std::tuple{field("core", &C::core), field("times_s", &C::times_s), field("images_per_s", &C::images_per_s)};
+const auto calibration_probe_fields = std::tuple{
+    field("steps", &CalibrationProbeRecord::steps), field("seconds", &CalibrationProbeRecord::seconds)};
+const auto calibration_fields = std::tuple{
+    field("min_time_s", &CalibrationRecord::min_time_s), field("probes", &CalibrationRecord::probes)};
 using A = AmdahlRecord;
 const auto amdahl_fields = std::tuple{
     field("model", &A::model), field("series", &A::series), field("serial_fraction", &A::serial_fraction),
@@ -200,6 +205,8 @@ std::string setting_text(const json& value) {
 
 CNNBENCH_FIELDS_JSON(Summary, summary_fields)
 CNNBENCH_FIELDS_JSON(CoreSeriesRecord, core_series_fields)
+CNNBENCH_FIELDS_JSON(CalibrationProbeRecord, calibration_probe_fields)
+CNNBENCH_FIELDS_JSON(CalibrationRecord, calibration_fields)
 CNNBENCH_FIELDS_JSON(AmdahlRecord, amdahl_fields)
 CNNBENCH_FIELDS_JSON(PredictedStepRecord, predicted_step_fields)
 CNNBENCH_FIELDS_JSON(MeasuredVsPredictedRecord, measured_vs_predicted_fields)
@@ -212,7 +219,8 @@ namespace {
 const auto paired_fields = std::tuple{
     field("core", &PairedBaselineRecord::core), field("times_s", &PairedBaselineRecord::times_s),
     field("warmup_times_s", &PairedBaselineRecord::warmup_times_s),
-    field("ratios", &PairedBaselineRecord::ratios)};
+    field("ratios", &PairedBaselineRecord::ratios),
+    optional_field("steps", &PairedBaselineRecord::steps)};
 const auto baseline_cores_fields = std::tuple{
     field("chosen", &BaselineCoresRecord::chosen), field("per_core", &BaselineCoresRecord::per_core)};
 }  // namespace

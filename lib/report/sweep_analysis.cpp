@@ -18,6 +18,12 @@ namespace {
 
 constexpr int max_predicted_nodes = 1024;
 
+// Seconds per image of a repetition: the points of one sweep may run different steps
+// (calibrated to --min-time), so their times compare per image, not per repetition.
+double image_seconds(const PointRecord& point) {
+  return point.images() > 0 ? point.time.median / point.images() : point.time.median;
+}
+
 double step_seconds(const PointRecord& point) {
   return point.time.median / static_cast<double>(point.steps.value_or(1));
 }
@@ -122,7 +128,7 @@ void add_scaling_analysis(SweepRecord& sweep) {
       if (p.model != model || !p.measured()) continue;
       // Against the serial repetitions paired with the point's own where it has them; against
       // the baseline point otherwise (kept as speedup_unpaired either way).
-      const double unpaired = speedup(serial.time.median, p.time.median);
+      const double unpaired = speedup(image_seconds(serial), image_seconds(p));
       double s = unpaired;
       if (p.paired_baseline && !p.paired_baseline->ratios.empty()) {
         s = summarize(p.paired_baseline->ratios).median;

@@ -261,7 +261,14 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
                                ("cnnbench-interrupted-step-" + std::to_string(progress.global_step) +
                                 ".safetensors"));
   }
-  if (result.saved && primary) save_checkpoint(*result.saved, result.model, progress);
+  if (result.saved && primary) {
+    try {
+      save_checkpoint(*result.saved, result.model, progress);
+    } catch (const Error& e) {
+      if (!options.save_error_in_result) throw;
+      result.save_error = e.what();
+    }
+  }
   if (options.test) {
     result.test = evaluate(config.model, result.model.params.data(), *options.test);
   }

@@ -1,6 +1,7 @@
 // One point of a sweep: its repetitions (in-process, or launched under the MPI launcher), the
 // serial repetitions it is paired with, and its time to accuracy.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "cnnbench/core.hpp"
@@ -67,18 +68,28 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
   // speedup compares runs made seconds apart, not runs minutes apart on a machine whose speed
   // drifts (a shared virtual machine's does, by several percent).
   const std::optional<PairedBaseline> pair = paired_baseline_of(point);
-  std::vector<double> baseline_times, baseline_warmup_times;
-  if (!in_process) record.launch = launcher_.record(launched_train_command(point));
+  std::vector<double> baseline_times, baseline_warmup_times, baseline_steps;
+  // The paired serial repetitions run the baseline point's own steps, which calibration may
+  // have made fewer than this point's: the pairs compare times per image.
+  const PointRecord* baseline = pair ? report_.find_measured(pair->point.id()) : nullptr;
+  const std::int64_t pair_steps = baseline != nullptr && baseline->steps ? *baseline->steps : -1;
+  std::int64_t steps = -1;
   try {
+    if (options_.min_time > 0) {
+      record.calibration = calibrate_steps(point, cores[0]);
+      steps = record.calibration->probes.back().steps;
+    }
+    if (!in_process) record.launch = launcher_.record(launched_train_command(point, steps));
     for (int r = 0; r < options_.warmup + options_.repeat; ++r) {
       if (pair) {
-        const Repetition baseline = run_in_process(pair->point, pair->core);
+        const Repetition baseline_run = run_in_process(pair->point, pair->core, pair_steps);
         stop_check();
-        (r < options_.warmup ? baseline_warmup_times : baseline_times).push_back(baseline.seconds);
+        (r < options_.warmup ? baseline_warmup_times : baseline_times).push_back(baseline_run.seconds);
+        if (r >= options_.warmup) baseline_steps.push_back(static_cast<double>(baseline_run.steps));
       }
       for (std::size_t k = 0; k < cores.size(); ++k) {
         Series& s = series[k];
-        s.last = in_process ? run_in_process(point, cores[k]) : run_launched(point);
+        s.last = in_process ? run_in_process(point, cores[k], steps) : run_launched(point, steps);
         stop_check();
         (r < options_.warmup ? s.warmup_times : s.times).push_back(s.last.seconds);
         if (r >= options_.warmup) {
@@ -118,7 +129,11 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
     if (pair->core >= 0) paired.core = pair->core;
     paired.times_s = baseline_times;
     paired.warmup_times_s = baseline_warmup_times;
-    for (std::size_t i = 0; i < times.size(); ++i) paired.ratios.push_back(baseline_times[i] / times[i]);
+    paired.steps = static_cast<std::int64_t>(baseline_steps.front());
+    const double point_steps = static_cast<double>(last.steps);
+    for (std::size_t i = 0; i < times.size(); ++i) {
+      paired.ratios.push_back((baseline_times[i] / baseline_steps[i]) / (times[i] / point_steps));
+    }
     record.paired_baseline = paired;
   }
   if (options_.target_accuracy) record.time_to_accuracy = time_to_accuracy(point);
@@ -147,7 +162,41 @@ void SweepRunner::stop_check() const {
   if (options_.stop_requested && options_.stop_requested()) throw SweepInterrupted{};
 }
 
-TrainConfig SweepRunner::train_config(const PointSpec& point) const {
+// Calibration starts from this short probe, and gives up growing at a million steps.
+constexpr std::int64_t first_probe_steps = 10;
+constexpr std::int64_t max_calibrated_steps = 1'000'000;
+
+// Calibrates the steps per repetition so that one takes at least --min-time, the way Google
+// Benchmark sizes its runs: a probe of a few steps, then steps grown by the time wanted over the time taken (x1.4
+// to land above it; x10 when the probe took under a tenth of it, too short to extrapolate from)
+// until a probe reaches it, and a second probe of as many steps does too (one slow probe on a
+// busy machine would otherwise leave repetitions far shorter). The probes are not measurements;
+// the report keeps them, and the last one's steps are the point's.
+CalibrationRecord SweepRunner::calibrate_steps(const PointSpec& point, int pin_core) const {
+  CalibrationRecord calibration{options_.min_time, {}};
+  std::int64_t steps = first_probe_steps;
+  bool reached_once = false;
+  for (;;) {
+    const Repetition probe = point.strategy == "cluster" ? run_launched(point, steps)
+                                                         : run_in_process(point, pin_core, steps);
+    stop_check();
+    calibration.probes.push_back({steps, probe.seconds});
+    if (steps >= max_calibrated_steps) return calibration;
+    if (probe.seconds >= options_.min_time) {
+      if (reached_once) return calibration;
+      reached_once = true;
+      continue;
+    }
+    reached_once = false;
+    const double grow = probe.seconds > 0.1 * options_.min_time
+                            ? 1.4 * options_.min_time / probe.seconds
+                            : 10.0;
+    const auto next = static_cast<std::int64_t>(std::ceil(static_cast<double>(steps) * grow));
+    steps = std::min(max_calibrated_steps, std::max(steps + 1, next));
+  }
+}
+
+TrainConfig SweepRunner::train_config(const PointSpec& point, std::int64_t steps) const {
   TrainConfig config;
   config.model = point.model;
   config.strategy = point.strategy;
@@ -155,7 +204,7 @@ TrainConfig SweepRunner::train_config(const PointSpec& point) const {
   config.sgd.lr = options_.lr;
   config.sgd.momentum = options_.momentum;
   config.seed = options_.seed;
-  config.steps = options_.steps;
+  config.steps = steps >= 0 ? steps : options_.steps;
   config.epochs = options_.epochs;
   config.threads = point.cores;
   config.pin = options_.pin;
@@ -168,11 +217,11 @@ TrainConfig SweepRunner::train_config(const PointSpec& point) const {
   return config;
 }
 
-Repetition SweepRunner::run_in_process(const PointSpec& point, int pin_core) const {
+Repetition SweepRunner::run_in_process(const PointSpec& point, int pin_core, std::int64_t steps) const {
   RunOptions run_options;
   run_options.stop_requested = options_.stop_requested;
   run_options.interrupt_folder = scratch_;
-  TrainConfig config = train_config(point);
+  TrainConfig config = train_config(point, steps);
   if (pin_core >= 0) config.options[strategy_option::pin_core.name] = std::to_string(pin_core);
   const RunResult result = run_training(config, train_, run_options);
   if (result.interrupted) throw SweepInterrupted{};
@@ -220,14 +269,15 @@ void SweepRunner::measure_allreduce() {
 }
 
 // The command of a launched point's repetitions; its run report goes to the scratch folder.
-std::vector<std::string> SweepRunner::launched_train_command(const PointSpec& point) const {
-  return launcher_.train(train_config(point), point.nodes, launched_report());
+std::vector<std::string> SweepRunner::launched_train_command(const PointSpec& point,
+                                                             std::int64_t steps) const {
+  return launcher_.train(train_config(point, steps), point.nodes, launched_report());
 }
 
 std::filesystem::path SweepRunner::launched_report() const { return scratch_ / "run.json"; }
 
-Repetition SweepRunner::run_launched(const PointSpec& point) const {
-  const json run = launch_for_json(launched_train_command(point), launched_report(), point.id());
+Repetition SweepRunner::run_launched(const PointSpec& point, std::int64_t steps) const {
+  const json run = launch_for_json(launched_train_command(point, steps), launched_report(), point.id());
   Repetition rep;
   rep.seconds = run.at("metrics").at("train_seconds").get<double>();
   rep.steps = run.at("metrics").at("steps").get<std::int64_t>();

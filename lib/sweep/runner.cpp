@@ -178,7 +178,8 @@ json SweepRunner::config_json() const {
           {"nodes", nodes_},
           {"repeat", options_.repeat},
           {"warmup", options_.warmup},
-          {"steps", options_.steps},
+          {"steps", options_.min_time > 0 ? json(nullptr) : json(options_.steps)},
+          {"min_time_s", options_.min_time > 0 ? json(options_.min_time) : json(nullptr)},
           {"epochs", options_.steps >= 0 ? json(nullptr) : json(options_.epochs)},
           {"batch", options_.batch},
           {"lr", options_.lr},
@@ -271,7 +272,8 @@ void SweepRunner::finish_point() {
   std::fprintf(stderr, "\n");
   if (p.time.median < short_repetition_s) {
     std::fprintf(stderr, "    warning: a repetition takes %.0f ms, under %.0f ms: too short to time "
-                         "reliably; raise --steps\n", 1e3 * p.time.median, 1e3 * short_repetition_s);
+                         "reliably; raise --steps, or leave it out to calibrate to --min-time\n",
+                 1e3 * p.time.median, 1e3 * short_repetition_s);
   }
 }
 

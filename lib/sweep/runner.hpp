@@ -69,14 +69,16 @@ class SweepRunner {
   std::optional<PairedBaseline> paired_baseline_of(const PointSpec& point) const;
   std::vector<int> baseline_cores(const PointSpec& point) const;
   void stop_check() const;
-  TrainConfig train_config(const PointSpec& point) const;
-  Repetition run_in_process(const PointSpec& point, int pin_core) const;
+  // steps < 0 (the default): SweepOptions::steps.
+  TrainConfig train_config(const PointSpec& point, std::int64_t steps = -1) const;
+  CalibrationRecord calibrate_steps(const PointSpec& point, int pin_core) const;
+  Repetition run_in_process(const PointSpec& point, int pin_core, std::int64_t steps = -1) const;
   nlohmann::json launch_for_json(const std::vector<std::string>& args,
                                  const std::filesystem::path& output, const std::string& what) const;
   void measure_allreduce();
-  std::vector<std::string> launched_train_command(const PointSpec& point) const;
+  std::vector<std::string> launched_train_command(const PointSpec& point, std::int64_t steps) const;
   std::filesystem::path launched_report() const;
-  Repetition run_launched(const PointSpec& point) const;
+  Repetition run_launched(const PointSpec& point, std::int64_t steps = -1) const;
   nlohmann::json time_to_accuracy(const PointSpec& point) const;
 
   const SweepOptions& options_;

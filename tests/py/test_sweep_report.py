@@ -141,6 +141,25 @@ def main():
         png = (plots / "speedup.png").read_bytes()[:8]
         check(png == b"\x89PNG\r\n\x1a\n", "speedup.png is a PNG")
 
+        # Without --steps each point calibrates its own; the report still validates, and the
+        # unpaired speedup compares times per image when the point and the baseline differ.
+        calibrated = Path(tmp, "calibrated.json")
+        subprocess.run([args.cli, "sweep", "--model", "fc3", "--strategies", "serial,stream", "--cores", "1",
+                        "--repeat", "1", "--warmup", "0", "--synthetic", "256", "--min-time", "0.05",
+                        "--quiet", "--out", str(calibrated)], check=True)
+        report = json.loads(calibrated.read_text())
+        errors = errors_of(validator, report)
+        for e in errors:
+            print(f"     {'/'.join(map(str, e.path))}: {e.message}")
+        check(not errors, "a calibrated sweep validates against the schema")
+        ok = {p["id"]: p for p in report["points"] if p["status"] == "ok"}
+        serial, stream = ok.get("fc3/serial/n1c1"), ok.get("fc3/stream/n1c1")
+        check(serial is not None and stream is not None, "the calibrated sweep measured both points")
+        if serial and stream:
+            per_image = [p["time"]["median"] / (p["steps"] * p["batch"]) for p in (serial, stream)]
+            check(abs(stream["speedup_unpaired"] - per_image[0] / per_image[1]) < 1e-9 * stream["speedup_unpaired"],
+                  "the unpaired speedup is a ratio of times per image")
+
     reference = source / "results/sweep-2core.json"
     if reference.exists():
         errors = errors_of(validator, json.loads(reference.read_text()))

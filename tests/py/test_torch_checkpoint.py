@@ -20,6 +20,11 @@ try:
     from safetensors_f32 import read_safetensors, write_safetensors
     from torch_nets import build_model
 except ImportError as error:  # the test needs Debian's python3-torch
+    # scripts/test.sh sets CNNBENCH_REQUIRE_TORCH=1: there a missing torch is a failure, not a skip.
+    if os.environ.get("CNNBENCH_REQUIRE_TORCH") == "1":
+        print(f"FAIL: the checkpoint round trip cannot run: cannot import torch/numpy ({error}); "
+              "install python3-torch, or CNNBENCH_NO_TORCH=1")
+        sys.exit(1)
     print(f"skipped: cannot import torch/numpy ({error})")
     sys.exit(SKIP)
 

@@ -4,6 +4,7 @@ same init on the same data, and lands within float rounding of cnnbench's weight
 Skips (exit 77) when PyTorch is not installed (Debian: python3-torch)."""
 import argparse
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -20,6 +21,10 @@ try:
     from safetensors_f32 import read_safetensors
     from torch_nets import build_model
 except ImportError as e:
+    # scripts/test.sh sets CNNBENCH_REQUIRE_TORCH=1: there a missing torch is a failure, not a skip.
+    if os.environ.get("CNNBENCH_REQUIRE_TORCH") == "1":
+        print(f"FAIL: PyTorch parity cannot run: {e} (install python3-torch, or CNNBENCH_NO_TORCH=1)")
+        sys.exit(1)
     print(f"SKIP: {e}")
     sys.exit(77)
 

@@ -85,12 +85,34 @@ double now_seconds();  // steady clock, seconds
 // cause ("No space left on device").
 void write_output(const std::filesystem::path& path, std::string_view bytes);
 
-// Before any work: refuses an output file ("-" passes) that write_output could not write: a
-// folder, a parent that is a file, a folder (or the nearest existing one above a missing one)
-// that is not writable, a device that is not. The Error starts with "OPTION PATH: ".
+// One file (or folder) a command writes, named by the option that gave it.
+struct OutputPath {
+  std::string option;          // "--report"; every message starts "OPTION PATH: "
+  std::filesystem::path path;  // "-" = standard output
+  bool folder = false;         // a folder the command writes `files` into (plot --out)
+  std::vector<std::string> files = {};
+};
+// One file a command reads, or a folder whose files it reads (--data).
+struct InputPath {
+  std::string option;
+  std::filesystem::path path;
+};
+// The output rule, checked before any work (lib/core/output.cpp); an Error names the first
+// output that breaks it and why:
+// - the path is not empty;
+// - write_output can write it: not a folder (a file where a folder is expected), its folder
+//   exists or can be created (the nearest existing one is a writable folder, no part of the path
+//   is a file), a device or FIFO is writable;
+// - every name in it, the temporary file's name write_output makes beside it, and the whole
+//   path fit the file system's NAME_MAX and PATH_MAX;
+// - no two outputs, and no output and input, are one file: resolved paths (symlinks, ./x),
+//   and device + inode where the file exists (hard links). Two names of one device are allowed.
+void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs = {});
+// check_outputs of one output file, or one output folder, alone.
 void check_output_path(const std::filesystem::path& path, const std::string& option);
-// The same for an output folder (plot --out): a file there, or no write permission, is refused.
 void check_output_folder(const std::filesystem::path& dir, const std::string& option);
+// The name write_output gives the temporary file of `name` (".NAME.tmp.PID.N") at its longest.
+std::string longest_temp_name(const std::string& name);
 
 // `path` if nothing is there, else the first free of STEM-2.EXT, STEM-3.EXT, ...
 std::filesystem::path unused_path(const std::filesystem::path& path);

@@ -20,7 +20,19 @@ namespace cnnbench {
 struct PairedBaselineRecord {
   std::optional<int> core;  // the serial point's core; none when unpinned
   std::vector<double> times_s, warmup_times_s;
-  std::vector<double> ratios;  // serial time / point time, pair by pair
+  std::vector<double> ratios;  // serial time / point time per image, pair by pair
+  std::optional<std::int64_t> steps;  // the serial repetitions' steps (the baseline point's)
+};
+
+// How a point's steps per repetition were calibrated (SweepOptions::min_time): the probes run,
+// each of `steps` steps taking `seconds`; the last probe's steps are the point's.
+struct CalibrationProbeRecord {
+  std::int64_t steps = 0;
+  double seconds = 0;
+};
+struct CalibrationRecord {
+  double min_time_s = 0;
+  std::vector<CalibrationProbeRecord> probes;
 };
 
 // The serial baseline's repetitions on one of the cores it ran on.
@@ -61,6 +73,7 @@ struct PointRecord {
   std::optional<BaselineCoresRecord> baseline_cores;
   std::optional<PairedBaselineRecord> paired_baseline;
   nlohmann::json time_to_accuracy;  // measure_time_to_accuracy's result; null when not measured
+  std::optional<CalibrationRecord> calibration;  // none when the steps were given
   // Derived by add_scaling_analysis: speedup is the median of the paired ratios where there are
   // any, else serial median / point median (speedup_unpaired either way); no Karp-Flatt at p = 1.
   std::optional<double> speedup, speedup_unpaired, efficiency, karp_flatt;
@@ -136,6 +149,8 @@ struct SweepRecord {
 CNNBENCH_RECORD_JSON(Summary)
 CNNBENCH_RECORD_JSON(PairedBaselineRecord)
 CNNBENCH_RECORD_JSON(CoreSeriesRecord)
+CNNBENCH_RECORD_JSON(CalibrationProbeRecord)
+CNNBENCH_RECORD_JSON(CalibrationRecord)
 CNNBENCH_RECORD_JSON(BaselineCoresRecord)
 CNNBENCH_RECORD_JSON(LaunchRecord)
 CNNBENCH_RECORD_JSON(PointRecord)

@@ -170,6 +170,9 @@ struct SweepOptions {
   int repeat = 3;
   int warmup = 1;
   std::int64_t steps = 60;   // per repetition; < 0: use epochs
+  // > 0: each point calibrates its steps per repetition so that one takes at least min_time
+  // seconds, from a probe of a few steps up (measure.cpp), and `steps` is not used; 0: `steps`.
+  double min_time = 0;
   std::int64_t epochs = -1;
   int batch = 64;
   float lr = 0.01f, momentum = 0.9f;

@@ -176,6 +176,9 @@ struct RunOptions {
   // The folder an interrupted run saves its checkpoint in when --save was not given, as
   // cnnbench-interrupted-step-N.safetensors (-2, -3 ... added rather than replacing a file).
   std::filesystem::path interrupt_folder = ".";
+  // A checkpoint that cannot be written is an Error, unless this is set: then the run ends as
+  // usual and RunResult::save_error says why, so that the caller's other outputs are written.
+  bool save_error_in_result = false;
   const Dataset* test = nullptr;                // --eval
   ProgressMode progress = ProgressMode::none;
   std::function<bool()> stop_requested;         // polled between ranges (SIGINT/SIGTERM)
@@ -218,7 +221,8 @@ struct RunResult {
   double images_per_s = 0;
   std::optional<EvalResult> test;
   bool interrupted = false;
-  std::optional<std::filesystem::path> saved;  // the checkpoint written, if any
+  std::optional<std::filesystem::path> saved;  // the checkpoint written (or tried), if any
+  std::string save_error;  // with RunOptions::save_error_in_result: why `saved` was not written
   nlohmann::json strategy_metrics;
   TimeBreakdown time_breakdown;
   std::vector<TraceTrack> trace;  // with RunOptions::trace_steps, on the primary
