@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cnnbench/sweep.hpp"
 #include "cnnbench/train.hpp"
 #include "commands.hpp"
 
@@ -95,6 +96,19 @@ int ranks_on_this_node();
 // the batch, or, `ranks` of them on this node, the machine's hardware threads and oversubscribing
 // was not asked for.
 void check_threads(const std::string& flag, int threads, int ranks, int batch, bool oversubscribe);
+
+// Usage error (exit 2) when the data, the model and a batch's activations of `point` (with
+// `test_samples` more for --eval) need more than this machine's free memory: said before any
+// allocation ("--synthetic 1000000000 needs 785.0 GB for the images; this machine has 23.0 GB
+// free"), never a std::bad_alloc.
+void check_memory_for(const CommonArgs& args, const PointSpec& point, std::size_t test_samples);
+
+// Input paths: a folder where a file belongs or the reverse is refused with its own message
+// ("PATH: is a folder; expected a file"); a missing path too when `must_exist`, else its reader
+// names what is missing. "" when the path is fine.
+enum class PathKind { file, folder };
+std::string path_kind_problem(const std::string& path, PathKind kind, bool must_exist);
+CLI::Validator input_path_rule(PathKind kind, bool must_exist);
 
 // Drops repeated items of a list flag, keeping the first of each in order; says so on stderr.
 void drop_repeats(const std::string& flag, std::vector<std::string>& items);

@@ -10,6 +10,7 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/sweep.hpp"
 #include "commands.hpp"
+#include "input_rules.hpp"
 
 extern char** environ;
 
@@ -31,9 +32,14 @@ constexpr int reported_error_exit = 4;
 
 // --script, else $CNNBENCH_PLOT_SCRIPT, else plots/plot_report.py in a folder above the binary
 // (a build tree inside the source tree), else the installed share/cnnbench/plot_report.py.
+// The variable is checked as --script is, and named in the message (a usage error, exit 2).
 std::filesystem::path find_plot_script(const std::string& given) {
   if (!given.empty()) return given;
-  if (const char* env = std::getenv("CNNBENCH_PLOT_SCRIPT"); env != nullptr && *env != 0) return env;
+  if (const char* env = std::getenv("CNNBENCH_PLOT_SCRIPT"); env != nullptr && *env != 0) {
+    const std::string problem = path_kind_problem(env, PathKind::file, true);
+    if (!problem.empty()) fail_usage("CNNBENCH_PLOT_SCRIPT=" + problem);
+    return env;
+  }
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe");
   for (auto dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
     const auto candidate = dir / "plots" / "plot_report.py";
@@ -84,7 +90,9 @@ void add_plot_command(CLI::App& root, Runner& runner) {
   // Not CLI::ExistingFile: a missing report is a runtime error (exit 1) as in compare.
   cmd->add_option("REPORT", args->report, "sweep report (JSON)")->required();
   cmd->add_option("--out", args->out, "folder for the images")->capture_default_str();
-  cmd->add_option("--script", args->script, "plot script (default: plots/plot_report.py)");
+  cmd->add_option("--script", args->script,
+                  "plot script (default: $CNNBENCH_PLOT_SCRIPT, else plots/plot_report.py)")
+      ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
   cmd->callback([args, &runner] { runner = [args] { return run_plot(*args); }; });
 }

@@ -115,6 +115,7 @@ int run_sweep_command(const SweepArgs& a) {
     if (!value.empty()) o.options[name] = value;
   }
   use_isa(a.isa);
+  if (!o.models.empty()) check_memory_for(a, PointSpec{o.models.front(), "serial", 1, 1}, 0);
   o.isa = a.isa;
   if (!a.data_dir.empty()) o.data_dir = std::filesystem::absolute(a.data_dir);
   o.synthetic_samples = a.synthetic;
@@ -161,13 +162,15 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
   add_number_option(cmd, general_option::tta_max_steps, args->tta_max_steps)->capture_default_str();
   cmd->add_option("--mpirun", args->launcher, "MPI launcher of cluster points")->capture_default_str();
   cmd->add_option("--mpirun-args", args->launcher_args, "extra launcher arguments, one string");
-  cmd->add_option("--hostfile", args->hostfile, "launcher hostfile")->check(CLI::ExistingFile);
+  cmd->add_option("--hostfile", args->hostfile, "launcher hostfile")
+      ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")->capture_default_str();
   cmd->add_flag("--resume", args->resume, "keep the finished points of --out and run the rest");
   cmd->add_flag("--force", args->force, "overwrite an existing --out report");
   cmd->add_option("--tta-job", args->tta_job)->group("");
   cmd->add_option("--tta-out", args->tta_out)->group("");
   cmd->callback([args, cmd, &runner] {
+    take_isa_from_environment(cmd, args->isa);
     for (const OptionSpec* spec : strategy_option_specs()) {
       if (spec->in_sweep && cmd->count(spec->flag()) > 0) args->given_options.push_back(spec);
     }

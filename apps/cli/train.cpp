@@ -117,10 +117,13 @@ int run_train(const TrainArgs& a) {
     }
   }
   use_isa(a.isa);
+  const std::size_t test_samples =
+      !a.eval ? 0 : a.synthetic > 0 ? std::max<std::size_t>(a.synthetic / 6, 1000) : 10000;
+  check_memory_for(a, PointSpec{config.model, a.strategy, a.threads, 1}, test_samples);
   Dataset train, test;
   if (a.synthetic > 0) {
     train = make_synthetic(a.synthetic, a.seed);
-    if (a.eval) test = make_synthetic(std::max<std::size_t>(a.synthetic / 6, 1000), a.seed, a.synthetic);
+    if (a.eval) test = make_synthetic(test_samples, a.seed, a.synthetic);
   } else {
     train = load_mnist(a.data_dir, Split::train);
     if (a.eval) test = load_mnist(a.data_dir, Split::test);
@@ -142,6 +145,14 @@ int run_train(const TrainArgs& a) {
   if (!a.report.empty()) write_json(a.report, make_run_report(config, train, result));
   if (!a.trace.empty()) {
     write_json(a.trace, chrome_trace_json(result.trace, timed_layer_names(config.model)));
+  }
+  // A diverged run is a failed run: no speed, no summary, exit 1; its report says so.
+  if (result.diverged_at_step) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "cnnbench: error: %s %s: %s%s\n", a.model.c_str(), a.strategy.c_str(),
+                 divergence_text(*result.diverged_at_step, result.diverged_loss).c_str(),
+                 a.save.empty() ? "" : " (no checkpoint written: the weights are not finite)");
+    return 1;
   }
   if (!a.quiet) {
     std::FILE* out = a.report == "-" ? stderr : stdout;
@@ -182,9 +193,11 @@ void add_train_command(CLI::App& root, Runner& runner) {
   add_number_option(cmd, general_option::threads, args->threads, "--threads,--cores")
       ->capture_default_str();
   cmd->add_flag("--no-shuffle", args->no_shuffle, "visit samples in file order");
-  cmd->add_option("--init", args->init, "initial weights (safetensors)")->check(CLI::ExistingFile);
+  cmd->add_option("--init", args->init, "initial weights (safetensors)")
+      ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--save", args->save, "write a checkpoint at the end (safetensors)");
-  cmd->add_option("--resume", args->resume, "continue from a checkpoint")->check(CLI::ExistingFile);
+  cmd->add_option("--resume", args->resume, "continue from a checkpoint")
+      ->check(input_path_rule(PathKind::file, true));
   cmd->add_flag("--eval", args->eval, "report test-set accuracy at the end");
   cmd->add_option("--report", args->report, "write the JSON run report here ('-' = stdout)");
   cmd->add_option("--trace", args->trace,
@@ -197,7 +210,8 @@ void add_train_command(CLI::App& root, Runner& runner) {
                   "bar, lines or none (default: a bar on a terminal, lines under mpirun, else none; "
                   "none with --quiet)")
       ->check(CLI::IsMember({"bar", "lines", "none"}));
-  cmd->callback([args, &runner] {
+  cmd->callback([args, cmd, &runner] {
+    take_isa_from_environment(cmd, args->isa);
     // Cluster ranks on one node share its cores; other strategies run one process.
     const int ranks = args->strategy == "cluster" ? ranks_on_this_node() : 1;
     check_threads("--threads", args->threads, ranks, args->batch, args->oversubscribe);

@@ -281,7 +281,7 @@ const PointRecord* SweepRecord::find_measured(const std::string& id) const {
 std::vector<const PointRecord*> SweepRecord::failed_points() const {
   std::vector<const PointRecord*> failed;
   for (const PointRecord& p : points) {
-    if (p.status == "failed") failed.push_back(&p);
+    if (p.status == "failed" || p.status == "diverged") failed.push_back(&p);
   }
   return failed;
 }
@@ -317,6 +317,10 @@ SweepRecord run_as_sweep(const json& run) {
   if (metrics.contains("steps")) read_value(metrics.at("steps"), point.steps);
   if (sweep.config.contains("batch")) read_value(sweep.config.at("batch"), point.batch);
   if (metrics.contains("interrupted")) read_value(metrics.at("interrupted"), sweep.interrupted);
+  if (run.value("status", "ok") == "diverged") {
+    point.status = "diverged";
+    point.reason = run.value("reason", "diverged");
+  }
   sweep.complete = !sweep.interrupted;
   sweep.points.push_back(point);
   return sweep;

@@ -66,6 +66,11 @@ bool hook_is_due(const RunOptions& options, std::int64_t global_step, std::int64
 
 }  // namespace
 
+std::string divergence_text(std::int64_t step, double loss) {
+  const std::string value = std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf";
+  return "diverged at step " + std::to_string(step) + " (loss " + value + "); try a smaller --lr";
+}
+
 EvalResult evaluate(ModelKind kind, const float* params, const Dataset& data, int batch) {
   EvalResult result;
   result.count = data.count;
@@ -95,7 +100,7 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   CNNBENCH_CHECK(config.batch > 0, "--batch must be positive");
   const std::int64_t steps_per_epoch = static_cast<std::int64_t>(train.count) / config.batch;
   if (steps_per_epoch == 0) {
-    fail("the training set (" + std::to_string(train.count) + " samples from " + train.source +
+    fail_usage("the training set (" + std::to_string(train.count) + " samples from " + train.source +
          ") is smaller than one batch of " + std::to_string(config.batch));
   }
   const std::int64_t total_steps =
@@ -114,9 +119,15 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   progress.steps_per_epoch = steps_per_epoch;
   progress.sgd = config.sgd;
   progress.data = train.source;
-  if (progress.global_step > total_steps) {
-    fail("--resume: the checkpoint is already at step " + std::to_string(progress.global_step) +
-         ", past the requested total of " + std::to_string(total_steps) + " steps");
+  // Zero steps would report a loss of 0 and a speed of nothing: a range error, resumed or not.
+  const std::string length = config.steps >= 0 ? "--steps " + std::to_string(config.steps)
+                                               : "--epochs " + std::to_string(config.epochs);
+  if (total_steps <= 0) fail_usage(length + ": no step to train (expected at least 1)");
+  if (progress.global_step >= total_steps) {
+    fail_usage("--resume " + options.resume->string() + ": the checkpoint is already at step " +
+               std::to_string(progress.global_step) + " and " + length + " asks for " +
+               std::to_string(total_steps) + " in all: nothing left to train (pass a larger " +
+               (config.steps >= 0 ? "--steps" : "--epochs") + ")");
   }
 
   strategy->prepare(result.model, train, config);
@@ -159,6 +170,11 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
     const StepRange range{order.data(), first, count, progress.global_step};
     const double start = now_seconds();
     strategy->run_steps(range, [&](std::int64_t i, double loss) {
+      // Every rank sees the same (summed) loss, so every rank stops after the same range.
+      if (!std::isfinite(loss) && !result.diverged_at_step) {
+        result.diverged_at_step = range.global_first + i + 1;
+        result.diverged_loss = loss;
+      }
       result.step_losses.push_back(loss);
       epoch_loss_sum += loss;
       bar.update(range.global_first + i + 1, loss, result.steps_run + i + 1);
@@ -174,6 +190,7 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
       result.epochs.push_back(epoch_record);
       epoch_record.steps = 0;
     }
+    if (result.diverged_at_step) break;
     if (hook_is_due(options, progress.global_step, total_steps)) {
       strategy->sync_to(result.model);
       if (options.on_every_steps(progress.global_step, result.model)) break;
@@ -188,8 +205,9 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
     result.images_per_s =
         static_cast<double>(result.steps_run) * config.batch / result.train_seconds;
   }
-  // An interrupted run always leaves a checkpoint, so that --resume loses nothing.
-  if (options.save) {
+  // An interrupted run always leaves a checkpoint, so that --resume loses nothing; a diverged one
+  // none, since its weights are not finite.
+  if (options.save && !result.diverged_at_step) {
     result.saved = options.save;
   } else if (result.interrupted) {
     result.saved = unused_path(options.interrupt_folder /
