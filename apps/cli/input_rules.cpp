@@ -244,6 +244,30 @@ std::vector<std::string> flags_of(const CLI::App* command) {
 
 }  // namespace
 
+std::string drop_repeated_keys(const std::string& flag, const std::string& list) {
+  std::vector<std::string> keys, repeated;
+  std::string kept;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, end - at);
+    at = end + 1;
+    if (item.empty() && end == list.size()) break;
+    const std::string key = item.substr(0, item.find('='));
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+      repeated.push_back(item);
+      continue;
+    }
+    keys.push_back(key);
+    kept += (kept.empty() ? "" : ",") + item;
+  }
+  if (repeated.empty()) return list;
+  std::string text;
+  for (const std::string& item : repeated) text += (text.empty() ? "" : ", ") + item;
+  std::fprintf(stderr, "cnnbench: note: %s names a key more than once; the first is used, not %s\n",
+               flag.c_str(), text.c_str());
+  return kept;
+}
+
 void drop_repeats(const std::string& flag, std::vector<std::string>& items) {
   drop_repeated(flag, items);
 }

@@ -110,7 +110,10 @@ enum class PathKind { file, folder };
 std::string path_kind_problem(const std::string& path, PathKind kind, bool must_exist);
 CLI::Validator input_path_rule(PathKind kind, bool must_exist);
 
-// Drops repeated items of a list flag, keeping the first of each in order; says so on stderr.
+// Every list and key=value option treats a repeat alike: the first is kept, the rest dropped, and
+// a note on stderr says so. drop_repeats for lists of values ("--cores 1,1"), drop_repeated_keys
+// for lists of NAME=VALUE ("--widths c1k=2,c1k=3" keeps c1k=2).
+std::string drop_repeated_keys(const std::string& flag, const std::string& list);
 void drop_repeats(const std::string& flag, std::vector<std::string>& items);
 void drop_repeats(const std::string& flag, std::vector<int>& items);
 

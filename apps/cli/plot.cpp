@@ -55,8 +55,8 @@ std::filesystem::path find_plot_script(const std::string& given) {
 int run_plot(const PlotArgs& a) {
   const nlohmann::json report = read_report(a.report);
   if (report.at("kind") != "sweep") fail(a.report + ": plot draws sweep reports, this is a single run report");
-  check_output_folder(a.out, "--out");
   const std::filesystem::path script = find_plot_script(a.script);
+  check_output_folder(a.out, "--out");
   const std::string python =
       !a.python.empty() ? a.python : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
   std::vector<std::string> words = {python, script.string(), a.report, "--out", a.out};

@@ -212,6 +212,10 @@ void add_train_command(CLI::App& root, Runner& runner) {
       ->check(CLI::IsMember({"bar", "lines", "none"}));
   cmd->callback([args, cmd, &runner] {
     take_isa_from_environment(cmd, args->isa);
+    if (progress_mode(*args) == ProgressMode::bar && !::isatty(STDERR_FILENO)) {
+      const std::string problem = columns_environment_problem();  // the bar's width, then
+      if (!problem.empty()) throw CLI::ValidationError(problem);
+    }
     // Cluster ranks on one node share its cores; other strategies run one process.
     const int ranks = args->strategy == "cluster" ? ranks_on_this_node() : 1;
     check_threads("--threads", args->threads, ranks, args->batch, args->oversubscribe);

@@ -4,6 +4,8 @@
 #include <sys/resource.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cstdlib>
 #include <cstdio>
 #include <chrono>
 #include <cstring>
@@ -81,6 +83,12 @@ std::string printable_text(std::string_view text) {
     i += length;
   }
   return out;
+}
+
+double float_setting(float value) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, value).ptr;
+  return std::strtod(std::string(text, end).c_str(), nullptr);
 }
 
 std::string gigabytes_text(double bytes) {

@@ -336,7 +336,12 @@ std::vector<Setting> comparable_settings(const json& config) {
   const auto add = [&](const std::string& name, const json& object, const std::string& key) {
     const auto it = object.find(key);
     if (it == object.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty())) return;
-    settings.push_back({name, setting_text(*it)});
+    // A float setting stored at double precision (reports made before float_setting) reads as
+    // the float it was.
+    const bool float_setting_key = key == "lr" || key == "momentum" || key == "weight_decay";
+    settings.push_back({name, float_setting_key && it->is_number_float()
+                                  ? setting_text(float_setting(it->get<float>()))
+                                  : setting_text(*it)});
   };
   for (const char* key : {"batch", "steps", "epochs", "lr", "momentum", "weight_decay", "warmup",
                           "pin", "isa"}) {

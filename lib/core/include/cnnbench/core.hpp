@@ -46,6 +46,11 @@ class UsageError : public Error {
 // byte and every byte of an invalid UTF-8 sequence written as \xNN.
 std::string printable_text(std::string_view text);
 
+// A float setting (lr, momentum, weight decay) as every report stores it: the shortest decimal
+// that reads back as that float (0.01, not the 0.009999999776482582 it widens to), so that equal
+// settings compare equal whichever report they come from.
+double float_setting(float value);
+
 // "3.1 GB" (decimal units, one decimal), for sizes said to people.
 std::string gigabytes_text(double bytes);
 // MemAvailable of /proc/meminfo in bytes; 0 when it cannot be read.
