@@ -109,7 +109,9 @@ inline void run_edge(const Edge& edge) {
   EXPECT_EQ(r.output.find("Traceback (most recent call last)"), std::string::npos) << shown;
   EXPECT_FALSE(std::regex_search(r.output, std::regex("std::|terminate called|what\\(\\):"))) << shown;
   // An error row: no library's exception text and no raw byte, whatever the input was.
-  if (edge.code != 0) EXPECT_EQ(leaked_internals(r.output), "") << shown;
+  if (edge.code != 0) {
+    EXPECT_EQ(leaked_internals(r.output), "") << shown;
+  }
   if (!edge.check.empty()) {
     const std::string command = "cd '" + dir + "' && { " + substitute_dir(edge.check, dir) + " ; }";
     EXPECT_EQ(std::system(command.c_str()), 0) << "check failed: " << edge.check << "\n" << shown;

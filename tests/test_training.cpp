@@ -199,7 +199,10 @@ TEST(ProgressBar, FitsEveryTerminalWidth) {
   for (int columns = min_bar_columns; columns <= 200; ++columns) {
     const std::string line = progress_bar_line(s, columns);
     EXPECT_LE(line.size(), static_cast<std::size_t>(columns - 1)) << columns << ": " << line;
-    EXPECT_NE(line.find("step 123456789/987654321"), std::string::npos) << columns << ": " << line;
+    EXPECT_NE(line.find("123456789/987654321"), std::string::npos) << columns << ": " << line;
+    if (columns >= 26) {
+      EXPECT_NE(line.find("step 123456789/987654321"), std::string::npos) << line;
+    }
   }
   // Wide enough: every part and a bar; narrow: the step count still shows.
   EXPECT_NE(progress_bar_line(s, 120).find("ETA"), std::string::npos);

@@ -30,16 +30,17 @@ std::string without_library_prefix(const std::string& text) {
   return text.starts_with("[json.exception.") && end != std::string::npos ? text.substr(end + 2) : text;
 }
 
-// Exit 1 when what was printed to standard output could not be written (a full disk, a closed pipe).
+// Exit 1 when what was printed to standard output could not be written (a full disk, a closed
+// pipe); a command that failed already has said why.
 int with_stdout_checked(int code) {
   errno = 0;
   std::cout.flush();
   const bool failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0 || !std::cout.good();
-  if (!failed) return code;
+  if (!failed || code != 0) return code;
   const int error = errno;
   std::cerr << "cnnbench: error: cannot write to standard output"
             << (error != 0 ? std::string(": ") + std::strerror(error) : std::string()) << "\n";
-  return code == 0 ? 1 : code;
+  return 1;
 }
 
 int run(int argc, char** argv) {

@@ -119,7 +119,8 @@ int run_train(const TrainArgs& a) {
   use_isa(a.isa);
   const std::size_t test_samples =
       !a.eval ? 0 : a.synthetic > 0 ? std::max<std::size_t>(a.synthetic / 6, 1000) : 10000;
-  check_memory_for(a, PointSpec{config.model, a.strategy, a.threads, 1}, test_samples);
+  // One worker's share (the whole batch): what any strategy needs at least.
+  check_memory_for(a, PointSpec{config.model, a.strategy, 1, 1}, test_samples);
   Dataset train, test;
   if (a.synthetic > 0) {
     train = make_synthetic(a.synthetic, a.seed);

@@ -61,11 +61,12 @@ std::string progress_bar_line(const ProgressState& s, int columns) {
     text = text_of();
   }
   if (text.size() + 3 + min_bar > limit) {
-    // No room for a bar: the step and the loss, else the step alone.
+    // No room for a bar: the step and the loss, else the step alone, else its numbers alone.
     if (text.size() > limit && parts.size() > 1) {
       parts.erase(parts.begin() + 1);
       text = text_of();
     }
+    if (text.size() > limit && text.starts_with("step ")) text.erase(0, 5);
     return text.substr(0, limit);
   }
   const std::size_t width = std::min<std::size_t>(limit - text.size() - 3, 50);
