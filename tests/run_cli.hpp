@@ -21,7 +21,7 @@ struct CliResult {
 inline CliResult run_cli(const std::string& args, const std::string& prefix = "",
                          const std::string& wrapper = "") {
   const std::string command =
-      prefix + " exec 2>&1 && exec " + wrapper + " " + CNNBENCH_CLI + " " + args;
+      prefix + " exec " + wrapper + " " + CNNBENCH_CLI + " 2>&1 " + args;
   CliResult result;
   std::FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return result;

@@ -51,7 +51,6 @@ TEST(Cli, RuntimeErrorsExitOneWithTheCause) {
            {"train --data " + dir.string(), "train-images-idx3-ubyte"},
            {"train --data " + (dir / "none").string(), "does not exist"},
            {"train --synthetic 100 --steps 1 --save /proc/no-such-dir/x.safetensors", "/proc/no-such-dir"},
-           {"train --synthetic 10", "smaller than one batch"},
            {"train --synthetic 100 --steps 1 --pin-core 4096", "--pin-core 4096: expected a core number"}}) {
     const CliResult r = run_cli(c.args + " --quiet");
     EXPECT_EQ(r.code, 1) << c.args << "\n" << r.output;

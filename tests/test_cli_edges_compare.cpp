@@ -193,6 +193,14 @@ const std::vector<Edge> kCompareEdges = {
      "base report is incomplete", {"out.json"},
      "{cli} sweep --model fc3 --strategies serial,cluster --nodes 1 --cores 1 --mpirun false "
      "--steps 1 --repeat 1 --warmup 0 --synthetic 64 --quiet --out {dir}/out.json || true"},
+    // A launched cluster point that diverges is marked so, from the report its run wrote.
+    {"SweepMarksDivergedClusterPoint",
+     "sweep --model fc3 --strategies cluster --nodes 2 --cores 1 --oversubscribe --lr 1e30 --steps 3 "
+     "--repeat 1 --warmup 0 --synthetic 128 --out {dir}/out.json",
+     1, "diverged: diverged at step 2 (loss nan)", {"out.json"}, "", false, "",
+     "python3 -c \"import json; p = json.load(open('out.json'))['points']; "
+     "assert p and all(x['status'] == 'diverged' for x in p) and "
+     "any(x['strategy'] == 'cluster' for x in p), p\""},
     {"AllreduceBenchRefusesOneRank", "allreduce-bench", 2, "run it under mpirun -np N", {}},
     {"AllreduceBenchRoundsToWholeFloats",
      "allreduce-bench --allow-one-rank --min-bytes 5 --max-bytes 16 --repetitions 1 --warmup 0", 0,

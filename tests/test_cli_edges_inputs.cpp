@@ -160,6 +160,11 @@ const std::vector<Edge> kInputEdges = {
     // Degenerate runs: zero steps is a range error, resumed or not.
     {"TrainZeroSteps", "train --model fc3 --synthetic 64 --steps 0", 2, "--steps: 0: expected a whole number >= 1"},
     {"TrainZeroEpochs", "train --model fc3 --synthetic 64 --epochs 0", 2, "--epochs: 0: expected a whole number >= 1"},
+    // Writing the starting weights is its own flag, not a run of zero steps.
+    {"SaveInitWritesTheStartingWeights", "train --model fc3 --synthetic 64 --save-init i.st", 0,
+     "initial weights written to i.st", {"i.st"}},
+    {"SaveInitIsNoTrainingRun", "train --model fc3 --synthetic 64 --save-init i.st --steps 3", 2,
+     "--steps excludes --save-init"},
     {"ResumeWithNothingLeft", "train --model fc3 --synthetic 256 --steps 2 --resume ck.st --quiet", 2,
      "--resume ck.st: the checkpoint is already at step 2 and --steps 2 asks for 2 in all: nothing "
      "left to train", {"ck.st"}, "{cli} train --model fc3 --synthetic 256 --steps 2 --save ck.st --quiet"},

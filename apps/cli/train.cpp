@@ -25,6 +25,7 @@ struct TrainArgs : CommonArgs {
   float weight_decay = 0.0f;
   bool no_shuffle = false, eval = false;
   std::string init, save, resume, report, trace;
+  std::string save_init;  // write the initial weights and train nothing (no step: no loss, no speed)
   int threads = 1;
   std::int64_t trace_steps = 20;
   std::string progress;  // "" = the default of progress_mode()
@@ -93,6 +94,7 @@ TrainConfig make_config(const TrainArgs& a) {
   c.shuffle = !a.no_shuffle;
   c.steps = a.steps;
   c.epochs = a.epochs;
+  if (!a.save_init.empty()) c.steps = 0;
   c.threads = a.threads;
   c.pin = !a.no_pin;
   for (const auto& [name, value] : a.options) {
@@ -110,6 +112,7 @@ int run_train(const TrainArgs& a) {
   // Every output is checked before the data is loaded: a typo costs nothing, not a whole run.
   if (!a.report.empty()) check_output_path(a.report, "--report");
   if (!a.save.empty()) check_output_path(a.save, "--save");
+  if (!a.save_init.empty()) check_output_path(a.save_init, "--save-init");
   if (!a.trace.empty()) check_output_path(a.trace, "--trace");
   for (const auto& [name, value] : config.options) {
     if (const OptionSpec* spec = find_option_spec(name); spec != nullptr && spec->output_file) {
@@ -134,6 +137,7 @@ int run_train(const TrainArgs& a) {
   if (!a.init.empty()) options.init = a.init;
   if (!a.resume.empty()) options.resume = a.resume;
   if (!a.save.empty()) options.save = a.save;
+  if (!a.save_init.empty()) options.save = a.save_init;
   if (a.eval) options.test = &test;
   options.interrupt_folder = interrupt_folder(a.report);
   options.progress = progress;
@@ -142,6 +146,10 @@ int run_train(const TrainArgs& a) {
 
   const RunResult result = run_training(config, train, options);
   if (!result.primary) return 0;
+  if (!a.save_init.empty()) {
+    if (!a.quiet) std::printf("initial weights written to %s\n", a.save_init.c_str());
+    return 0;
+  }
 
   if (!a.report.empty()) write_json(a.report, make_run_report(config, train, result));
   if (!a.trace.empty()) {
@@ -207,6 +215,15 @@ void add_train_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--trace-steps", args->trace_steps, "steps a --trace keeps, the last ones")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}))
       ->capture_default_str();
+  cmd->add_option("--save-init", args->save_init,
+                  "write the initial weights (seeded, or --init's) as a checkpoint and train nothing")
+      ->excludes("--steps")
+      ->excludes("--epochs")
+      ->excludes("--save")
+      ->excludes("--resume")
+      ->excludes("--report")
+      ->excludes("--trace")
+      ->excludes("--eval");
   cmd->add_option("--progress", args->progress,
                   "bar, lines or none (default: a bar on a terminal, lines under mpirun, else none; "
                   "none with --quiet)")

@@ -119,11 +119,11 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   progress.steps_per_epoch = steps_per_epoch;
   progress.sgd = config.sgd;
   progress.data = train.source;
-  // Zero steps would report a loss of 0 and a speed of nothing: a range error, resumed or not.
+  // A resume with no step left would report a loss of 0 and a speed of nothing: a range error, as
+  // --steps 0 is in the CLI (a run of zero steps without --resume only writes its initial weights).
   const std::string length = config.steps >= 0 ? "--steps " + std::to_string(config.steps)
                                                : "--epochs " + std::to_string(config.epochs);
-  if (total_steps <= 0) fail_usage(length + ": no step to train (expected at least 1)");
-  if (progress.global_step >= total_steps) {
+  if (options.resume && progress.global_step >= total_steps) {
     fail_usage("--resume " + options.resume->string() + ": the checkpoint is already at step " +
                std::to_string(progress.global_step) + " and " + length + " asks for " +
                std::to_string(total_steps) + " in all: nothing left to train (pass a larger " +

@@ -114,7 +114,7 @@ SweepRecord SweepRunner::run() {
     std::fprintf(stderr, "warning: %s\n", report_.baseline_warning->message.c_str());
   }
   if (!options_.quiet && failed > 0) {
-    std::fprintf(stderr, "%zu point%s failed: the report is marked incomplete; --resume measures %s again\n",
+    std::fprintf(stderr, "%zu point%s failed or diverged: the report is marked incomplete; --resume measures %s again\n",
                  failed, failed == 1 ? "" : "s", failed == 1 ? "it" : "them");
   }
   return report_;
