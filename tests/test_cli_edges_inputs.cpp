@@ -203,6 +203,7 @@ const std::vector<Edge> kInputEdges = {
      "--widths c1k=2,c1k=3 --synthetic 128 --steps 1 --quiet --report r.json", 0,
      "cnnbench: note: --widths names a key more than once; the first is used, not c1k=3", {"r.json"},
      "", false, "", "grep -q '\"widths\": \"c1k=2\"' r.json"},
+    {"TrainRepeatedFlag", "train --lr 0.1 --lr 0.2", 2, "--lr is given 2 times; give it once"},
     {"SweepRepeatedCores", "sweep --model fc3 --strategies serial --cores 1,1 --steps 1 --repeat 1 "
      "--warmup 0 --synthetic 64 --quiet --out {dir}/r.json", 0, "--cores lists 1 more than once",
      {"r.json"}},

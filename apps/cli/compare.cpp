@@ -1,7 +1,7 @@
 // `cnnbench compare BASE.json NEW.json`: per point ratio of median times and a Mann-Whitney U test
 // on the raw repetitions. Exit 0: no regression; 1: a point is slower beyond the threshold and the
-// difference is beyond noise, a report that cannot be read, a report that is incomplete or has
-// failed points; 2: usage error, reports with no point in common, or (--strict, --same-machine)
+// difference is beyond noise (or, with too few repetitions to tell, the threshold alone says so),
+// a report that cannot be read, a report that is incomplete or has failed or diverged points; 2: usage error, reports with no point in common, or (--strict, --same-machine)
 // reports whose machines or settings differ.
 #include <algorithm>
 #include <cmath>

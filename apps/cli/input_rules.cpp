@@ -314,8 +314,15 @@ std::string failure_message(const CLI::App* app, const CLI::Error& error) {
       hint += suggestion(unknown_flag, flags_of(where));
     }
   }
+  // A one-value flag given twice: neither value silently wins.
+  const std::string said = error.what();
+  const std::size_t at_most = said.find(": At Most 1 required but received ");
+  if (hint.empty() && at_most != std::string::npos) {
+    hint = said.substr(0, at_most) + " is given " + said.substr(at_most + 34) +
+           " times; give it once";
+  }
   // Every error starts "cnnbench: error: ", usage errors too; the command run says where.
-  const std::string what = hint.empty() ? std::string(error.what()) : hint;
+  const std::string what = hint.empty() ? said : hint;
   return "cnnbench: error: " + printable_text(what) + "\nRun '" + prefix +
          " --help' for more information.\n";
 }
