@@ -100,8 +100,8 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   CNNBENCH_CHECK(config.batch > 0, "--batch must be positive");
   const std::int64_t steps_per_epoch = static_cast<std::int64_t>(train.count) / config.batch;
   if (steps_per_epoch == 0) {
-    fail_usage("the training set (" + std::to_string(train.count) + " samples from " + train.source +
-         ") is smaller than one batch of " + std::to_string(config.batch));
+    fail_usage("the training set (" + std::to_string(train.count) + " samples from " +
+               train.source + ") is smaller than one batch of " + std::to_string(config.batch));
   }
   const std::int64_t total_steps =
       config.steps >= 0 ? config.steps : config.epochs * steps_per_epoch;
