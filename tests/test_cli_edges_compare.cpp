@@ -129,6 +129,12 @@ const std::vector<Edge> kCompareEdges = {
     {"SweepForceOverwrites", tiny_sweep + " --force", 0, "", {"out.json"}, "printf x > out.json"},
     {"SweepResumeKeepsTheReport", tiny_sweep + " --resume", 0, "", {"out.json"},
      "{cli} " + tiny_sweep},
+    // A report whose lr and momentum were written at double precision resumes: the same settings.
+    {"SweepResumesAnOlderReportsFloatSettings", tiny_sweep + " --resume", 0, "", {"out.json"},
+     "{cli} " + tiny_sweep + " && python3 -c \"import json; r = json.load(open('out.json')); "
+     "r['config']['lr'] = 0.009999999776482582; r['config']['momentum'] = 0.8999999761581421; "
+     "json.dump(r, open('out.json', 'w'))\"",
+     false, "different"},
     // One repetition: no MAD, and a warning that it cannot show a spread.
     {"SweepOneRepetitionHasNoMad", "sweep --model fc3 --strategies serial --steps 1 --repeat 1 "
      "--warmup 0 --synthetic 64 --out {dir}/out.json", 0, "fewer than 3 repetitions", {"out.json"},

@@ -197,6 +197,12 @@ std::map<std::string, PointRecord> SweepRunner::resumed_points() {
     c->erase("launcher");
     c->erase("machine_cores");
   }
+  // Reports made before float_setting hold the float settings at double precision.
+  for (const char* key : {"lr", "momentum"}) {
+    if (old_config.contains(key) && old_config.at(key).is_number_float()) {
+      old_config[key] = float_setting(old_config.at(key).get<float>());
+    }
+  }
   for (auto it = new_config.begin(); it != new_config.end(); ++it) {
     if (!old_config.contains(it.key()) || old_config.at(it.key()) != it.value()) {
       fail("--resume: " + options_.out.string() + " was made with a different " + it.key() + " (" +
@@ -205,7 +211,7 @@ std::map<std::string, PointRecord> SweepRunner::resumed_points() {
     }
   }
   for (const PointRecord& p : old.points) {
-    if (p.status != "failed") kept[p.id] = p;
+    if (p.status != "failed" && p.status != "diverged") kept[p.id] = p;
   }
   if (old.allreduce.is_object()) report_.allreduce = old.allreduce;
   if (!options_.quiet) {
