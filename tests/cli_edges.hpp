@@ -61,6 +61,27 @@ inline std::vector<std::string> files_below(const std::filesystem::path& dir) {
   return {names.begin(), names.end()};
 }
 
+// What an error must never show a user: a C++ or JSON library's exception text, or a byte that
+// is not printable text (a control byte, invalid UTF-8). "" when clean, else what was found.
+inline std::string leaked_internals(const std::string& output) {
+  for (const char* text : {"std::", "what():", "nlohmann", "json.exception", "terminate called"}) {
+    if (output.find(text) != std::string::npos) return std::string("'") + text + "'";
+  }
+  for (std::size_t i = 0; i < output.size();) {
+    const auto byte = static_cast<unsigned char>(output[i]);
+    const std::size_t length = byte < 0x80 ? 1 : byte >= 0xf0 && byte <= 0xf4 ? 4
+                               : byte >= 0xe0 ? 3 : byte >= 0xc2 ? 2 : 0;
+    bool valid = length > 0 && i + length <= output.size();
+    for (std::size_t k = 1; valid && k < length; ++k) {
+      valid = (static_cast<unsigned char>(output[i + k]) & 0xc0) == 0x80;
+    }
+    if (length == 1) valid = (byte >= 0x20 && byte != 0x7f) || byte == '\n' || byte == '\t';
+    if (!valid) return "byte " + std::to_string(byte) + " at offset " + std::to_string(i);
+    i += length;
+  }
+  return "";
+}
+
 inline void run_edge(const Edge& edge) {
   const TempDir temp;
   const std::string dir = temp.path().string();
@@ -87,6 +108,10 @@ inline void run_edge(const Edge& edge) {
   // What no user should see: a Python traceback or a C++ exception's type name.
   EXPECT_EQ(r.output.find("Traceback (most recent call last)"), std::string::npos) << shown;
   EXPECT_FALSE(std::regex_search(r.output, std::regex("std::|terminate called|what\\(\\):"))) << shown;
+  // An error row: no library's exception text and no raw byte, whatever the input was.
+  if (edge.code != 0) {
+    EXPECT_EQ(leaked_internals(r.output), "") << shown;
+  }
   if (!edge.check.empty()) {
     const std::string command = "cd '" + dir + "' && { " + substitute_dir(edge.check, dir) + " ; }";
     EXPECT_EQ(std::system(command.c_str()), 0) << "check failed: " << edge.check << "\n" << shown;

@@ -16,10 +16,12 @@ struct CliResult {
 };
 
 // Runs `cnnbench args`; `prefix` runs before the CLI in the same shell (environment, ulimit, trap),
-// `wrapper` is the command that runs it (setpriv ...).
+// `wrapper` is the command that runs it (setpriv ...). stderr joins stdout before `args`, so a
+// redirection in them (">/dev/full") moves stdout alone.
 inline CliResult run_cli(const std::string& args, const std::string& prefix = "",
                          const std::string& wrapper = "") {
-  const std::string command = prefix + " exec " + wrapper + " " + CNNBENCH_CLI + " " + args + " 2>&1";
+  const std::string command =
+      prefix + " exec " + wrapper + " " + CNNBENCH_CLI + " 2>&1 " + args;
   CliResult result;
   std::FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return result;

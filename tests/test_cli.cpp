@@ -53,7 +53,6 @@ TEST(Cli, RuntimeErrorsExitOneWithTheCause) {
            {"train --data " + dir.string(), "train-images-idx3-ubyte"},
            {"train --data " + (dir / "none").string(), "does not exist"},
            {"train --synthetic 100 --steps 1 --save /proc/no-such-dir/x.safetensors", "/proc/no-such-dir"},
-           {"train --synthetic 10", "smaller than one batch"},
            {"train --synthetic 10 --shards 3 --batch 12",
             "--shards 3: block 1 holds 3 of the 10 samples"},
            {"train --synthetic 100 --steps 1 --pin-core 4096", "--pin-core 4096: expected a core number"}}) {

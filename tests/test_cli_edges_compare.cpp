@@ -47,6 +47,14 @@ const std::string tiny_sweep =
     "sweep --model fc3 --strategies serial --steps 1 --repeat 1 --warmup 0 --synthetic 64 --quiet "
     "--out {dir}/out.json";
 
+// The same report of an lenet5 point: no point in common with report()'s fc3.
+std::string lenet5_report(const std::string& file) {
+  return cnnbench::test::substitute(report(file, 1.0), "fc3", "lenet5");
+}
+
+// A PNG's first bytes, where a report belongs.
+const std::string png = "printf '\\211PNG\\r\\n\\032\\n\\0\\0\\0\\rIHDR' > img.json";
+
 const std::string base = report("base.json", 1.0);
 const std::string same = report("new.json", 1.0);
 
@@ -121,10 +129,65 @@ const std::vector<Edge> kCompareEdges = {
     {"SweepForceOverwrites", tiny_sweep + " --force", 0, "", {"out.json"}, "printf x > out.json"},
     {"SweepResumeKeepsTheReport", tiny_sweep + " --resume", 0, "", {"out.json"},
      "{cli} " + tiny_sweep},
+    // A report whose lr and momentum were written at double precision resumes: the same settings.
+    {"SweepResumesAnOlderReportsFloatSettings", tiny_sweep + " --resume", 0, "", {"out.json"},
+     "{cli} " + tiny_sweep + " && python3 -c \"import json; r = json.load(open('out.json')); "
+     "r['config']['lr'] = 0.009999999776482582; r['config']['momentum'] = 0.8999999761581421; "
+     "json.dump(r, open('out.json', 'w'))\"",
+     false, "different"},
     // One repetition: no MAD, and a warning that it cannot show a spread.
     {"SweepOneRepetitionHasNoMad", "sweep --model fc3 --strategies serial --steps 1 --repeat 1 "
      "--warmup 0 --synthetic 64 --out {dir}/out.json", 0, "fewer than 3 repetitions", {"out.json"},
      "", false, "MAD"},
+
+    // Nothing in common: a gate that compared nothing must not pass.
+    {"NothingToCompare", "compare {dir}/base.json {dir}/new.json", 2,
+     "nothing to compare: base has fc3/serial/n1c1, new has lenet5/serial/n1c1",
+     {"base.json", "new.json"}, base + " && " + lenet5_report("new.json"), false, "no regression"},
+    {"NothingToCompareJson", "compare {dir}/base.json {dir}/new.json --json", 2, "nothing to compare",
+     {"base.json", "new.json"}, base + " && " + lenet5_report("new.json"), false, "\"regression\""},
+    {"NothingToCompareEitherWay", "compare {dir}/new.json {dir}/base.json", 2,
+     "nothing to compare: base has lenet5/serial/n1c1, new has fc3/serial/n1c1",
+     {"base.json", "new.json"}, base + " && " + lenet5_report("new.json")},
+    // One setting, one precision: a float setting written at double precision by an older report
+    // equals the same setting written as the float's shortest decimal.
+    {"FloatSettingsCompareEqual", "compare {dir}/base.json {dir}/new.json --strict", 0, "no regression",
+     {"base.json", "new.json"},
+     report("base.json", 1.0, R"({"lr":0.009999999776482582,"momentum":0.8999999761581421})") +
+         " && " + report("new.json", 1.0, R"({"lr":0.01,"momentum":0.9})"),
+     false, "warning"},
+    {"SweepAndRunStoreLrAlike", "compare {dir}/s.json {dir}/r.json --threshold 1000%", 0, "",
+     {"s.json", "r.json"},
+     "{cli} sweep --model fc3 --strategies serial --steps 2 --repeat 1 --warmup 0 --synthetic 256 "
+     "--quiet --out {dir}/s.json && {cli} train --model fc3 --synthetic 256 --steps 2 --quiet "
+     "--report r.json && grep -q '\"lr\": 0.01,' s.json",
+     false, "differ in lr"},
+    // The verdict says what the test said: too few repetitions is not "beyond noise".
+    {"VerdictSaysWhenTheThresholdAloneDecided", "compare {dir}/base.json {dir}/new.json", 1,
+     "regression: 1 point more than 5.0% slower; too few repetitions to tell from noise",
+     {"base.json", "new.json"}, three_reps("base.json", 1.0) + " && " + three_reps("new.json", 2.0),
+     false, "beyond noise"},
+    {"VerdictBeyondNoiseWhenSignificant", "compare {dir}/base.json {dir}/new.json", 1,
+     "regression: 1 point more than 5.0% slower, beyond noise (p < 0.05)", {"base.json", "new.json"},
+     base + " && " + report("new.json", 2.0)},
+    // A diverged run is no measurement: compare says so and fails.
+    {"CompareDivergedRun", "compare {dir}/a.json {dir}/b.json", 1,
+     "new report: point fc3/serial/n1c1 diverged at step 2 (loss nan)", {"a.json", "b.json"},
+     "{cli} train --model fc3 --synthetic 256 --steps 3 --quiet --report a.json && "
+     "{ {cli} train --model fc3 --synthetic 256 --steps 3 --lr 1e30 --quiet --report b.json || true; }"},
+    // Reports that are not JSON: one line, no parser's text, no raw byte.
+    {"BinaryReportCompare", "compare {dir}/img.json {dir}/base.json", 1,
+     "img.json: at byte 0: expected valid JSON, found byte 0x89 (a binary file, not a report)",
+     {"base.json", "img.json"}, base + " && " + png},
+    {"BinaryReportPlot", "plot {dir}/img.json --out {dir}/plots", 1,
+     "img.json: at byte 0: expected valid JSON, found byte 0x89 (a binary file, not a report)",
+     {"img.json"}, png},
+    {"ControlByteInReport", "compare {dir}/c.json {dir}/c.json", 1,
+     "c.json: at byte 9: expected valid JSON, found byte 0x01", {"c.json"},
+     "printf '{\"kind\": \\001}' > c.json"},
+    {"EmptyReport", "compare {dir}/e.json {dir}/e.json", 1,
+     "e.json: at byte 0: expected valid JSON, found the end of the file", {"e.json"}, ": > e.json"},
+    {"FolderAsReport", "compare {dir}/d {dir}/d", 1, "d: is a folder, not a report", {"d/"}, "mkdir d"},
 #if CNNBENCH_HAVE_MPI
     // A cluster point whose launcher fails: the sweep says so, exits 1, and its report is not
     // complete (compare refuses it).
@@ -150,9 +213,17 @@ const std::vector<Edge> kCompareEdges = {
      "--srun-args: applies to --launcher srun", {}},
     {"SweepUnknownLauncher",
      "sweep --model fc3 --strategies cluster --launcher pbs --out {dir}/out.json", 2, "--launcher", {}},
+    // A launched cluster point that diverges is marked so, from the report its run wrote.
+    {"SweepMarksDivergedClusterPoint",
+     "sweep --model fc3 --strategies cluster --nodes 2 --cores 1 --oversubscribe --lr 1e30 --steps 3 "
+     "--repeat 1 --warmup 0 --synthetic 128 --out {dir}/out.json",
+     1, "diverged: diverged at step 2 (loss nan)", {"out.json"}, "", false, "",
+     "python3 -c \"import json; p = json.load(open('out.json'))['points']; "
+     "assert p and all(x['status'] == 'diverged' for x in p) and "
+     "any(x['strategy'] == 'cluster' for x in p), p\""},
     {"AllreduceBenchRefusesOneRank", "allreduce-bench", 2, "run it under mpirun -np N", {}},
     {"AllreduceBenchRoundsToWholeFloats",
-     "allreduce-bench --allow-one-rank --min-bytes 5 --max-bytes 7 --repetitions 1 --warmup 0", 0,
+     "allreduce-bench --allow-one-rank --min-bytes 5 --max-bytes 16 --repetitions 1 --warmup 0", 0,
      "--min-bytes 5 rounded up to 8", {}},
 #endif
 };

@@ -196,6 +196,22 @@ const std::vector<Edge> kWriteEdges = {
      "assert m['epoch_mean_loss'] == r['epochs'][-1]['mean_loss'], m\" && "
      "grep -q '\"lr\": 0.01,' r.json"},
     {"ProgressLinesWhenAsked", run + "--progress lines", 0, "step 1/1 (100%)"},
+    // A failed write to standard output is an error (exit 1) in every command.
+    {"InfoToDevFull", "info >/dev/full", 1, "cnnbench: error: cannot write to standard output"},
+    {"InfoJsonToDevFull", "info --json >/dev/full", 1, "cannot write to standard output"},
+    {"ManToDevFull", "man >/dev/full", 1, "cannot write to standard output"},
+    {"CompletionToDevFull", "completion bash >/dev/full", 1, "cannot write to standard output"},
+    {"HelpToDevFull", "train --help >/dev/full", 1, "cannot write to standard output"},
+    {"VersionToDevFull", "--version >/dev/full", 1, "cannot write to standard output"},
+    {"TrainSummaryToDevFull", "train --model fc3 --synthetic 128 --steps 1 >/dev/full", 1,
+     "cannot write to standard output"},
+    {"TrainReportToStdoutDevFull", run + "--report - >/dev/full", 1,
+     "cannot write to standard output: No space left on device"},
+    {"CompareToDevFull", "compare s.json s.json >/dev/full", 1, "cannot write to standard output",
+     {"s.json"}, sweep_report},
+    {"CompareJsonToDevFull", "compare s.json s.json --json >/dev/full", 1,
+     "cannot write to standard output: No space left on device",
+     {"s.json"}, sweep_report},
     {"ProgressUnknownMode", run + "--progress dots", 2, "--progress"},
 };
 

@@ -242,15 +242,22 @@ TEST(ProgressBar, FitsEveryTerminalWidth) {
   s.images_per_s = 1234567;
   s.loss = 12.3456;
   s.eta_seconds = 9876543;
-  for (int columns = 40; columns <= 200; ++columns) {
+  for (int columns = min_bar_columns; columns <= 200; ++columns) {
     const std::string line = progress_bar_line(s, columns);
     EXPECT_LE(line.size(), static_cast<std::size_t>(columns - 1)) << columns << ": " << line;
-    EXPECT_NE(line.find("step 123456789/987654321"), std::string::npos) << columns << ": " << line;
+    EXPECT_NE(line.find("123456789/987654321"), std::string::npos) << columns << ": " << line;
+    if (columns >= 26) {
+      EXPECT_NE(line.find("step 123456789/987654321"), std::string::npos) << line;
+    }
   }
   // Wide enough: every part and a bar; narrow: the step count still shows.
   EXPECT_NE(progress_bar_line(s, 120).find("ETA"), std::string::npos);
   EXPECT_EQ(progress_bar_line(s, 80).size(), 79u);
   EXPECT_NE(progress_bar_line(s, 40).find("step"), std::string::npos);
+  // The narrowest bar terminal: the step and the loss when they fit, else the step.
+  s = ProgressState{.step = 5, .total = 100, .images_per_s = 1000, .loss = 2.3026, .eta_seconds = 1};
+  EXPECT_EQ(progress_bar_line(s, 24), "step 5/100  loss 2.3026");
+  EXPECT_EQ(progress_bar_line(s, 20), "step 5/100");
 }
 
 TEST(ProgressBar, FillsInProportion) {
@@ -264,14 +271,20 @@ TEST(ProgressBar, FillsInProportion) {
 }
 
 TEST(ProgressBar, WidthFromColumnsWithinBounds) {
+  // (A terminal narrower than min_bar_columns gets progress lines, not a bar.)
   if (::isatty(STDERR_FILENO) != 0) GTEST_SKIP() << "stderr is a terminal: its width decides";
   const char* saved = std::getenv("COLUMNS");
   const std::string old = saved ? saved : "";
   for (const auto& [value, expected] : std::vector<std::pair<std::string, int>>{
-           {"100", 100}, {"20", 40}, {"1000", 200}, {"x", 80}}) {
+           {"100", 100}, {"20", 20}, {"10", 10}, {"1000", 200}, {"x", 80}, {"-3", 80}}) {
     ::setenv("COLUMNS", value.c_str(), 1);
     EXPECT_EQ(terminal_columns(), expected) << value;
   }
+  // What the CLI refuses, naming the variable: a value that is not a width.
+  ::setenv("COLUMNS", "wide", 1);
+  EXPECT_EQ(columns_environment_problem(), "COLUMNS=wide: expected a whole number >= 1 (the terminal's width)");
+  ::setenv("COLUMNS", "100", 1);
+  EXPECT_EQ(columns_environment_problem(), "");
   if (saved) {
     ::setenv("COLUMNS", old.c_str(), 1);
   } else {

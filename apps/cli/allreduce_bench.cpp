@@ -1,6 +1,7 @@
 // `cnnbench allreduce-bench`: times MPI_Allreduce over message sizes under mpirun and fits
 // t(n) = alpha + n beta; rank 0 prints (or writes) the JSON the sweep's scaling model reads.
 #include <cstdio>
+#include <string>
 #include <tuple>
 
 #include "cnnbench/cluster.hpp"
@@ -25,7 +26,7 @@ struct AllreduceArgs {
 };
 
 // MPI_Allreduce of MPI_FLOAT moves whole 4-byte elements: a size in between is rounded up.
-[[maybe_unused]] std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
+std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
 
 int run_allreduce_bench(const AllreduceArgs& a) {
   check_output_path(a.report, "--report");  // before the minutes of timing
@@ -84,7 +85,24 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
       ->capture_default_str();
   cmd->add_flag("--allow-one-rank", args->allow_one_rank,
                 "run on one rank too (without mpirun: no communication, only a memory copy is timed)");
-  cmd->callback([args, &runner] { runner = [args] { return run_allreduce_bench(*args); }; });
+  cmd->callback([args, &runner] {
+    // Sizes double from the smallest; the fit alpha + n*beta has two parameters, so it needs two
+    // sizes at least (a fit with fewer points than parameters is refused).
+    const std::int64_t smallest = whole_floats(args->config.min_bytes);
+    const std::int64_t largest = whole_floats(args->config.max_bytes);
+    if (smallest > largest) {
+      throw CLI::ValidationError("--min-bytes " + std::to_string(args->config.min_bytes) +
+                                 " is above --max-bytes " + std::to_string(args->config.max_bytes));
+    }
+    if (2 * smallest > largest) {
+      throw CLI::ValidationError(
+          "--min-bytes " + std::to_string(args->config.min_bytes) + " --max-bytes " +
+          std::to_string(args->config.max_bytes) + ": one message size (" +
+          std::to_string(smallest) + " bytes), and the fit alpha + n*beta needs at least 2; make "
+          "--max-bytes at least twice --min-bytes");
+    }
+    runner = [args] { return run_allreduce_bench(*args); };
+  });
 }
 
 }  // namespace cnnbench::cli

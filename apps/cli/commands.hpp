@@ -31,8 +31,11 @@ enum class OptionFlags { train, sweep };
 void add_strategy_option_flags(CLI::App* cmd, std::map<std::string, std::string>& values,
                                OptionFlags which);
 
-// --isa TARGET (env CNNBENCH_ISA) on cmd, validated against this CPU; the caller applies it with
-// cnnbench::use_isa before the run.
+// --isa TARGET on cmd, validated against this CPU; the caller applies it with cnnbench::use_isa
+// before the run.
 CLI::Option* add_isa_option(CLI::App* cmd, std::string& isa);
+// In the command's callback: without --isa, CNNBENCH_ISA (when set) chooses the target, checked as
+// the flag is, with the variable named in the message (exit 2). Commands without --isa ignore it.
+void take_isa_from_environment(const CLI::App* cmd, std::string& isa);
 
 }  // namespace cnnbench::cli

@@ -1,12 +1,14 @@
 // `cnnbench compare BASE.json NEW.json`: per point ratio of median times and a Mann-Whitney U test
 // on the raw repetitions. Exit 0: no regression; 1: a point is slower beyond the threshold and the
-// difference is beyond noise, a report that cannot be read, a report that is incomplete or has
-// failed points, or (--strict, --same-machine) reports whose machines or settings differ;
-// 2: usage error.
+// difference is beyond noise (or, with too few repetitions to tell, the threshold alone says so),
+// a report that cannot be read, a report that is incomplete or has failed or diverged points; 2: usage error, reports with no point in common, or (--strict, --same-machine)
+// reports whose machines or settings differ.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/report.hpp"
@@ -57,6 +59,54 @@ const char* verdict(const ComparedPoint& c, double threshold) {
   return "same";
 }
 
+std::string points_text(std::size_t count) {
+  return std::to_string(count) + (count == 1 ? " point" : " points");
+}
+
+// The last line says what the test said: a regression the rank test could not tell from noise
+// (too few repetitions) is said as such, never as "beyond noise".
+std::string verdict_line(const Comparison& comparison) {
+  std::size_t significant = 0, by_threshold = 0, within_noise = 0;
+  for (const ComparedPoint& c : comparison.points) {
+    if (c.regression && c.significant) ++significant;
+    if (c.regression && !c.significant) ++by_threshold;
+    if (!c.regression && c.ratio > 1.0 + comparison.threshold) ++within_noise;
+  }
+  char percent[32];
+  std::snprintf(percent, sizeof percent, "%.1f%%", 100 * comparison.threshold);
+  char alpha[32];
+  std::snprintf(alpha, sizeof alpha, "%.3g", comparison.alpha);
+  std::vector<std::string> parts;
+  if (significant > 0) {
+    parts.push_back(points_text(significant) + " more than " + percent +
+                    " slower, beyond noise (p < " + alpha + ")");
+  }
+  if (by_threshold > 0) {
+    parts.push_back(points_text(by_threshold) + " more than " + percent +
+                    " slower; too few repetitions to tell from noise, so the threshold alone "
+                    "decided (measure more --repeat to know)");
+  }
+  if (!parts.empty()) {
+    std::string line = "regression: " + parts[0];
+    if (parts.size() > 1) line += "; " + parts[1];
+    return line;
+  }
+  if (within_noise > 0) {
+    return std::string("no regression shown beyond ") + percent + ": " + points_text(within_noise) +
+           " slower beyond it, but within noise (p >= " + alpha + ")";
+  }
+  return std::string("no regression beyond ") + percent;
+}
+
+// "fc3/serial/n1c1, fc3/blas/n1c2 and 3 more", or "no measured point".
+std::string ids_text(const std::vector<PointRecord>& points) {
+  if (points.empty()) return "no measured point";
+  std::string text;
+  for (std::size_t i = 0; i < points.size() && i < 3; ++i) text += (i ? ", " : "") + points[i].id;
+  if (points.size() > 3) text += " and " + std::to_string(points.size() - 3) + " more";
+  return text;
+}
+
 void print_table(const Comparison& comparison) {
   std::printf("%-24s %12s %12s %8s %9s  %s\n", "point", "base med s", "new med s", "ratio", "p-value", "verdict");
   bool threshold_only = false;
@@ -82,12 +132,7 @@ void print_table(const Comparison& comparison) {
     std::printf("noise: beyond the threshold but not significant (p >= %.3g): the repetitions overlap\n",
                 comparison.alpha);
   }
-  if (comparison.any_regression()) {
-    std::printf("regression: at least one point is more than %.1f%% slower and the difference is beyond noise\n",
-                100 * comparison.threshold);
-  } else {
-    std::printf("no regression beyond %.1f%%\n", 100 * comparison.threshold);
-  }
+  std::printf("%s\n", verdict_line(comparison).c_str());
 }
 
 // Differences between the reports on stderr (so that --json output stays one parseable
@@ -119,6 +164,12 @@ int run_compare(const CompareArgs& a) {
   const nlohmann::json base = read_report(a.base);
   const nlohmann::json candidate = read_report(a.candidate);
   const Comparison comparison = compare_reports(base, candidate, threshold, a.alpha);
+  // A gate that compared nothing must not pass: no point in common is a usage error.
+  if (comparison.points.empty() && comparison.unfinished.empty()) {
+    throw UsageError("nothing to compare: base has " + ids_text(report_points(base)) +
+                     ", new has " + ids_text(report_points(candidate)) +
+                     " (compare reports of the same models, strategies, cores and nodes)");
+  }
   // A refusal is not a verdict on the code: exit 2, apart from a regression's 1.
   if (!report_differences(comparison, a)) return 2;
   if (a.json) {

@@ -274,7 +274,10 @@ void add_info_command(CLI::App& root, Runner& runner) {
   info->add_flag("--peak", options->peak,
                  "Measure OpenBLAS SGEMM GFLOP/s on one core and on all cores (about 2 s)");
   add_isa_option(info, options->isa);
-  info->callback([&runner, options] { runner = [options] { return run_info(*options); }; });
+  info->callback([&runner, info, options] {
+    take_isa_from_environment(info, options->isa);
+    runner = [options] { return run_info(*options); };
+  });
 }
 
 }  // namespace cnnbench::cli

@@ -6,7 +6,10 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
+
+#include "cnnbench/core.hpp"
 
 namespace cnnbench::cli {
 
@@ -35,8 +38,8 @@ const OptionSpec weight_decay =
 const OptionSpec seed = whole("seed", "seed of the init, the synthetic data and the shuffling", 0,
                               std::nullopt, ">= 0");
 const OptionSpec train_steps = whole(
-    "steps", "total optimizer steps of the run (resume included)", 0, std::nullopt, ">= 0");
-const OptionSpec train_epochs = whole("epochs", "epochs to train", 0, std::nullopt, ">= 0");
+    "steps", "total optimizer steps of the run (resume included)", 1, std::nullopt, ">= 1");
+const OptionSpec train_epochs = whole("epochs", "epochs to train", 1, std::nullopt, ">= 1");
 const OptionSpec sweep_steps = whole(
     "steps", "optimizer steps per repetition of every point (given, it wins: nothing is calibrated; "
     "not given, each point calibrates its own to --min-time)", 1, std::nullopt, ">= 1");
@@ -103,7 +106,8 @@ void add_common_flags(CLI::App* cmd, CommonArgs& a, OptionFlags which) {
   add_isa_option(cmd, a.isa);
   CLI::Option* data = cmd->add_option(
       "--data", a.data_dir,
-      train ? "folder with the MNIST IDX files" : "MNIST folder (default: synthetic data)");
+      train ? "folder with the MNIST IDX files" : "MNIST folder (default: synthetic data)")
+      ->check(input_path_rule(PathKind::folder, false));
   CLI::Option* synthetic = add_number_option(cmd, g::synthetic, a.synthetic)->excludes(data);
   CLI::Option* epochs = add_number_option(cmd, train ? g::train_epochs : g::sweep_epochs, a.epochs);
   CLI::Option* steps =
@@ -147,6 +151,42 @@ int ranks_on_this_node() {
     if (ranks && *ranks >= 1) return static_cast<int>(*ranks);
   }
   return 1;
+}
+
+namespace {
+constexpr std::size_t mnist_train_samples = 60000;
+}  // namespace
+
+void check_memory_for(const CommonArgs& args, const PointSpec& point, std::size_t test_samples) {
+  constexpr double bytes_per_sample = 28 * 28 + 1;  // the image and its label
+  const std::size_t samples = args.synthetic > 0 ? args.synthetic : mnist_train_samples;
+  if (args.synthetic > 0) {
+    check_memory("--synthetic " + std::to_string(args.synthetic),
+                 bytes_per_sample * static_cast<double>(args.synthetic + test_samples), "the images");
+  }
+  const double bytes = static_cast<double>(
+      estimate_point_bytes(point, args.batch, samples, test_samples));
+  check_memory("--batch " + std::to_string(args.batch) + " with " + point.id(), bytes,
+               "the data, the model and a batch's activations");
+}
+
+std::string path_kind_problem(const std::string& path, PathKind kind, bool must_exist) {
+  if (path.empty()) return "an empty path";
+  std::error_code error;
+  const auto status = std::filesystem::status(path, error);
+  if (!std::filesystem::exists(status)) {
+    return must_exist ? path + ": no such " + (kind == PathKind::file ? "file" : "folder") : "";
+  }
+  const bool folder = std::filesystem::is_directory(status);
+  if (kind == PathKind::file && folder) return path + ": is a folder; expected a file";
+  if (kind == PathKind::folder && !folder) return path + ": is a file; expected a folder";
+  return "";
+}
+
+CLI::Validator input_path_rule(PathKind kind, bool must_exist) {
+  return CLI::Validator(
+      [kind, must_exist](std::string& path) { return path_kind_problem(path, kind, must_exist); },
+      kind == PathKind::file ? "FILE" : "DIR", "path kind");
 }
 
 void check_threads(const std::string& flag, int threads, int ranks, int batch, bool oversubscribe) {
@@ -225,6 +265,30 @@ std::vector<std::string> flags_of(const CLI::App* command) {
 
 }  // namespace
 
+std::string drop_repeated_keys(const std::string& flag, const std::string& list) {
+  std::vector<std::string> keys, repeated;
+  std::string kept;
+  for (std::size_t at = 0; at <= list.size();) {
+    const std::size_t end = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, end - at);
+    at = end + 1;
+    if (item.empty() && end == list.size()) break;
+    const std::string key = item.substr(0, item.find('='));
+    if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
+      repeated.push_back(item);
+      continue;
+    }
+    keys.push_back(key);
+    kept += (kept.empty() ? "" : ",") + item;
+  }
+  if (repeated.empty()) return list;
+  std::string text;
+  for (const std::string& item : repeated) text += (text.empty() ? "" : ", ") + item;
+  std::fprintf(stderr, "cnnbench: note: %s names a key more than once; the first is used, not %s\n",
+               flag.c_str(), text.c_str());
+  return kept;
+}
+
 void drop_repeats(const std::string& flag, std::vector<std::string>& items) {
   drop_repeated(flag, items);
 }
@@ -271,9 +335,17 @@ std::string failure_message(const CLI::App* app, const CLI::Error& error) {
       hint += suggestion(unknown_flag, flags_of(where));
     }
   }
+  // A one-value flag given twice: neither value silently wins.
+  const std::string said = error.what();
+  const std::size_t at_most = said.find(": At Most 1 required but received ");
+  if (hint.empty() && at_most != std::string::npos) {
+    hint = said.substr(0, at_most) + " is given " + said.substr(at_most + 34) +
+           " times; give it once";
+  }
   // Every error starts "cnnbench: error: ", usage errors too; the command run says where.
-  const std::string what = hint.empty() ? std::string(error.what()) : hint;
-  return "cnnbench: error: " + what + "\nRun '" + prefix + " --help' for more information.\n";
+  const std::string what = hint.empty() ? said : hint;
+  return "cnnbench: error: " + printable_text(what) + "\nRun '" + prefix +
+         " --help' for more information.\n";
 }
 
 }  // namespace cnnbench::cli

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cnnbench/sweep.hpp"
 #include "cnnbench/train.hpp"
 #include "commands.hpp"
 
@@ -100,7 +101,23 @@ int ranks_on_this_node();
 // was not asked for.
 void check_threads(const std::string& flag, int threads, int ranks, int batch, bool oversubscribe);
 
-// Drops repeated items of a list flag, keeping the first of each in order; says so on stderr.
+// Usage error (exit 2) when the data, the model and a batch's activations of `point` (with
+// `test_samples` more for --eval) need more than this machine's free memory: said before any
+// allocation ("--synthetic 1000000000 needs 785.0 GB for the images; this machine has 23.0 GB
+// free"), never a std::bad_alloc.
+void check_memory_for(const CommonArgs& args, const PointSpec& point, std::size_t test_samples);
+
+// Input paths: a folder where a file belongs or the reverse is refused with its own message
+// ("PATH: is a folder; expected a file"); a missing path too when `must_exist`, else its reader
+// names what is missing. "" when the path is fine.
+enum class PathKind { file, folder };
+std::string path_kind_problem(const std::string& path, PathKind kind, bool must_exist);
+CLI::Validator input_path_rule(PathKind kind, bool must_exist);
+
+// Every list and key=value option treats a repeat alike: the first is kept, the rest dropped, and
+// a note on stderr says so. drop_repeats for lists of values ("--cores 1,1"), drop_repeated_keys
+// for lists of NAME=VALUE ("--widths c1k=2,c1k=3" keeps c1k=2).
+std::string drop_repeated_keys(const std::string& flag, const std::string& list);
 void drop_repeats(const std::string& flag, std::vector<std::string>& items);
 void drop_repeats(const std::string& flag, std::vector<int>& items);
 

@@ -1,6 +1,7 @@
 // The --isa option of train, sweep and info: which SIMD target the kernels run on. CNNBENCH_ISA gives
 // the same choice from the environment; the flag wins. A target this CPU cannot run is a usage
-// error (exit 2) naming the CPU's best target.
+// error (exit 2) naming the CPU's best target, and the variable when the value came from it.
+#include <cstdlib>
 #include <string>
 
 #include "cnnbench/isa.hpp"
@@ -14,10 +15,20 @@ CLI::Option* add_isa_option(CLI::App* cmd, std::string& isa) {
   return cmd
       ->add_option("--isa", isa,
                    "SIMD target of the kernels: " + names + " (default: best; env CNNBENCH_ISA)")
-      ->envname("CNNBENCH_ISA")
       ->check(CLI::Validator([](std::string& value) { return isa_problem(value); }, "TARGET",
                              "isa"))
       ->capture_default_str();
+}
+
+void take_isa_from_environment(const CLI::App* cmd, std::string& isa) {
+  if (cmd->count("--isa") > 0) return;
+  const char* value = std::getenv("CNNBENCH_ISA");
+  if (value == nullptr || *value == 0) return;
+  const std::string problem = isa_problem(value);
+  if (!problem.empty()) {
+    throw CLI::ValidationError(std::string("CNNBENCH_ISA=") + value + ": " + problem);
+  }
+  isa = value;
 }
 
 }  // namespace cnnbench::cli

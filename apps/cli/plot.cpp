@@ -32,9 +32,14 @@ constexpr int reported_error_exit = 4;
 
 // --script, else $CNNBENCH_PLOT_SCRIPT, else plots/plot_report.py in a folder above the binary
 // (a build tree inside the source tree), else the installed share/cnnbench/plot_report.py.
+// The variable is checked as --script is, and named in the message (a usage error, exit 2).
 std::filesystem::path find_plot_script(const std::string& given) {
   if (!given.empty()) return given;
-  if (const char* env = std::getenv("CNNBENCH_PLOT_SCRIPT"); env != nullptr && *env != 0) return env;
+  if (const char* env = std::getenv("CNNBENCH_PLOT_SCRIPT"); env != nullptr && *env != 0) {
+    const std::string problem = path_kind_problem(env, PathKind::file, true);
+    if (!problem.empty()) fail_usage("CNNBENCH_PLOT_SCRIPT=" + problem);
+    return env;
+  }
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe");
   for (auto dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
     const auto candidate = dir / "plots" / "plot_report.py";
@@ -58,6 +63,7 @@ int run_plot(const PlotArgs& a) {
   check_outputs({{.option = "--out", .path = a.out, .folder = true, .files = files}},
                 {{"REPORT", a.report}});
   const std::filesystem::path script = find_plot_script(a.script);
+  check_output_folder(a.out, "--out");
   const std::string python =
       !a.python.empty() ? a.python : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
   std::vector<std::string> words = {python, script.string(), a.report, "--out", a.out};
@@ -93,7 +99,9 @@ void add_plot_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--out", args->out, "folder for the images")
       ->check(output_path_rule(true))
       ->capture_default_str();
-  cmd->add_option("--script", args->script, "plot script (default: plots/plot_report.py)");
+  cmd->add_option("--script", args->script,
+                  "plot script (default: $CNNBENCH_PLOT_SCRIPT, else plots/plot_report.py)")
+      ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
   cmd->callback([args, &runner] { runner = [args] { return run_plot(*args); }; });
 }

@@ -214,6 +214,7 @@ int run_sweep_command(const SweepArgs& a) {
     if (!value.empty()) o.options[name] = value;
   }
   use_isa(a.isa);
+  if (!o.models.empty()) check_memory_for(a, PointSpec{o.models.front(), "serial", 1, 1}, 0);
   o.isa = a.isa;
   if (!a.data_dir.empty()) o.data_dir = std::filesystem::absolute(a.data_dir);
   o.synthetic_samples = a.synthetic;
@@ -277,7 +278,8 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
       ->capture_default_str();
   cmd->add_option("--mpirun", args->mpirun, "mpirun command of cluster points")->capture_default_str();
   cmd->add_option("--mpirun-args", args->mpirun_args, "extra mpirun arguments, one string");
-  cmd->add_option("--hostfile", args->hostfile, "mpirun hostfile")->check(CLI::ExistingFile);
+  cmd->add_option("--hostfile", args->hostfile, "mpirun hostfile")
+      ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--srun", args->srun, "srun command of cluster points (--launcher srun)")
       ->capture_default_str();
   cmd->add_option("--srun-args", args->srun_args,
@@ -295,6 +297,7 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--tta-job", args->tta_job)->group("");
   cmd->add_option("--tta-out", args->tta_out)->group("");
   cmd->callback([args, cmd, &runner] {
+    take_isa_from_environment(cmd, args->isa);
     for (const OptionSpec* spec : strategy_option_specs()) {
       if (spec->in_sweep && cmd->count(spec->flag()) > 0) args->given_options.push_back(spec);
     }

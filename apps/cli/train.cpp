@@ -26,6 +26,7 @@ struct TrainArgs : CommonArgs {
   float weight_decay = 0.0f;
   bool no_shuffle = false, eval = false;
   std::string init, save, resume, report, trace;
+  std::string save_init;  // write the initial weights and train nothing (no step: no loss, no speed)
   int threads = 1;
   int shards = 1;
   bool shard_data = false;
@@ -132,13 +133,14 @@ std::vector<OutputPath> train_outputs(const TrainArgs& a, const TrainConfig& con
   std::vector<OutputPath> outputs;
   if (!a.report.empty()) outputs.push_back({.option = "--report", .path = a.report});
   if (!a.save.empty()) outputs.push_back({.option = "--save", .path = a.save});
+  if (!a.save_init.empty()) outputs.push_back({.option = "--save-init", .path = a.save_init});
   if (!a.trace.empty()) outputs.push_back({.option = "--trace", .path = a.trace});
   for (const auto& [name, value] : config.options) {
     if (const OptionSpec* spec = find_option_spec(name); spec != nullptr && spec->output_file) {
       outputs.push_back({.option = spec->flag(), .path = value});
     }
   }
-  if (a.save.empty()) {
+  if (a.save.empty() && a.save_init.empty()) {
     // The longest name an interrupted run's checkpoint can have (run_training names it).
     outputs.push_back({.option = "the folder an interrupted run saves its checkpoint in (pass --save to choose)",
                        .path = interrupt_folder(a.report), .folder = true,
@@ -162,6 +164,7 @@ TrainConfig make_config(const TrainArgs& a) {
   c.shuffle = !a.no_shuffle;
   c.steps = a.steps;
   c.epochs = a.epochs;
+  if (!a.save_init.empty()) c.steps = 0;
   c.threads = a.threads;
   c.pin = !a.no_pin;
   c.shard_data = a.shard_data;
@@ -181,9 +184,13 @@ int run_train(const TrainArgs& a) {
   // Every output is checked before the data is loaded: a typo costs nothing, not a whole run.
   check_outputs(train_outputs(a, config), train_inputs(a));
   use_isa(a.isa);
+  const std::size_t test_samples =
+      !a.eval ? 0 : a.synthetic > 0 ? std::max<std::size_t>(a.synthetic / 6, 1000) : 10000;
+  // One worker's share (the whole batch): what any strategy needs at least.
+  check_memory_for(a, PointSpec{config.model, a.strategy, 1, 1}, test_samples);
   Dataset train = load_training_set(a, config), test;
   if (a.eval && a.synthetic > 0) {
-    test = make_synthetic(std::max<std::size_t>(a.synthetic / 6, 1000), a.seed, a.synthetic);
+    test = make_synthetic(test_samples, a.seed, a.synthetic);
   } else if (a.eval) {
     // A set of shard folders carries the test files in each folder.
     const std::filesystem::path dir = a.data_dir;
@@ -197,6 +204,7 @@ int run_train(const TrainArgs& a) {
   if (!a.resume.empty()) options.resume = a.resume;
   if (!a.save.empty()) options.save = a.save;
   options.checkpoint_every = a.checkpoint_every;
+  if (!a.save_init.empty()) options.save = a.save_init;
   if (a.eval) options.test = &test;
   options.interrupt_folder = interrupt_folder(a.report);
   options.progress = progress;
@@ -206,6 +214,11 @@ int run_train(const TrainArgs& a) {
 
   const RunResult result = run_training(config, train, options);
   if (!result.primary) return 0;
+  if (!a.save_init.empty()) {
+    if (!result.save_error.empty()) fail(result.save_error);
+    if (!a.quiet) std::printf("initial weights written to %s\n", a.save_init.c_str());
+    return 0;
+  }
 
   // Each output on its own: one that cannot be written (a full disk) keeps no other from being
   // written. Each failure is an error line now; the summary lists what was and was not written.
@@ -230,6 +243,14 @@ int run_train(const TrainArgs& a) {
     attempt("--trace " + a.trace, [&] {
       write_json(a.trace, chrome_trace_json(result.trace, timed_layer_names(config.model)));
     });
+  }
+  // A diverged run is a failed run: no speed, no summary, exit 1; its report says so.
+  if (result.diverged_at_step) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "cnnbench: error: %s %s: %s%s\n", a.model.c_str(), a.strategy.c_str(),
+                 divergence_text(*result.diverged_at_step, result.diverged_loss).c_str(),
+                 a.save.empty() ? "" : " (no checkpoint written: the weights are not finite)");
+    return 1;
   }
   if (!a.quiet) {
     std::FILE* out = a.report == "-" ? stderr : stdout;
@@ -280,11 +301,13 @@ void add_train_command(CLI::App& root, Runner& runner) {
                 "cluster: each rank reads only its block of the training set, the --shards order "
                 "with N = the job's ranks (docs/cluster.md, \"Per-node data\")")
       ->excludes(shards_flag);
-  cmd->add_option("--init", args->init, "initial weights (safetensors)")->check(CLI::ExistingFile);
+  cmd->add_option("--init", args->init, "initial weights (safetensors)")
+      ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--save", args->save, "write a checkpoint at the end (safetensors)")
       ->check(output_path_rule());
   add_number_option(cmd, general_option::checkpoint_every, args->checkpoint_every);
-  cmd->add_option("--resume", args->resume, "continue from a checkpoint")->check(CLI::ExistingFile);
+  cmd->add_option("--resume", args->resume, "continue from a checkpoint")
+      ->check(input_path_rule(PathKind::file, true));
   cmd->add_flag("--eval", args->eval, "report test-set accuracy at the end");
   cmd->add_option("--report", args->report, "write the JSON run report here ('-' = stdout)")
       ->check(output_path_rule());
@@ -295,11 +318,25 @@ void add_train_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--trace-steps", args->trace_steps, "steps a --trace keeps, the last ones")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}))
       ->capture_default_str();
+  cmd->add_option("--save-init", args->save_init,
+                  "write the initial weights (seeded, or --init's) as a checkpoint and train nothing")
+      ->excludes("--steps")
+      ->excludes("--epochs")
+      ->excludes("--save")
+      ->excludes("--resume")
+      ->excludes("--report")
+      ->excludes("--trace")
+      ->excludes("--eval");
   cmd->add_option("--progress", args->progress,
                   "bar, lines or none (default: a bar on a terminal, lines under mpirun, else none; "
                   "none with --quiet)")
       ->check(CLI::IsMember({"bar", "lines", "none"}));
-  cmd->callback([args, &runner] {
+  cmd->callback([args, cmd, &runner] {
+    take_isa_from_environment(cmd, args->isa);
+    if (progress_mode(*args) == ProgressMode::bar && !::isatty(STDERR_FILENO)) {
+      const std::string problem = columns_environment_problem();  // the bar's width, then
+      if (!problem.empty()) throw CLI::ValidationError(problem);
+    }
     // Cluster ranks on one node share its cores; other strategies run one process.
     const int ranks = args->strategy == "cluster" ? ranks_on_this_node() : 1;
     check_threads("--threads", args->threads, ranks, args->batch, args->oversubscribe);

@@ -4,6 +4,9 @@
 #include <sys/resource.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -37,6 +40,82 @@ FormatError::FormatError(const std::filesystem::path& file, std::uint64_t offset
     : Error(describe_format_error(file, offset, expected, found)), file_(file), offset_(offset) {}
 
 void fail(const std::string& message) { throw Error(message); }
+void fail_usage(const std::string& message) { throw UsageError(message); }
+
+std::string printable_text(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto escape = [&](unsigned char byte) {
+    static const char digits[] = "0123456789abcdef";
+    out += "\\x";
+    out += digits[byte >> 4];
+    out += digits[byte & 15];
+  };
+  for (std::size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x80) {
+      if ((byte < 0x20 && byte != '\n' && byte != '\t') || byte == 0x7f) {
+        escape(byte);
+      } else {
+        out += static_cast<char>(byte);
+      }
+      ++i;
+      continue;
+    }
+    // The length a lead byte announces, and the smallest code point of that length (an overlong
+    // form is invalid); continuation bytes are 10xxxxxx.
+    const std::size_t length = byte >= 0xf0 && byte <= 0xf4 ? 4 : byte >= 0xe0 ? 3 : byte >= 0xc2 ? 2 : 0;
+    bool valid = length > 0 && byte < 0xf5 && i + length <= text.size();
+    std::uint32_t code = byte & (0xff >> (length + 1));
+    for (std::size_t k = 1; valid && k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      valid = (next & 0xc0) == 0x80;
+      code = code << 6 | (next & 0x3f);
+    }
+    static const std::uint32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    valid = valid && code >= smallest[length] && code <= 0x10ffff && (code < 0xd800 || code > 0xdfff);
+    if (!valid) {
+      escape(byte);
+      ++i;
+      continue;
+    }
+    out.append(text.substr(i, length));
+    i += length;
+  }
+  return out;
+}
+
+double float_setting(float value) {
+  char text[32];
+  const auto end = std::to_chars(text, text + sizeof text, value).ptr;
+  return std::strtod(std::string(text, end).c_str(), nullptr);
+}
+
+std::string gigabytes_text(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GB", bytes / 1e9);
+  return text;
+}
+
+std::uint64_t available_memory_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream fields(line.substr(13));
+    std::uint64_t kib = 0;
+    fields >> kib;
+    return kib * 1024;
+  }
+  return 0;
+}
+
+void check_memory(const std::string& what, double bytes, const std::string& purpose) {
+  const std::uint64_t free_bytes = available_memory_bytes();
+  if (free_bytes == 0 || bytes <= static_cast<double>(free_bytes)) return;
+  fail_usage(what + " needs " + gigabytes_text(bytes) + " for " + purpose + "; this machine has " +
+             gigabytes_text(static_cast<double>(free_bytes)) + " free");
+}
 
 Rng::Rng(std::uint64_t seed) {
   for (auto& s : state_) s = splitmix64(seed);

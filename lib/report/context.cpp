@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <iostream>
 #include <string_view>
@@ -169,8 +171,12 @@ void write_json(const std::filesystem::path& path, const nlohmann::json& value) 
   const std::string text =
       value.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   if (path == "-") {
+    errno = 0;
     std::cout << text << std::flush;
-    CNNBENCH_CHECK(std::cout.good(), "cannot write JSON to standard output");
+    if (!std::cout.good()) {
+      fail(std::string("cannot write to standard output") +
+           (errno != 0 ? std::string(": ") + std::strerror(errno) : std::string()));
+    }
     return;
   }
   write_output(path, text);

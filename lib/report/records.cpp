@@ -292,7 +292,7 @@ const PointRecord* SweepRecord::find_measured(const std::string& id) const {
 std::vector<const PointRecord*> SweepRecord::failed_points() const {
   std::vector<const PointRecord*> failed;
   for (const PointRecord& p : points) {
-    if (p.status == "failed") failed.push_back(&p);
+    if (p.status == "failed" || p.status == "diverged") failed.push_back(&p);
   }
   return failed;
 }
@@ -328,6 +328,10 @@ SweepRecord run_as_sweep(const json& run) {
   if (metrics.contains("steps")) read_value(metrics.at("steps"), point.steps);
   if (sweep.config.contains("batch")) read_value(sweep.config.at("batch"), point.batch);
   if (metrics.contains("interrupted")) read_value(metrics.at("interrupted"), sweep.interrupted);
+  if (run.value("status", "ok") == "diverged") {
+    point.status = "diverged";
+    point.reason = run.value("reason", "diverged");
+  }
   sweep.complete = !sweep.interrupted;
   sweep.points.push_back(point);
   return sweep;
@@ -343,7 +347,12 @@ std::vector<Setting> comparable_settings(const json& config) {
   const auto add = [&](const std::string& name, const json& object, const std::string& key) {
     const auto it = object.find(key);
     if (it == object.end() || it->is_null() || (it->is_string() && it->get<std::string>().empty())) return;
-    settings.push_back({name, setting_text(*it)});
+    // A float setting stored at double precision (reports made before float_setting) reads as
+    // the float it was.
+    const bool float_setting_key = key == "lr" || key == "momentum" || key == "weight_decay";
+    settings.push_back({name, float_setting_key && it->is_number_float()
+                                  ? setting_text(float_setting(it->get<float>()))
+                                  : setting_text(*it)});
   };
   for (const char* key : {"batch", "steps", "epochs", "lr", "momentum", "weight_decay", "warmup",
                           "pin", "isa"}) {

@@ -1,8 +1,10 @@
 // A strict reader of sweep and run reports: every field compare and plot rely on is checked for
 // presence, type and range, and a bad file is rejected with its name and the field's path.
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -104,6 +106,20 @@ class FieldReader {
   std::filesystem::path file_;
 };
 
+// What a reader of `text` found at byte `at` where JSON was expected, said without the bytes
+// themselves when they are not text (a binary file, an image given for a report).
+std::string found_at(const std::string& text, std::size_t at) {
+  if (at >= text.size()) return "the end of the file";
+  const std::size_t head = std::min<std::size_t>(text.size(), 4096);
+  const bool binary = text.find('\0') < head;
+  const std::string what = binary ? " (a binary file, not a report)" : "";
+  const auto byte = static_cast<unsigned char>(text[at]);
+  if (byte >= 0x20 && byte < 0x7f) return std::string("'") + static_cast<char>(byte) + "'" + what;
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "0x%02x", byte);
+  return std::string("byte ") + hex + what;
+}
+
 const std::array<const char*, 2> model_names = {"fc3", "lenet5"};
 
 void check_point(const FieldReader& r, const json& point, const std::string& path) {
@@ -112,9 +128,9 @@ void check_point(const FieldReader& r, const json& point, const std::string& pat
   r.string(point, path, "strategy");
   r.integer(point, path, "cores", 1);
   r.integer(point, path, "nodes", 1);
-  const std::array<const char*, 3> statuses = {"ok", "skipped", "failed"};
-  const std::string status =
-      r.one_of(point, path, "status", statuses, "\"ok\", \"skipped\" or \"failed\"");
+  const std::array<const char*, 4> statuses = {"ok", "skipped", "failed", "diverged"};
+  const std::string status = r.one_of(point, path, "status", statuses,
+                                      "\"ok\", \"skipped\", \"failed\" or \"diverged\"");
   if (status != "ok") {
     r.string(point, path, "reason");
     return;
@@ -168,7 +184,8 @@ nlohmann::json read_report(const std::filesystem::path& path) {
   try {
     report = json::parse(text);
   } catch (const json::parse_error& e) {
-    throw FormatError(path, e.byte > 0 ? e.byte - 1 : 0, "valid JSON", e.what());
+    const std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
+    throw FormatError(path, at, "valid JSON", found_at(text, at));
   } catch (const json::out_of_range&) {
     fail(path.string() + ": invalid JSON: a number too large for a double");
   }

@@ -93,9 +93,10 @@ nlohmann::json make_run_report(const TrainConfig& config, const Dataset& train,
     epochs.push_back({{"epoch", e.epoch}, {"steps", e.steps}, {"mean_loss", e.mean_loss},
                       {"seconds", e.seconds}});
   }
-  return {
+  nlohmann::json report = {
       {"schema_version", report_schema_version},
       {"kind", "run"},
+      {"status", result.diverged_at_step ? "diverged" : "ok"},
       {"context", collect_context()},
       {"config", config_json(config, train, result)},
       {"metrics", metrics},
@@ -104,6 +105,11 @@ nlohmann::json make_run_report(const TrainConfig& config, const Dataset& train,
       {"pin_map", pin_map_json(result.pins)},
       {"strategy_metrics", result.strategy_metrics},
   };
+  if (result.diverged_at_step) {
+    report["diverged_at_step"] = *result.diverged_at_step;
+    report["reason"] = divergence_text(*result.diverged_at_step, result.diverged_loss);
+  }
+  return report;
 }
 
 }  // namespace cnnbench

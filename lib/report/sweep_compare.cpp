@@ -101,7 +101,8 @@ void add_unfinished(const SweepRecord& report, const std::string& which,
                                       : ""));
   }
   for (const PointRecord* p : failed) {
-    out.push_back(which + " report: point " + p->id + " failed: " + p->reason);
+    out.push_back(which + " report: point " + p->id + " " +
+                  (p->status == "diverged" ? "" : "failed: ") + p->reason);
   }
 }
 

@@ -1,7 +1,5 @@
 // Which points a sweep measures, in which order, and how much memory each would need.
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "cnnbench/core.hpp"
@@ -57,19 +55,6 @@ std::uint64_t estimate_point_bytes(const PointSpec& point, int batch, std::size_
   const double runtime_bytes = 64.0 * 1024 * 1024;  // code, MPI and allocator overhead per process
   const double per_rank = data_bytes + point.cores * per_worker + 4.0 * 4 * spec.param_count + runtime_bytes;
   return static_cast<std::uint64_t>(per_rank * point.nodes);
-}
-
-std::uint64_t available_memory_bytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string line;
-  while (std::getline(meminfo, line)) {
-    if (line.rfind("MemAvailable:", 0) != 0) continue;
-    std::istringstream fields(line.substr(13));
-    std::uint64_t kib = 0;
-    fields >> kib;
-    return kib * 1024;
-  }
-  return 0;
 }
 
 }  // namespace cnnbench

@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "cnnbench/core.hpp"
@@ -57,7 +60,15 @@ std::string progress_bar_line(const ProgressState& s, int columns) {
     parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(drop));
     text = text_of();
   }
-  if (text.size() + 3 + min_bar > limit) return text.substr(0, limit);
+  if (text.size() + 3 + min_bar > limit) {
+    // No room for a bar: the step and the loss, else the step alone, else its numbers alone.
+    if (text.size() > limit && parts.size() > 1) {
+      parts.erase(parts.begin() + 1);
+      text = text_of();
+    }
+    if (text.size() > limit && text.starts_with("step ")) text.erase(0, 5);
+    return text.substr(0, limit);
+  }
   const std::size_t width = std::min<std::size_t>(limit - text.size() - 3, 50);
   const std::size_t filled =
       s.total > 0 ? static_cast<std::size_t>(static_cast<double>(width) * static_cast<double>(s.step) /
@@ -73,20 +84,46 @@ std::string progress_log_line(const ProgressState& s) {
          format("  loss %.4f", s.loss) + format("  ETA %.0fs", s.eta_seconds);
 }
 
-int terminal_columns() {
-  struct winsize size {};
+namespace {
+
+// $COLUMNS as a width; nothing when unset or not a whole number >= 1.
+std::optional<int> columns_from_environment() {
+  const char* env = std::getenv("COLUMNS");
+  if (env == nullptr || *env == 0) return std::nullopt;
+  const std::string text = env;
   int columns = 0;
-  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
-    columns = size.ws_col;
-  } else if (const char* env = std::getenv("COLUMNS"); env != nullptr) {
-    columns = std::atoi(env);
-  }
-  if (columns <= 0) columns = 80;
-  return std::clamp(columns, 40, 200);
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), columns);
+  if (error != std::errc() || end != text.data() + text.size() || columns < 1) return std::nullopt;
+  return columns;
 }
 
+}  // namespace
+
+std::string columns_environment_problem() {
+  const char* env = std::getenv("COLUMNS");
+  if (env == nullptr || *env == 0 || columns_from_environment()) return "";
+  return std::string("COLUMNS=") + env + ": expected a whole number >= 1 (the terminal's width)";
+}
+
+int terminal_columns() {
+  struct winsize size {};
+  int columns = 80;
+  if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col > 0) {
+    columns = size.ws_col;
+  } else if (const std::optional<int> env = columns_from_environment()) {
+    columns = *env;
+  }
+  return std::min(columns, 200);
+}
+
+// A terminal too narrow for a bar gets the lines a log gets.
 ProgressReporter::ProgressReporter(ProgressMode mode, std::int64_t total, int batch)
-    : mode_(mode), total_(total), batch_(batch), start_(now_seconds()), last_(start_) {}
+    : mode_(mode == ProgressMode::bar && terminal_columns() < min_bar_columns ? ProgressMode::lines
+                                                                              : mode),
+      total_(total),
+      batch_(batch),
+      start_(now_seconds()),
+      last_(start_) {}
 
 ProgressReporter::~ProgressReporter() {
   if (drawn_ > 0) std::fputc('\n', stderr);

@@ -77,8 +77,8 @@ std::int64_t steps_per_epoch_of(const TrainConfig& config, const Dataset& train)
   if (config.shards == 1) {
     const std::int64_t steps = static_cast<std::int64_t>(total) / config.batch;
     if (steps == 0) {
-      fail("the training set (" + std::to_string(total) + " samples from " + train.source +
-           ") is smaller than one batch of " + std::to_string(config.batch));
+      fail_usage("the training set (" + std::to_string(total) + " samples from " + train.source +
+                 ") is smaller than one batch of " + std::to_string(config.batch));
     }
     return steps;
   }
@@ -132,6 +132,11 @@ std::int64_t steps_to_multiple(std::int64_t step, std::int64_t every) {
 
 }  // namespace
 
+std::string divergence_text(std::int64_t step, double loss) {
+  const std::string value = std::isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf";
+  return "diverged at step " + std::to_string(step) + " (loss " + value + "); try a smaller --lr";
+}
+
 EvalResult evaluate(ModelKind kind, const float* params, const Dataset& data, int batch) {
   EvalResult result;
   result.count = data.count;
@@ -177,9 +182,15 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   progress.shards = config.shards;
   progress.sgd = config.sgd;
   progress.data = train.source;
-  if (progress.global_step > total_steps) {
-    fail("--resume: the checkpoint is already at step " + std::to_string(progress.global_step) +
-         ", past the requested total of " + std::to_string(total_steps) + " steps");
+  // A resume with no step left would report a loss of 0 and a speed of nothing: a range error, as
+  // --steps 0 is in the CLI (a run of zero steps without --resume only writes its initial weights).
+  const std::string length = config.steps >= 0 ? "--steps " + std::to_string(config.steps)
+                                               : "--epochs " + std::to_string(config.epochs);
+  if (options.resume && progress.global_step >= total_steps) {
+    fail_usage("--resume " + options.resume->string() + ": the checkpoint is already at step " +
+               std::to_string(progress.global_step) + " and " + length + " asks for " +
+               std::to_string(total_steps) + " in all: nothing left to train (pass a larger " +
+               (config.steps >= 0 ? "--steps" : "--epochs") + ")");
   }
 
   strategy->prepare(result.model, train, config);
@@ -222,6 +233,11 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
     const StepRange range{order.data(), first, count, progress.global_step};
     const double start = now_seconds();
     strategy->run_steps(range, [&](std::int64_t i, double loss) {
+      // Every rank sees the same (summed) loss, so every rank stops after the same range.
+      if (!std::isfinite(loss) && !result.diverged_at_step) {
+        result.diverged_at_step = range.global_first + i + 1;
+        result.diverged_loss = loss;
+      }
       result.step_losses.push_back(loss);
       epoch_loss_sum += loss;
       bar.update(range.global_first + i + 1, loss, result.steps_run + i + 1);
@@ -237,6 +253,7 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
       result.epochs.push_back(epoch_record);
       epoch_record.steps = 0;
     }
+    if (result.diverged_at_step) break;
     const bool hook_due = hook_is_due(options, progress.global_step, total_steps);
     const bool checkpoint_due = checkpoint_is_due(options, progress.global_step, total_steps);
     if (hook_due || checkpoint_due) strategy->sync_to(result.model);
@@ -253,8 +270,9 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
     result.images_per_s =
         static_cast<double>(result.steps_run) * config.batch / result.train_seconds;
   }
-  // An interrupted run always leaves a checkpoint, so that --resume loses nothing.
-  if (options.save) {
+  // An interrupted run always leaves a checkpoint, so that --resume loses nothing; a diverged one
+  // none, since its weights are not finite.
+  if (options.save && !result.diverged_at_step) {
     result.saved = options.save;
   } else if (result.interrupted) {
     result.saved = unused_path(options.interrupt_folder /

@@ -19,23 +19,15 @@ std::string number_text(double value) {
   return out.str();
 }
 
-// A float as the shortest decimal that reads back as that float: 0.01, not the double
-// 0.009999999776482582 it widens to.
-double shortest(float value) {
-  char text[32];
-  const auto end = std::to_chars(text, text + sizeof text, value).ptr;
-  return std::strtod(std::string(text, end).c_str(), nullptr);
-}
-
 }  // namespace
 
 void to_json(nlohmann::json& out, const TrainConfig& config) {
   out = {{"model", model_name(config.model)},
          {"strategy", config.strategy},
          {"batch", config.batch},
-         {"lr", shortest(config.sgd.lr)},
-         {"momentum", shortest(config.sgd.momentum)},
-         {"weight_decay", shortest(config.sgd.weight_decay)},
+         {"lr", float_setting(config.sgd.lr)},
+         {"momentum", float_setting(config.sgd.momentum)},
+         {"weight_decay", float_setting(config.sgd.weight_decay)},
          {"seed", config.seed},
          {"shuffle", config.shuffle},
          {"steps", config.steps},

@@ -97,6 +97,8 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
         }
       }
     }
+  } catch (const PointDiverged& d) {
+    return not_measured(point, "diverged", d.reason);
   } catch (const Error& e) {
     PointRecord failed = not_measured(point, "failed", e.what());
     failed.launch = record.launch;
@@ -225,6 +227,9 @@ Repetition SweepRunner::run_in_process(const PointSpec& point, int pin_core, std
   if (pin_core >= 0) config.options[strategy_option::pin_core.name] = std::to_string(pin_core);
   const RunResult result = run_training(config, train_, run_options);
   if (result.interrupted) throw SweepInterrupted{};
+  if (result.diverged_at_step) {
+    throw PointDiverged{divergence_text(*result.diverged_at_step, result.diverged_loss)};
+  }
   CNNBENCH_CHECK(result.train_seconds > 0, point.id() + ": the run took no measurable time");
   Repetition rep;
   rep.seconds = result.train_seconds;
@@ -268,6 +273,19 @@ void SweepRunner::measure_allreduce() {
   report_.allreduce["launch"] = launcher_.record(args);
 }
 
+namespace {
+
+// The reason a launched run's report gives for diverging; nothing when it did not diverge.
+std::optional<std::string> divergence_of(const std::filesystem::path& report) {
+  std::error_code missing;
+  if (!std::filesystem::is_regular_file(report, missing)) return std::nullopt;
+  const json run = json::parse(read_file(report), nullptr, false);
+  if (!run.is_object() || run.value("status", "") != "diverged") return std::nullopt;
+  return run.value("reason", "diverged");
+}
+
+}  // namespace
+
 // The command of a launched point's repetitions; its run report goes to the scratch folder.
 std::vector<std::string> SweepRunner::launched_train_command(const PointSpec& point,
                                                              std::int64_t steps) const {
@@ -277,7 +295,16 @@ std::vector<std::string> SweepRunner::launched_train_command(const PointSpec& po
 std::filesystem::path SweepRunner::launched_report() const { return scratch_ / "run.json"; }
 
 Repetition SweepRunner::run_launched(const PointSpec& point, std::int64_t steps) const {
-  const json run = launch_for_json(launched_train_command(point, steps), launched_report(), point.id());
+  const std::filesystem::path report = launched_report();
+  json run;
+  try {
+    run = launch_for_json(launched_train_command(point, steps), report, point.id());
+  } catch (const Error&) {
+    // A diverged run exits 1 after writing its report, which says so.
+    const std::optional<std::string> diverged = divergence_of(report);
+    if (diverged) throw PointDiverged{*diverged};
+    throw;
+  }
   Repetition rep;
   rep.seconds = run.at("metrics").at("train_seconds").get<double>();
   rep.steps = run.at("metrics").at("steps").get<std::int64_t>();

@@ -127,7 +127,7 @@ SweepRecord SweepRunner::run() {
     std::fprintf(stderr, "warning: %s\n", report_.baseline_warning->message.c_str());
   }
   if (!options_.quiet && failed > 0) {
-    std::fprintf(stderr, "%zu point%s failed: the report is marked incomplete; --resume measures %s again\n",
+    std::fprintf(stderr, "%zu point%s failed or diverged: the report is marked incomplete; --resume measures %s again\n",
                  failed, failed == 1 ? "" : "s", failed == 1 ? "it" : "them");
   }
   return report_;
@@ -182,8 +182,8 @@ json SweepRunner::config_json() const {
           {"min_time_s", options_.min_time > 0 ? json(options_.min_time) : json(nullptr)},
           {"epochs", options_.steps >= 0 ? json(nullptr) : json(options_.epochs)},
           {"batch", options_.batch},
-          {"lr", options_.lr},
-          {"momentum", options_.momentum},
+          {"lr", float_setting(options_.lr)},
+          {"momentum", float_setting(options_.momentum)},
           {"seed", options_.seed},
           {"pin", options_.pin},
           {"isa", options_.isa},
@@ -214,6 +214,12 @@ std::map<std::string, PointRecord> SweepRunner::resumed_points() {
     c->erase("launcher");
     c->erase("machine_cores");
   }
+  // Reports made before float_setting hold the float settings at double precision.
+  for (const char* key : {"lr", "momentum"}) {
+    if (old_config.contains(key) && old_config.at(key).is_number_float()) {
+      old_config[key] = float_setting(old_config.at(key).get<float>());
+    }
+  }
   for (auto it = new_config.begin(); it != new_config.end(); ++it) {
     if (!old_config.contains(it.key()) || old_config.at(it.key()) != it.value()) {
       fail("--resume: " + options_.out.string() + " was made with a different " + it.key() + " (" +
@@ -222,7 +228,7 @@ std::map<std::string, PointRecord> SweepRunner::resumed_points() {
     }
   }
   for (const PointRecord& p : old.points) {
-    if (p.status != "failed") kept[p.id] = p;
+    if (p.status != "failed" && p.status != "diverged") kept[p.id] = p;
   }
   if (old.allreduce.is_object()) report_.allreduce = old.allreduce;
   if (!options_.quiet) {

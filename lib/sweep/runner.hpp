@@ -24,6 +24,10 @@ namespace cnnbench {
 
 // Thrown when a stop was requested: the sweep ends with the points it finished.
 struct SweepInterrupted {};
+// A repetition's loss was not finite: the point is recorded as "diverged", with this reason.
+struct PointDiverged {
+  std::string reason;
+};
 
 // One timed run of a point.
 struct Repetition {

@@ -76,8 +76,8 @@ def check_we_load_torch_weights(cli, model, folder):
     source = os.path.join(folder, f"torch-{model}.safetensors")
     write_safetensors(source, weights)
     saved = os.path.join(folder, f"roundtrip-{model}.safetensors")
-    run_cli(cli, "--model", model, "--synthetic", "64", "--steps", "0", "--init", source,
-            "--save", saved)
+    run_cli(cli, "--model", model, "--synthetic", "64", "--init", source,
+            "--save-init", saved)
     tensors, _ = read_safetensors(saved)
     for name, value in weights.items():
         if not np.array_equal(tensors[name], value):

@@ -68,7 +68,7 @@ def main():
             common = [args.cli, "train", "--model", model, "--data", tmp, "--seed", "3",
                       "--batch", str(batch), "--no-shuffle", "--weight-decay", "0.001", "--quiet"]
             init, final, report = (Path(tmp, f"{model}-{n}") for n in ("init.st", "final.st", "run.json"))
-            subprocess.run(common + ["--steps", "0", "--save", str(init)], check=True)
+            subprocess.run(common + ["--save-init", str(init)], check=True)
             subprocess.run(common + ["--steps", str(steps), "--save", str(final), "--report", str(report)],
                            check=True)
 

@@ -71,6 +71,9 @@ struct LineFit {
 
 // Ordinary least squares of t = alpha + beta * n.
 LineFit fit_line(const std::vector<double>& n, const std::vector<double>& t) {
+  // Two parameters need two points at least: one size would fit any line through it.
+  CNNBENCH_CHECK(n.size() >= 2, "allreduce benchmark: the fit alpha + n*beta needs at least 2 "
+                                "message sizes, got " + std::to_string(n.size()));
   const double count = static_cast<double>(n.size());
   double mean_n = 0, mean_t = 0;
   for (std::size_t i = 0; i < n.size(); ++i) {

@@ -3,6 +3,8 @@
 #include "widths.hpp"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "cnnbench/core.hpp"
 
@@ -86,6 +88,7 @@ LayerWidths parse_widths(const std::string& spec, ModelKind model, LayerWidths w
                       {"f1", &LayerWidths::f1_blocks, lenet ? 120 : 300},
                       {"f2", &LayerWidths::f2_blocks, lenet ? 84 : 100},
                       {"f3", &LayerWidths::f3_blocks, 10}};
+  std::vector<std::string> seen;  // a repeated name keeps its first value, as the CLI says
   std::size_t at = 0;
   while (at < spec.size()) {
     const std::size_t end = std::min(spec.find(',', at), spec.size());
@@ -102,6 +105,8 @@ LayerWidths parse_widths(const std::string& spec, ModelKind model, LayerWidths w
                    "f1 f2 f3");
     CNNBENCH_CHECK(key->limit > 0, std::string("--widths: ") + model_name(model) +
                                         " has no layer '" + name + "'");
+    if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+    seen.push_back(name);
     int value = 0;
     const std::string text = item.substr(eq + 1);
     const bool digits = !text.empty() && text.size() <= 4 &&

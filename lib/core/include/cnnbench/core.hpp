@@ -32,7 +32,32 @@ class FormatError : public Error {
   std::uint64_t offset_;
 };
 
+// A value the user gave asks for what cannot be done (zero steps, more memory than the machine
+// has, a resume with nothing left to train): the CLI exits 2, as for any other bad value.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
 [[noreturn]] void fail(const std::string& message);
+[[noreturn]] void fail_usage(const std::string& message);
+
+// `text` as it may reach a terminal: valid UTF-8 and newlines and tabs kept, every other control
+// byte and every byte of an invalid UTF-8 sequence written as \xNN.
+std::string printable_text(std::string_view text);
+
+// A float setting (lr, momentum, weight decay) as every report stores it: the shortest decimal
+// that reads back as that float (0.01, not the 0.009999999776482582 it widens to), so that equal
+// settings compare equal whichever report they come from.
+double float_setting(float value);
+
+// "3.1 GB" (decimal units, one decimal), for sizes said to people.
+std::string gigabytes_text(double bytes);
+// MemAvailable of /proc/meminfo in bytes; 0 when it cannot be read.
+std::uint64_t available_memory_bytes();
+// Usage error unless `bytes` fit in this machine's MemAvailable: "WHAT needs 3.1 GB for FOR;
+// this machine has 23.0 GB free" (nothing is checked where MemAvailable cannot be read).
+void check_memory(const std::string& what, double bytes, const std::string& purpose);
 #define CNNBENCH_CHECK(cond, message)        \
   do {                                       \
     if (!(cond)) ::cnnbench::fail(message);  \

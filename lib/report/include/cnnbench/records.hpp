@@ -59,7 +59,7 @@ struct PointRecord {
   std::string series;  // the line it belongs to in the plots: the strategy, "cluster/c<threads>"
   int cores = 1, nodes = 1;
   int p = 1;  // cores x nodes
-  std::string status = "ok";  // "ok", "skipped" or "failed"
+  std::string status = "ok";  // "ok", "skipped", "failed" or "diverged" (a loss not finite)
   std::string reason;         // why it was skipped or failed
   std::optional<LaunchRecord> launch;  // launched points (cluster): how their jobs were started
   // Measured points ("ok"):
@@ -138,6 +138,7 @@ struct SweepRecord {
 
   // The point with this id ("lenet5/serial/n1c1") if it was measured, else nullptr.
   const PointRecord* find_measured(const std::string& id) const;
+  // The points that failed or diverged: the sweep exits 1 and is incomplete.
   std::vector<const PointRecord*> failed_points() const;
 };
 

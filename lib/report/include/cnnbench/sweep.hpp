@@ -231,8 +231,7 @@ std::vector<PointSpec> plan_points(const SweepOptions& options, const std::vecto
 // worker, activations of the batch), for refusing points that cannot fit in memory.
 std::uint64_t estimate_point_bytes(const PointSpec& point, int batch, std::size_t train_samples,
                                    std::size_t test_samples);
-// MemAvailable of /proc/meminfo in bytes; 0 when it cannot be read.
-std::uint64_t available_memory_bytes();
+// available_memory_bytes() is core's (cnnbench/core.hpp).
 
 // Time to accuracy of one in-process configuration, MLPerf-style: the clock starts before the
 // data is loaded; every eval_every steps the test set is evaluated (inside the clock) until

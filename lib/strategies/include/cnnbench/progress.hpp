@@ -24,8 +24,13 @@ std::string progress_bar_line(const ProgressState& state, int columns);
 // One line for logs: "step 200/1000 (20%)  41234 img/s  loss 0.1234  ETA 12s".
 std::string progress_log_line(const ProgressState& state);
 
-// The width of the terminal on stderr (TIOCGWINSZ), else $COLUMNS, else 80; within 40..200.
+// The width of the terminal on stderr (TIOCGWINSZ), else $COLUMNS, else 80; at most 200.
 int terminal_columns();
+// The narrowest terminal a bar is drawn on; a narrower one gets progress lines instead.
+constexpr int min_bar_columns = 20;
+// "" when $COLUMNS is unset or a whole number >= 1, else what is wrong with it, naming the
+// variable (the CLI refuses it as it would a bad flag, when it would draw a bar by it).
+std::string columns_environment_problem();
 
 class ProgressReporter {
  public:

@@ -221,6 +221,10 @@ struct RunResult {
   double images_per_s = 0;
   std::optional<EvalResult> test;
   bool interrupted = false;
+  // The first step (1-based, of the whole run) whose loss was not finite, and that loss: the run
+  // stopped at the end of its range and wrote no checkpoint (docs/design.md, "Degenerate runs").
+  std::optional<std::int64_t> diverged_at_step;
+  double diverged_loss = 0;
   std::optional<std::filesystem::path> saved;  // the checkpoint written (or tried), if any
   std::string save_error;  // with RunOptions::save_error_in_result: why `saved` was not written
   nlohmann::json strategy_metrics;
@@ -230,6 +234,10 @@ struct RunResult {
   std::vector<ProcessRecord> processes;  // every process of the job, in rank order
   bool primary = true;              // false on MPI ranks other than 0
 };
+
+// "diverged at step 3 (loss nan); try a smaller --lr": what train, the run report and a sweep's
+// point say of a run whose loss stopped being finite.
+std::string divergence_text(std::int64_t step, double loss);
 
 // Runs a whole training job as `cnnbench train` does.
 RunResult run_training(const TrainConfig& config, const Dataset& train, const RunOptions& options);
