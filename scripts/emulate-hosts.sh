@@ -30,8 +30,8 @@
 #                     RATE        the --rate given, empty when uncapped
 #                     TBF         the tbf parameters used, empty when uncapped
 #                     SLOTS       --slots
-#                     TCP_RETRIES2 net.ipv4.tcp_retries2 inside each host (3: a dead peer
-#                                 is given up after about 3 s)
+#                     TCP_RETRIES2 net.ipv4.tcp_retries2 inside each host (2: a dead peer
+#                                 is given up after about 1.4 s)
 #                     CPUS_H<i>   host i's CPUs (taskset -c list): its own slice of this
 #                                 machine's, shared only when there are more hosts than CPUs
 #   DIR/hostfile    one line per host: "<address> slots=S".
@@ -177,7 +177,7 @@ host_cpus() {  # the CPU list of host $1, as taskset -c takes it
   echo "$list"
 }
 
-readonly tcp_retries=3
+readonly tcp_retries=2
 
 # A failed `up` leaves nothing behind.
 failed_at=""
@@ -252,8 +252,8 @@ for ((i = 0; i < hosts; i++)); do
   ns=$prefix-h$i
   step ip netns add "$ns"
   step ip -n "$ns" link set lo up
-  # A host gives up on a TCP peer that stopped answering after about 3 s of retransmissions
-  # (0.2 + 0.4 + 0.8 + 1.6 s), not Linux's default 15 (about 15 minutes): once a rank has ended
+  # A host gives up on a TCP peer that stopped answering after about 1.4 s of retransmissions
+  # (0.2 + 0.4 + 0.8 s), not Linux's default 15 (about 15 minutes): once a rank has ended
   # the job over a cut link, mpirun's last words to the lost host's daemon then fail in seconds
   # instead of holding the job (docs/cluster.md, "A lost link or a hung rank"). Only this
   # namespace's setting changes.

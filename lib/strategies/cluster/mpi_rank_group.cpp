@@ -275,7 +275,9 @@ class MpiRankGroup final : public RankGroup {
   }
 
   [[noreturn]] void end_job_for_silent_ranks(const char* operation) {
-    const double grace = std::clamp(comm_timeout_s_ / 2, 0.5, 5.0);
+    // A quarter of the timeout, 0.5 to 2 s: live ranks reach their deadlines within about a
+    // step of each other, and the job must end soon after --comm-timeout.
+    const double grace = std::clamp(comm_timeout_s_ / 4, 0.5, 2.0);
     const std::vector<int> silent = silent_ranks(grace);
     // The lowest rank that still answers speaks for all; the others give it time to end the job
     // first, so that one line says what happened, and speak only if it did not.
