@@ -81,7 +81,7 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--report", args->report, "where rank 0 writes the JSON ('-' = stdout)")
-      ->check(output_path_rule())
+      ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();
   cmd->add_flag("--allow-one-rank", args->allow_one_rank,
                 "run on one rank too (without mpirun: no communication, only a memory copy is timed)");

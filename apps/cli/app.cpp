@@ -57,7 +57,7 @@ void add_strategy_option_flags(CLI::App* cmd, std::map<std::string, std::string>
       };
       option->check(CLI::Validator(problem, "", spec->name));
     }
-    if (spec->output_file) option->check(output_path_rule());
+    if (spec->output_file) option->check(output_path_rule(OutputKind::file));
     if (spec->value_name == "LIST") {
       option->transform(CLI::Validator(
           [spec](std::string& list) {

@@ -90,12 +90,14 @@ std::string number_problem(const OptionSpec& spec, const std::string& text,
   return problem;
 }
 
-CLI::Validator output_path_rule(bool folder) {
+CLI::Validator output_path_rule(OutputKind kind) {
   return CLI::Validator(
-      [folder](const std::string& text) {
+      [kind](const std::string& text) {
         if (!text.empty()) return std::string();
         return std::string("the path is empty; give a ") +
-               (folder ? "folder name" : "file name ('-' for standard output)");
+               (kind == OutputKind::folder ? "folder name"
+                : kind == OutputKind::json ? "file name ('-' for standard output)"
+                                           : "file name");
       },
       "", "output path");
 }

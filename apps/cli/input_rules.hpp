@@ -72,7 +72,9 @@ CLI::Option* add_number_option(CLI::App* cmd, const OptionSpec& spec, std::vecto
 
 // An output path's usage rule: not empty ("--report ''" would otherwise read as no report).
 // check_outputs (lib/core/output.cpp) checks the rest before any work.
-CLI::Validator output_path_rule(bool folder = false);
+// An output path's form: a file, a JSON file ('-' writes it to standard output) or a folder.
+enum class OutputKind { file, json, folder };
+CLI::Validator output_path_rule(OutputKind kind);
 
 // The flags `train` and `sweep` share, with the same rules; which one says the defaults and help
 // that differ (train: one run, steps in total; sweep: steps per repetition, synthetic by default).

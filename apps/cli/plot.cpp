@@ -97,7 +97,7 @@ void add_plot_command(CLI::App& root, Runner& runner) {
   // Not CLI::ExistingFile: a missing report is a runtime error (exit 1) as in compare.
   cmd->add_option("REPORT", args->report, "sweep report (JSON)")->required();
   cmd->add_option("--out", args->out, "folder for the images")
-      ->check(output_path_rule(true))
+      ->check(output_path_rule(OutputKind::folder))
       ->capture_default_str();
   cmd->add_option("--script", args->script,
                   "plot script (default: $CNNBENCH_PLOT_SCRIPT, else plots/plot_report.py)")

@@ -290,7 +290,7 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--rate", args->rate, "cap each emulated host's link, e.g. 1gbit, 100mbit");
   cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")
-      ->check(output_path_rule())
+      ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();
   cmd->add_flag("--resume", args->resume, "keep the finished points of --out and run the rest");
   cmd->add_flag("--force", args->force, "overwrite an existing --out report");

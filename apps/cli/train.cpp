@@ -304,17 +304,17 @@ void add_train_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--init", args->init, "initial weights (safetensors)")
       ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--save", args->save, "write a checkpoint at the end (safetensors)")
-      ->check(output_path_rule());
+      ->check(output_path_rule(OutputKind::file));
   add_number_option(cmd, general_option::checkpoint_every, args->checkpoint_every);
   cmd->add_option("--resume", args->resume, "continue from a checkpoint")
       ->check(input_path_rule(PathKind::file, true));
   cmd->add_flag("--eval", args->eval, "report test-set accuracy at the end");
   cmd->add_option("--report", args->report, "write the JSON run report here ('-' = stdout)")
-      ->check(output_path_rule());
+      ->check(output_path_rule(OutputKind::json));
   cmd->add_option("--trace", args->trace,
                   "write the last steps' phases of every thread here, as a Chrome trace "
                   "(serial, blas, stream and cluster; Perfetto or chrome://tracing opens it)")
-      ->check(output_path_rule());
+      ->check(output_path_rule(OutputKind::json));
   cmd->add_option("--trace-steps", args->trace_steps, "steps a --trace keeps, the last ones")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}))
       ->capture_default_str();
