@@ -100,5 +100,8 @@ std::unique_ptr<RankGroup> make_mpi_rank_group();
 bool started_by_mpi_launcher();
 // The tasks of the srun step this process is one of; 0 outside a step (single_rank_group.cpp).
 int srun_step_tasks();
+// The host this rank runs on, as the reports and the lost-rank message name it: CNNBENCH_HOST
+// when set (emulated hosts on one machine set it), else the machine's name.
+std::string this_rank_host();
 
 }  // namespace cnnbench

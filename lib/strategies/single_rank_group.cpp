@@ -1,5 +1,7 @@
 // The one-rank group (every build) and how a process tells that an MPI launcher started it.
 // Builds without MPI also get join_rank_group() here.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -48,6 +50,13 @@ int srun_step_tasks() {
   const char* tasks = std::getenv("SLURM_STEP_NUM_TASKS");
   if (std::getenv("SLURM_STEP_ID") == nullptr || tasks == nullptr) return 0;
   return std::atoi(tasks);
+}
+
+std::string this_rank_host() {
+  if (const char* host = std::getenv("CNNBENCH_HOST"); host != nullptr && *host != 0) return host;
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
 }
 
 // srun of several tasks counts as a launcher even without its MPI plugin (no PMIX_RANK), so

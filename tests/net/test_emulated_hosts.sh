@@ -14,14 +14,8 @@ python=${3:-python3}
 script=$source_dir/scripts/emulate-hosts.sh
 compare=$source_dir/tests/net/compare_weights.py
 
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
-[[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces, veth pairs, tc)"
-for tool in ip tc mpirun; do
-  command -v "$tool" >/dev/null 2>&1 || skip "'$tool' is not installed"
-done
+# shellcheck source=tests/net/common.sh
+. "$(dirname "$0")/common.sh"
 "$python" -c 'import numpy' 2>/dev/null || skip "$python has no numpy"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/cnnbench-net-XXXXXX")
@@ -35,10 +29,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
 root_namespace() { timeout 10 ip -br addr; timeout 10 ip -br link; timeout 10 ip route; timeout 10 tc qdisc; }
 # The namespaces of the set in $dir (emulate-hosts.sh names them cnb-<sha1 of the path>-*).
 prefix=cnb-$(printf '%s' "$(realpath -m "$dir")" | sha1sum | cut -c1-6)

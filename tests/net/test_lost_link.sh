@@ -10,18 +10,8 @@ source_dir=$2
 script=$source_dir/scripts/emulate-hosts.sh
 comm_timeout=5
 
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-[[ $(id -u) -eq 0 ]] || skip "needs root (network namespaces, veth pairs, tc)"
-for tool in ip tc mpirun; do
-  command -v "$tool" >/dev/null 2>&1 || skip "'$tool' is not installed"
-done
+# shellcheck source=tests/net/common.sh
+. "$(dirname "$0")/common.sh"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/cnnbench-cut-XXXXXX")
 dir=$work/hosts

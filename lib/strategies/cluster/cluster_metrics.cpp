@@ -2,7 +2,6 @@
 // the metrics made from the table, and the pin records gathered for rank 0.
 #include "cluster_metrics.hpp"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -44,12 +43,6 @@ std::string environment_or(const char* name, const std::string& otherwise) {
   return value != nullptr && *value != '\0' ? std::string(value) : otherwise;
 }
 
-std::string this_host() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
-  return environment_or("CNNBENCH_HOST", name);
-}
-
 // The network block: the distinct hosts in order of their first rank; shared memory when one
 // host holds every rank, else the ranks' messages cross a network (TCP over the emulated hosts).
 nlohmann::json network_json(const ClusterNetwork& network) {
@@ -66,7 +59,7 @@ nlohmann::json network_json(const ClusterNetwork& network) {
 
 ClusterNetwork gather_network(RankGroup& group) {
   ClusterNetwork network;
-  network.rank_hosts = group.gather_to_all(this_host());
+  network.rank_hosts = group.gather_to_all(this_rank_host());
   const std::string rate = environment_or("CNNBENCH_LINK_RATE", "");
   const std::vector<std::string> rates = group.gather_to_all(rate);
   if (!rates[0].empty()) network.link_rate = rates[0];

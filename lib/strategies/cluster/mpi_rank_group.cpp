@@ -5,7 +5,6 @@
 // rank that stops answering (a cut link, a hung process: TCP notices neither for many minutes)
 // ends the job after --comm-timeout with a line naming it, instead of a hang.
 #include <mpi.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -23,15 +22,6 @@
 namespace cnnbench {
 
 namespace {
-
-// The host a rank reports when it is lost: CNNBENCH_HOST when set (emulated hosts on one machine
-// set it), else the machine's name.
-std::string this_host() {
-  if (const char* host = std::getenv("CNNBENCH_HOST"); host != nullptr && *host != 0) return host;
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "unknown";
-  return name;
-}
 
 // Between two tests of a collective that has not finished: yield for the first 2 ms (a sum of
 // these nets takes well under that, and a yield costs nothing when the core is free), then sleep
@@ -64,7 +54,7 @@ class MpiRankGroup final : public RankGroup {
     MPI_Query_thread(&thread_level);
     any_thread_may_call_ = thread_level >= MPI_THREAD_SERIALIZED;
     MPI_Comm_dup(MPI_COMM_WORLD, &probe_);
-    hosts_ = gather_to_all(this_host());
+    hosts_ = gather_to_all(this_rank_host());
   }
 
   ~MpiRankGroup() override {
