@@ -1,4 +1,6 @@
 // The step timeline's bookkeeping: category names, adding steps up, the span ring.
+#include <sys/resource.h>
+
 #include <algorithm>
 
 #include "cnnbench/step_timeline.hpp"
@@ -20,6 +22,22 @@ const char* time_category_key(TimeCategory category) {
   return "other_s";
 }
 
+const char* compute_part_key(ComputePart part) {
+  switch (part) {
+    case ComputePart::splitjoin: return "splitjoin_s";
+    case ComputePart::clear_gradients: return "clear_gradients_s";
+    case ComputePart::injected: return "injected_s";
+  }
+  return "injected_s";
+}
+
+ThreadCpu thread_cpu() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  const auto seconds = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+  return {seconds(usage.ru_utime) + seconds(usage.ru_stime), usage.ru_nivcsw};
+}
+
 double StepTimes::busy() const {
   return wall - (*this)[TimeCategory::communication_exposed] -
          (*this)[TimeCategory::imbalance_wait] - (*this)[TimeCategory::fill_drain] -
@@ -29,7 +47,10 @@ double StepTimes::busy() const {
 StepTimes& StepTimes::operator+=(const StepTimes& other) {
   for (std::size_t c = 0; c < seconds.size(); ++c) seconds[c] += other.seconds[c];
   for (std::size_t l = 0; l < layer_seconds.size(); ++l) layer_seconds[l] += other.layer_seconds[l];
+  for (std::size_t p = 0; p < part_seconds.size(); ++p) part_seconds[p] += other.part_seconds[p];
   wall += other.wall;
+  descheduled += other.descheduled;
+  involuntary_switches += other.involuntary_switches;
   arrival += other.arrival;
   return *this;
 }
@@ -45,6 +66,15 @@ std::vector<Span> SpanRing::spans() const {
 void StepTimeline::begin_step(ClockTicks now) {
   current_ = StepTimes{};
   step_start_ = cursor_ = now;
+}
+
+void StepTimeline::end_work() {
+  const double wall = 1e-9 * double(clock_ticks() - work_start_);
+  const ThreadCpu cpu = thread_cpu();
+  // Not clamped at 0: getrusage's microseconds may put a short region's CPU time a little over
+  // its wall, and clamping each region would bias the sum upwards.
+  current_.descheduled += wall - (cpu.seconds - work_cpu_.seconds);
+  current_.involuntary_switches += double(cpu.involuntary_switches - work_cpu_.involuntary_switches);
 }
 
 void StepTimeline::end_step(ClockTicks now) {

@@ -137,19 +137,27 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
 
 namespace {
 // StepTimes as the doubles of one row of the gathered table, and back.
-constexpr std::size_t step_fields = time_category_count + max_timed_layers + 2;
+constexpr std::size_t layers_at = time_category_count;
+constexpr std::size_t parts_at = layers_at + max_timed_layers;
+constexpr std::size_t step_fields = parts_at + compute_part_count + 4;
 void put_step(const StepTimes& step, double* row) {
   std::copy(step.seconds.begin(), step.seconds.end(), row);
-  std::copy(step.layer_seconds.begin(), step.layer_seconds.end(), row + time_category_count);
-  row[step_fields - 2] = step.wall;
-  row[step_fields - 1] = step.arrival;
+  std::copy(step.layer_seconds.begin(), step.layer_seconds.end(), row + layers_at);
+  std::copy(step.part_seconds.begin(), step.part_seconds.end(), row + parts_at);
+  row[step_fields - 4] = step.wall;
+  row[step_fields - 3] = step.arrival;
+  row[step_fields - 2] = step.descheduled;
+  row[step_fields - 1] = step.involuntary_switches;
 }
 StepTimes get_step(const double* row) {
   StepTimes step;
   std::copy_n(row, time_category_count, step.seconds.begin());
-  std::copy_n(row + time_category_count, max_timed_layers, step.layer_seconds.begin());
-  step.wall = row[step_fields - 2];
-  step.arrival = row[step_fields - 1];
+  std::copy_n(row + layers_at, max_timed_layers, step.layer_seconds.begin());
+  std::copy_n(row + parts_at, compute_part_count, step.part_seconds.begin());
+  step.wall = row[step_fields - 4];
+  step.arrival = row[step_fields - 3];
+  step.descheduled = row[step_fields - 2];
+  step.involuntary_switches = row[step_fields - 1];
   return step;
 }
 }  // namespace

@@ -67,6 +67,7 @@ class ClusterStrategy final : public Strategy {
   }
 
   void run_steps(const StepRange& range, const StepCallback& on_step) override {
+    const ClockTicks range_start = clock_ticks();
     guarded([&] {
       for (ThreadState& state : threads_) {
         state.timeline.reserve_steps(static_cast<std::size_t>(range.count));
@@ -77,6 +78,7 @@ class ClusterStrategy final : public Strategy {
       }
       gather_counters_and_pins();
     });
+    breakdown_.end_range(1e-9 * double(clock_ticks() - range_start));
   }
 
   void sync_to(Model& model) override {
@@ -341,10 +343,13 @@ class ClusterStrategy final : public Strategy {
     StepTimeline& timeline = state.timeline;
     // Until a worker took the share (a worker that a loaded machine kept off its core).
     timeline.close(TimeCategory::imbalance_wait);
+    // Up to the injected sleep the share only computes: the calls backward makes into the
+    // exchange with overlap never block (they try its lock and start nonblocking sums).
+    timeline.begin_work();
     const double start = now_seconds();
     state.loss_sum = 0;
     if (!node_step_->update_clears_gradients()) std::fill(state.grads.begin(), state.grads.end(), 0.0f);
-    timeline.close(TimeCategory::compute);  // backward's accumulator, cleared
+    timeline.close_part(ComputePart::clear_gradients);  // backward's accumulator
     const float grad_scale = 1.0f / static_cast<float>(config_.batch);
     if (count > 0) {
       gather_batch(state.x.data(), state.y.data(), *data_, indices, count);
@@ -373,10 +378,11 @@ class ClusterStrategy final : public Strategy {
       return overlapping_ ? exchange_->callback_seconds(worker) : 0.0;
     };
     double compute = now_seconds() - start - communication();
+    timeline.end_work();  // a sleep is no descheduling
     if (rank_ == options_.slow_rank) {
       sleep_seconds((options_.slow_factor - 1.0) * compute);
       compute = now_seconds() - start - communication();
-      timeline.close(TimeCategory::compute);  // as a core this much slower would compute
+      timeline.close_part(ComputePart::injected);  // as a core this much slower would compute
     }
     state.compute_seconds = compute;
   }
@@ -406,7 +412,8 @@ class ClusterStrategy final : public Strategy {
       if (ranks_ > 1) separate_rank_imbalance(by_rank);
       flat.clear();
       for (const auto& rank : by_rank) flat.insert(flat.end(), rank.begin(), rank.end());
-      breakdown_.add_step(flat);
+      // This rank's threads share the step's boundaries: its wall on this rank's clock.
+      breakdown_.add_step(flat, by_rank[static_cast<std::size_t>(rank_)][0].wall);
     }
     for (ThreadState& state : threads_) state.timeline.clear_steps();
   }

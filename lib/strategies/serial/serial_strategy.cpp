@@ -58,6 +58,7 @@ class SerialStrategy final : public Strategy {
   }
 
   void run_steps(const StepRange& range, const StepCallback& on_step) override {
+    const ClockTicks range_start = clock_ticks();
     const int batch = config_.batch;
     const float grad_scale = 1.0f / static_cast<float>(batch);
     Model& m = *model_;
@@ -69,6 +70,7 @@ class SerialStrategy final : public Strategy {
     for (std::int64_t i = 0; i < range.count; ++i) {
       const std::uint32_t* indices = range.order + (range.first + i) * batch;
       timeline_.begin_step();
+      timeline_.begin_work();  // the whole step is work: nothing waits
       gather_batch(x_.data(), y_.data(), *data_, indices, batch);
       timeline_.close(TimeCategory::data);
       const double loss_sum = forward_backward(m.kind, m.params.data(), grads, x_.data(),
@@ -76,11 +78,13 @@ class SerialStrategy final : public Strategy {
       sum_sgd_step_and_clear(m.params.data(), &grads, 1, m.momentum.data(), m.params.size(),
                              config_.sgd);
       timeline_.close(TimeCategory::update);
+      timeline_.end_work();
       timeline_.end_step();
       on_step(i, loss_sum / batch);
     }
-    for (const StepTimes& step : timeline_.steps()) breakdown_.add_step({&step, 1});
+    for (const StepTimes& step : timeline_.steps()) breakdown_.add_step({&step, 1}, step.wall);
     timeline_.clear_steps();
+    breakdown_.end_range(1e-9 * double(clock_ticks() - range_start));
   }
 
   void sync_to(Model& model) override {

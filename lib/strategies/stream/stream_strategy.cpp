@@ -101,12 +101,15 @@ class StreamStrategy final : public Strategy {
 
   void run_steps(const StepRange& range, const StepCallback& on_step) override {
     CNNBENCH_CHECK(executor_ != nullptr, "stream: run_steps before prepare");
+    const ClockTicks range_start = clock_ticks();
     run_.range = range;
     run_.on_step = &on_step;
     source_->restart_at(range.global_first * run_.microbatches);
     executor_->run(range.count);
     run_.on_step = nullptr;
-    breakdown_.add_steps(executor_->last_run_core_times(), range.count);
+    const std::vector<StepTimes>& cores = executor_->last_run_core_times();
+    breakdown_.add_steps(cores, range.count, cores.front().wall);  // every core's wall is the run's
+    breakdown_.end_range(1e-9 * double(clock_ticks() - range_start));
   }
 
   TimeBreakdown time_breakdown() const override;
@@ -174,12 +177,15 @@ TimeBreakdown StreamStrategy::time_breakdown() const {
   TimeBreakdown out = breakdown_.result(timed_layer_names(run_.model));
   if (run_.balance_dynamic) out.balanced_shares = flow_.shares();
   if (!executor_ || widths_.sample_groups < 2) return out;
-  std::vector<double> copy_busy(static_cast<std::size_t>(widths_.sample_groups), 0.0);
+  const auto copies = static_cast<std::size_t>(widths_.sample_groups);
+  std::vector<double> copy_busy(copies, 0.0), copy_descheduled(copies, 0.0);
   const stream::Graph& graph = executor_->graph();
   for (std::size_t a = 0; a < graph.actors.size(); ++a) {
     if (const auto* actor = dynamic_cast<const CopyActor*>(graph.actors[a].get())) {
       const stream::ActorStats& stats = executor_->actor_stats()[a];
-      copy_busy[static_cast<std::size_t>(actor->copy())] += stats.busy_seconds - stats.carved_seconds;
+      const auto copy = static_cast<std::size_t>(actor->copy());
+      copy_busy[copy] += stats.busy_seconds - stats.carved_seconds;
+      copy_descheduled[copy] += stats.descheduled_seconds;
     }
   }
   std::vector<double> scratch;
@@ -190,6 +196,8 @@ TimeBreakdown StreamStrategy::time_breakdown() const {
       out.straggler = {"copy", static_cast<int>(c), excess};
     }
   }
+  out.straggler.descheduled_share = descheduled_share_of_excess(
+      copy_busy, copy_descheduled, static_cast<std::size_t>(out.straggler.id), scratch);
   return out;
 }
 

@@ -30,6 +30,25 @@ const char* time_category_key(TimeCategory category);
 // The most layers a model names in the breakdown (LeNet-5: c1 c2 f1 f2 f3 and the loss).
 constexpr std::size_t max_timed_layers = 8;
 
+// Compute that belongs to no layer; with the layers' times it adds up to compute_s.
+enum class ComputePart : std::uint8_t {
+  splitjoin,        // the stream graph's split and join actors: dealing and merging tokens
+  clear_gradients,  // zeroing a gradient buffer before backward accumulates into it
+  injected,         // --slowdown: the time a core that much slower would have taken on top
+};
+constexpr std::size_t compute_part_count = 3;
+// "splitjoin_s", "clear_gradients_s", "injected_s" as the report names them.
+const char* compute_part_key(ComputePart part);
+
+// The calling thread's CPU time (user + system) and involuntary context switches so far, from
+// one getrusage(RUSAGE_THREAD) call: ~1.4 us on the 2-core EPYC VM, where
+// clock_gettime(CLOCK_THREAD_CPUTIME_ID) alone took 2.5-3.4 us and gives no switches.
+struct ThreadCpu {
+  double seconds = 0;
+  std::int64_t involuntary_switches = 0;
+};
+ThreadCpu thread_cpu();
+
 // Steady-clock nanoseconds: a read costs ~20 ns and never allocates.
 using ClockTicks = std::int64_t;
 inline ClockTicks clock_ticks() {
@@ -42,7 +61,12 @@ inline ClockTicks clock_ticks() {
 struct StepTimes {
   std::array<double, time_category_count> seconds{};
   std::array<double, max_timed_layers> layer_seconds{};  // also counted in compute
+  std::array<double, compute_part_count> part_seconds{};  // also counted in compute
   double wall = 0;
+  // Of the time the worker spent working (not waiting), what it spent off its core although it
+  // was runnable: wall minus CPU time of its working regions; and the OS's preemptions there.
+  double descheduled = 0;
+  double involuntary_switches = 0;
   // Seconds from the step's start until the worker reached the step's collective (the sum over
   // the ranks); the breakdown compares ranks' arrivals to tell imbalance from communication.
   double arrival = 0;
@@ -104,6 +128,19 @@ class StepTimeline {
   void close_layer(int layer, ClockTicks now = clock_ticks()) {
     add(TimeCategory::compute, layer, now);
   }
+  // [cursor, now) was compute outside the layers, `part` of it.
+  void close_part(ComputePart part, ClockTicks now = clock_ticks()) {
+    current_.part_seconds[static_cast<std::size_t>(part)] += seconds(cursor_, now);
+    add(TimeCategory::compute, -1, now);
+  }
+  // The calling thread works on this step from now until end_work(): a region that never
+  // blocks (compute, update), so whatever of it the thread's CPU time lacks, the OS ran
+  // something else. Waits stay outside: a blocked wait uses no CPU and is no descheduling.
+  void begin_work() {
+    work_start_ = clock_ticks();
+    work_cpu_ = thread_cpu();
+  }
+  void end_work();
   // This step reached its collective now (see StepTimes::arrival).
   void mark_arrival(ClockTicks now = clock_ticks()) { current_.arrival = seconds(step_start_, now); }
   // [cursor, now) was `other`; the step is stored.
@@ -129,6 +166,8 @@ class StepTimeline {
 
   StepTimes current_;
   ClockTicks step_start_ = 0, cursor_ = 0;
+  ClockTicks work_start_ = 0;
+  ThreadCpu work_cpu_;
   std::vector<StepTimes> steps_;
   SpanRing* spans_ = nullptr;
 };

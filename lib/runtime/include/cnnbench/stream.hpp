@@ -339,6 +339,9 @@ struct ActorStats {
   // Of busy_seconds, what the firings counted as another category (Firing::count_as).
   double carved_seconds = 0;
   double fastest_firing_seconds = 0;  // 0 until it fired
+  // Of busy_seconds, the time the OS ran something else on the core: each stretch of firings'
+  // descheduled time shared out over its firings by their wall time.
+  double descheduled_seconds = 0;
 };
 struct ChannelStats {
   std::int64_t empty_stalls = 0;  // times the consumer found too few tokens
@@ -388,6 +391,8 @@ class Executor {
 
  private:
   void run_core(int core, std::int64_t iterations, bool with_init, ClockTicks run_start);
+  struct WorkStretch;
+  void end_stretch(WorkStretch& stretch, std::span<const int> actors, StepTimes& times);
   TimeCategory idle_category(std::int64_t fired, bool idled, std::int64_t init_firings,
                              std::int64_t steady_firings) const;
   static void count_firing(StepTimes& times, const Actor& actor, const Firing& firing,
