@@ -49,7 +49,7 @@ TEST(StepTimeline, PhasesAddUpToTheStepAndTheRestIsOther) {
 TEST(StepTimeline, SpansGoToTheRingOnlyWhenOneIsGiven) {
   StepTimeline timeline;
   timeline.reserve_steps(4);
-  SpanRing ring(3);
+  SpanRing ring(1, 3);
   timeline.begin_step(0);
   timeline.close(TimeCategory::data, 1 * ms);
   timeline.record_spans(&ring);
@@ -295,7 +295,7 @@ TEST(Trace, SerialAndClusterWriteValidChromeTraces) {
   if (CNNBENCH_HAVE_MPI) runs.insert(runs.end(), {{"cluster", 1}, {"cluster", 2}});
   for (const auto& [strategy, threads] : runs) {
     const RunResult result = run_training(short_run(strategy, threads), data, options);
-    ASSERT_EQ(result.trace.size(), static_cast<std::size_t>(threads)) << strategy;
+    ASSERT_EQ(result.trace.tracks.size(), static_cast<std::size_t>(threads)) << strategy;
     const nlohmann::json trace =
         chrome_trace_json(result.trace, timed_layer_names(ModelKind::lenet5));
     expect_valid_trace(trace, result.time_breakdown, {0},
@@ -309,7 +309,7 @@ TEST(Trace, StreamWritesATrackPerCore) {
   options.trace_steps = 30;
   for (const std::string widths : {"s=2", "s=1"}) {
     const RunResult result = run_training(short_run("stream", 2, {{"widths", widths}}), data, options);
-    ASSERT_EQ(result.trace.size(), 2u) << widths;
+    ASSERT_EQ(result.trace.tracks.size(), 2u) << widths;
     const nlohmann::json trace =
         chrome_trace_json(result.trace, timed_layer_names(ModelKind::lenet5));
     expect_valid_trace(trace, result.time_breakdown, {0}, "stream " + widths);
