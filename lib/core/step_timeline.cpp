@@ -55,6 +55,16 @@ StepTimes& StepTimes::operator+=(const StepTimes& other) {
   return *this;
 }
 
+void SpanRing::end_step() {
+  const std::size_t wanted = (steps_ + 1) * in_step_;
+  in_step_ = 0;
+  if (wanted <= spans_.size()) return;
+  std::vector<Span> grown = this->spans();
+  grown.resize(wanted);
+  next_ = std::min(next_, spans_.size());
+  spans_ = std::move(grown);
+}
+
 std::vector<Span> SpanRing::spans() const {
   const std::size_t n = std::min(next_, spans_.size());
   std::vector<Span> out;
@@ -66,6 +76,7 @@ std::vector<Span> SpanRing::spans() const {
 void StepTimeline::begin_step(ClockTicks now) {
   current_ = StepTimes{};
   step_start_ = cursor_ = now;
+  step_ = next_step_++;
 }
 
 void StepTimeline::end_work() {
@@ -81,6 +92,7 @@ void StepTimeline::end_step(ClockTicks now) {
   add(TimeCategory::other, -1, now);
   current_.wall = seconds(step_start_, now);
   steps_.push_back(current_);
+  if (spans_ != nullptr) spans_->end_step();
 }
 
 }  // namespace cnnbench

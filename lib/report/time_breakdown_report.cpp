@@ -91,42 +91,4 @@ std::string straggler_line(const TimeBreakdown& breakdown) {
   return line;
 }
 
-nlohmann::json chrome_trace_json(const std::vector<TraceTrack>& tracks,
-                                 const std::vector<std::string>& layer_names) {
-  // Times from the earliest span, in microseconds. The ranks of one machine share its steady
-  // clock; ranks on several machines are not aligned.
-  ClockTicks origin = 0;
-  bool first = true;
-  for (const TraceTrack& track : tracks) {
-    for (const Span& span : track.spans) {
-      if (first || span.start < origin) origin = span.start;
-      first = false;
-    }
-  }
-  nlohmann::json events = nlohmann::json::array();
-  std::vector<int> named_processes;
-  for (const TraceTrack& track : tracks) {
-    if (std::find(named_processes.begin(), named_processes.end(), track.process) ==
-        named_processes.end()) {
-      named_processes.push_back(track.process);
-      events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", track.process},
-                        {"args", {{"name", "rank " + std::to_string(track.process)}}}});
-    }
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", track.process},
-                      {"tid", track.thread},
-                      {"args", {{"name", "thread " + std::to_string(track.thread)}}}});
-    for (const Span& span : track.spans) {
-      const std::string category = time_category_key(span.category);
-      const bool layer = span.layer >= 0 && static_cast<std::size_t>(span.layer) < layer_names.size();
-      // "compute_s" -> "compute": a span is named by its layer, or by its category.
-      const std::string name =
-          layer ? layer_names[static_cast<std::size_t>(span.layer)] : category.substr(0, category.size() - 2);
-      events.push_back({{"ph", "X"}, {"name", name}, {"cat", category}, {"pid", track.process},
-                        {"tid", track.thread}, {"ts", 1e-3 * double(span.start - origin)},
-                        {"dur", 1e-3 * double(span.end - span.start)}});
-    }
-  }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
-}
-
 }  // namespace cnnbench

@@ -75,6 +75,7 @@ Executor::Executor(Graph graph, Schedule schedule, Partition partition, Executor
     });
   }
   reset_stats();
+  actor_fired_.assign(n, 0);
   pins_.resize(static_cast<std::size_t>(partition_.cores));
   for (int core = 0; core < partition_.cores; ++core) {
     pins_[core].worker = options_.worker_prefix + std::to_string(core);
@@ -234,10 +235,8 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init, Clock
         const double seconds = 1e-9 * double(t1 - t0);
         const TimeCategory gap = idle_category(firings_done, idled, init_firings, steady_firings);
         count_firing(times, actor, firing, seconds, gap, 1e-9 * double(t0 - last_firing_end));
-        if (spans != nullptr) {
-          spans->push({last_firing_end, t0, gap, -1});
-          spans->push({t0, t1, actor.time_category(), static_cast<std::int8_t>(actor.time_layer())});
-        }
+        if (spans != nullptr) record_firing(*spans, a, firing, last_firing_end, t0, t1, gap);
+        ++actor_fired_[a];
         last_firing_end = t1;
         ++firings_done;
         idled = false;
@@ -289,19 +288,58 @@ void Executor::run_core(int core, std::int64_t iterations, bool with_init, Clock
   pin.observed_cpu = current_cpu();
 }
 
-void Executor::keep_spans(std::size_t spans_per_core) {
-  core_spans_.clear();
-  for (int core = 0; core < partition_.cores; ++core) {
-    core_spans_.push_back(std::make_unique<SpanRing>(spans_per_core));
+// A firing's spans: the wait before it (gaps under a microsecond left out), the firing, and the
+// part it counted as another category (a parameter block's update).
+void Executor::record_firing(SpanRing& spans, int actor, const Firing& firing,
+                             ClockTicks gap_start, ClockTicks start, ClockTicks end,
+                             TimeCategory gap) {
+  const Actor& fired = *graph_.actors[static_cast<std::size_t>(actor)];
+  Span span;
+  span.step = step_of_firing(actor, actor_fired_[static_cast<std::size_t>(actor)]);
+  if (start - gap_start >= 1000) {
+    span.start = gap_start;
+    span.end = start;
+    span.category = gap;
+    spans.push(span);
+  }
+  span.start = start;
+  span.end = end;
+  span.category = fired.time_category();
+  span.layer = static_cast<std::int8_t>(fired.time_layer());
+  span.label = actor;
+  span.firing = actor_fired_[static_cast<std::size_t>(actor)];
+  spans.push(span);
+  if (firing.carved_end() - firing.carved_start() >= 1000) {
+    span.start = firing.carved_start();
+    span.end = firing.carved_end();
+    span.category = firing.carved_category();
+    span.layer = -1;
+    span.label = static_cast<std::int32_t>(graph_.actors.size()) + actor;
+    spans.push(span);
   }
 }
 
-std::vector<TraceTrack> Executor::spans() const {
-  std::vector<TraceTrack> tracks;
-  for (std::size_t core = 0; core < core_spans_.size(); ++core) {
-    tracks.push_back({0, static_cast<int>(core), core_spans_[core]->spans()});
+// Firings of the init schedule belong to the first step; then every steady[a] firings are one.
+std::int64_t Executor::step_of_firing(int actor, std::int64_t firing) const {
+  const auto a = static_cast<std::size_t>(actor);
+  const std::int64_t steady = std::max<std::int64_t>(1, schedule_.steady[a]);
+  return first_step_ + std::max<std::int64_t>(0, firing - schedule_.init[a]) / steady;
+}
+
+// Room per core for the kept steps and the few more in flight when a run ends (a firing, its
+// wait and its carved part per firing), the init schedule's firings on top: no growth needed.
+void Executor::keep_spans(std::size_t steps, std::int64_t first_step) {
+  core_spans_.clear();
+  first_step_ = first_step;
+  for (int core = 0; core < partition_.cores; ++core) {
+    std::int64_t per_step = 0, init = 0;
+    for (int a : core_actors_[static_cast<std::size_t>(core)]) {
+      per_step += schedule_.steady[static_cast<std::size_t>(a)];
+      init += schedule_.init[static_cast<std::size_t>(a)];
+    }
+    const auto spans = static_cast<std::size_t>(3 * ((static_cast<std::int64_t>(steps) + 4) * per_step + init));
+    core_spans_.push_back(std::make_unique<SpanRing>(1, spans));
   }
-  return tracks;
 }
 
 // What the time before a core's next firing was: its first firing's wait is the fill; a wait

@@ -204,14 +204,15 @@ BreakdownBuilder cluster_breakdown_builder(int ranks, int threads_per_rank) {
 }
 
 std::vector<TraceTrack> gather_trace_tracks(RankGroup& group, const std::vector<TraceTrack>& own) {
-  // A rank's tracks as bytes (the ranks run one binary): per track its thread, its span count
-  // and its spans.
+  // A rank's tracks as bytes (the ranks run one binary): per track its thread, its span count,
+  // its first whole step and its spans.
   std::string mine;
   const auto append = [&](const void* data, std::size_t bytes) {
     mine.append(static_cast<const char*>(data), bytes);
   };
   for (const TraceTrack& track : own) {
-    const std::int64_t header[2] = {track.thread, static_cast<std::int64_t>(track.spans.size())};
+    const std::int64_t header[3] = {track.thread, static_cast<std::int64_t>(track.spans.size()),
+                                    track.first_whole_step};
     append(header, sizeof header);
     append(track.spans.data(), track.spans.size() * sizeof(Span));
   }
@@ -220,12 +221,12 @@ std::vector<TraceTrack> gather_trace_tracks(RankGroup& group, const std::vector<
   if (group.rank() != 0) return all;
   for (std::size_t r = 0; r < texts.size(); ++r) {
     const std::string& text = texts[r];
-    for (std::size_t at = 0; at + 2 * sizeof(std::int64_t) <= text.size();) {
-      std::int64_t header[2];
+    for (std::size_t at = 0; at + 3 * sizeof(std::int64_t) <= text.size();) {
+      std::int64_t header[3];
       std::memcpy(header, text.data() + at, sizeof header);
       at += sizeof header;
       TraceTrack track{static_cast<int>(r), static_cast<int>(header[0]),
-                       std::vector<Span>(static_cast<std::size_t>(header[1]))};
+                       std::vector<Span>(static_cast<std::size_t>(header[1])), "", header[2]};
       std::memcpy(track.spans.data(), text.data() + at, track.spans.size() * sizeof(Span));
       at += track.spans.size() * sizeof(Span);
       all.push_back(std::move(track));

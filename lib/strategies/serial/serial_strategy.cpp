@@ -67,6 +67,7 @@ class SerialStrategy final : public Strategy {
     std::fill(m.grads.begin(), m.grads.end(), 0.0f);
     float* const grads = m.grads.data();
     timeline_.reserve_steps(static_cast<std::size_t>(range.count));
+    timeline_.number_steps_from(range.global_first);
     for (std::int64_t i = 0; i < range.count; ++i) {
       const std::uint32_t* indices = range.order + (range.first + i) * batch;
       timeline_.begin_step();
@@ -93,13 +94,15 @@ class SerialStrategy final : public Strategy {
   }
 
   nlohmann::json metrics() const override { return {{"blas_threads", threads_}}; }
-  void keep_spans(std::size_t spans_per_thread) override {
-    spans_ = std::make_unique<SpanRing>(spans_per_thread);
+  void keep_trace(std::int64_t steps) override {
+    spans_ = std::make_unique<SpanRing>(static_cast<std::size_t>(steps), spans_per_step_guess);
     timeline_.record_spans(spans_.get());
   }
-  std::vector<TraceTrack> spans() override {
+  Trace trace() override {
     if (!spans_) return {};
-    return {{0, 0, spans_->spans()}};
+    Trace out;
+    out.tracks.push_back({0, 0, spans_->spans(), name() + "/main", spans_->first_whole_step()});
+    return out;
   }
   TimeBreakdown time_breakdown() const override {
     return breakdown_.result(timed_layer_names(config_.model));

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <array>
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace cnnbench {
@@ -80,33 +82,60 @@ struct StepTimes {
   StepTimes& operator+=(const StepTimes& other);
 };
 
-// One phase of one step as a trace shows it: where it lay on the clock and what it was.
+// One phase of one step as a trace shows it: where it lay on the clock, what it was and which
+// step it belongs to. Strategies fill the fields that mean something to them (an actor's firing,
+// a communication call's bytes); -1 is "none". Another strategy adds its spans the same way:
+// a thread's spans go to its own SpanRing (one writer), stamped with the step; names beyond a
+// layer or a category go in Trace::labels (trace.hpp) and the span points at them with `label`.
 struct Span {
   ClockTicks start = 0, end = 0;
+  std::int64_t step = -1;         // the step's global index (args.step)
+  std::int64_t firing = -1;       // stream: the actor's firings before this one (flow events)
+  std::int64_t bytes = -1;        // a communication call's payload
+  std::int32_t label = -1;        // index into Trace::labels (an actor, an MPI call); -1: none
+  std::int16_t peers = -1;        // a communication call's ranks
+  std::int16_t micro_batch = -1;  // stream: the micro-batch of its step
+  std::int16_t copy = -1;         // stream: the copy of the net
   TimeCategory category = TimeCategory::other;
   std::int8_t layer = -1;  // the layer of a compute span, else -1
 };
 
 // One thread's spans as a trace shows them: process = rank, thread = the thread in the rank.
+// Steps from first_whole_step on have all their spans here (the ring overwrote older ones).
 struct TraceTrack {
   int process = 0, thread = 0;
   std::vector<Span> spans;
+  std::string name;  // the thread's name in the trace ("core 1"); empty: "thread N"
+  std::int64_t first_whole_step = 0;
 };
 
-// The last `capacity` spans of one thread, oldest overwritten first; sized once.
+// The spans of one thread's last steps, oldest overwritten first. Sized up front for `steps`
+// steps; end_step grows it while a step holds more spans than that allows (the first steps of a
+// run), so recording a span never allocates.
 class SpanRing {
  public:
-  explicit SpanRing(std::size_t capacity) : spans_(capacity) {}
+  SpanRing(std::size_t steps, std::size_t spans_per_step)
+      : steps_(steps), spans_(std::max<std::size_t>(1, steps * spans_per_step)) {}
   void push(const Span& span) {
-    spans_[next_ % spans_.size()] = span;
+    Span& slot = spans_[next_ % spans_.size()];
+    if (next_ >= spans_.size()) overwritten_through_ = std::max(overwritten_through_, slot.step);
+    slot = span;
     ++next_;
+    ++in_step_;
   }
+  // A step ended: keep room for the kept steps and one being recorded, all of its size.
+  void end_step();
   // The recorded spans, oldest first.
   std::vector<Span> spans() const;
+  // The first step none of whose spans were overwritten.
+  std::int64_t first_whole_step() const { return overwritten_through_ + 1; }
 
  private:
+  std::size_t steps_;
   std::vector<Span> spans_;
   std::size_t next_ = 0;
+  std::size_t in_step_ = 0;  // spans pushed since the last end_step
+  std::int64_t overwritten_through_ = -1;
 };
 
 // One worker's phases, step by step. Every call closes the phase that began at the previous
@@ -153,6 +182,8 @@ class StepTimeline {
 
   // Spans also go to `ring` (a trace); nullptr, the default, records none.
   void record_spans(SpanRing* ring) { spans_ = ring; }
+  // The global index of the next step begun (Span::step); then counted on by begin_step.
+  void number_steps_from(std::int64_t step) { next_step_ = step; }
 
  private:
   static double seconds(ClockTicks from, ClockTicks to) { return 1e-9 * double(to - from); }
@@ -160,14 +191,27 @@ class StepTimeline {
     const double s = seconds(cursor_, now);
     current_.seconds[static_cast<std::size_t>(category)] += s;
     if (layer >= 0) current_.layer_seconds[static_cast<std::size_t>(layer)] += s;
-    if (spans_ != nullptr) spans_->push({cursor_, now, category, static_cast<std::int8_t>(layer)});
+    if (spans_ != nullptr) push_span(category, layer, now);
     cursor_ = now;
+  }
+
+  // A trace leaves out gaps under a microsecond that no phase claimed: half the spans otherwise.
+  void push_span(TimeCategory category, int layer, ClockTicks now) {
+    if (category == TimeCategory::other && now - cursor_ < 1000) return;
+    Span span;
+    span.start = cursor_;
+    span.end = now;
+    span.step = step_;
+    span.category = category;
+    span.layer = static_cast<std::int8_t>(layer);
+    spans_->push(span);
   }
 
   StepTimes current_;
   ClockTicks step_start_ = 0, cursor_ = 0;
   ClockTicks work_start_ = 0;
   ThreadCpu work_cpu_;
+  std::int64_t step_ = 0, next_step_ = 0;
   std::vector<StepTimes> steps_;
   SpanRing* spans_ = nullptr;
 };
