@@ -472,6 +472,7 @@ def plot_gantt(trace_path, out):
     fig, ax = plt.subplots(figsize=(12, 1.6 + 0.55 * len(tracks)))
     width_us = end - start
     used = set()
+    faint = False
     for e in spans:
         x0, x1 = max(e["ts"], start), min(e["ts"] + e["dur"], end)
         if x1 <= x0:
@@ -483,6 +484,7 @@ def plot_gantt(trace_path, out):
         row = rows[(e["pid"], e.get("tid"))]
         ax.broken_barh([((x0 - start) / 1e3, (x1 - x0) / 1e3)], (row - 0.4, 0.8), facecolors=colour,
                        alpha=0.3 if other_step else 1.0, edgecolor="white", linewidth=0.3)
+        faint = faint or other_step
         if not other_step:
             used.add(cat)
         if (x1 - x0) > 0.04 * width_us and e.get("name"):
@@ -504,7 +506,7 @@ def plot_gantt(trace_path, out):
                 for cat in sorted(used - set(CATEGORY_COLOUR))]
     if arrows:
         handles.append(matplotlib.lines.Line2D([], [], color="k", marker=">", label="flow (message)"))
-    if step is not None:
+    if faint:
         handles.append(matplotlib.patches.Patch(color="0.5", alpha=0.3, label="other steps' spans"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
     ax.set_title(f"{Path(trace_path).name}: {what}, {width_us / 1e3:.3g} ms, one row per track",
@@ -514,7 +516,7 @@ def plot_gantt(trace_path, out):
     for ext in ("png", "svg"):
         write_output(out / f"{stem}-gantt.{ext}", lambda f: fig.savefig(f, format=ext, dpi=120))
     plt.close(fig)
-    print(f"wrote {out / stem}-gantt.png and .svg")
+    print(f"wrote {out / stem}-gantt.png and .svg: {what}, {len(tracks)} tracks, {len(arrows)} flows")
 
 
 def main():
