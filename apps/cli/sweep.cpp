@@ -237,7 +237,7 @@ int run_sweep_command(const SweepArgs& a) {
   o.link_rate = a.rate;
   o.self = std::filesystem::read_symlink("/proc/self/exe");
   o.out = a.out;
-  if (!a.trace_dir.empty()) o.trace_dir = std::filesystem::absolute(a.trace_dir);
+  if (!a.trace_dir.empty()) o.trace_dir = a.trace_dir;
   o.resume = a.resume;
   o.quiet = a.quiet;
   std::signal(SIGINT, on_sweep_stop_signal);
