@@ -105,8 +105,8 @@ REPORTED_ERROR_EXIT = 4
 INPUT = "plot_report.py"  # the report or trace being drawn, for messages
 
 
-def new_figure(report, title, models):
-    width = 6.2 * len(models)
+def new_figure(report, title, models, panel_width=6.2):
+    width = panel_width * len(models)
     fig, axes = plt.subplots(1, len(models), figsize=(width, 4.8), squeeze=False)
     # Wrapped to the figure's width (about 11 characters of the title's font per inch), so that a
     # one-panel figure keeps its whole title.
@@ -337,17 +337,22 @@ def breakdown_points(report, model):
 def plot_breakdown(report, models, out):
     fig, axes = new_figure(report, "Where a step's time goes: each point's critical path per step, by "
                            "category, over the serial step time of its model\n(black tick: 1/p, "
-                           "perfect scaling; the bar's excess over it is the missing speedup)", models)
+                           "perfect scaling; the bar's excess over it is the missing speedup)", models,
+                           # room for each bar's label
+                           panel_width=max([6.2] + [0.5 * len(breakdown_points(report, m)) for m in models]))
     for ax, model in zip(axes, models):
         ps = breakdown_points(report, model)
         serial = next((p for p in ps if p["strategy"] == "serial"), None)
         if serial is None:
             reason = ("no serial point with a breakdown to divide by" if ps else
-                      "no point with a time breakdown\n(reports before sweeps kept them)")
+                      "no point has a time breakdown\n(the report predates them)")
             ax.text(0.5, 0.5, reason, ha="center", va="center", transform=ax.transAxes, fontsize=8)
+            ax.set_xticks([])
+            ax.set_yticks([])
             ax.set_title(model)
             continue
-        serial_step = serial["time"]["median"] / serial["steps"]
+        # The serial point's own breakdown: both sides of the ratio are the steps' wall time.
+        serial_step = serial["time_breakdown"]["wall_s"] / serial["time_breakdown"]["steps"]
         xs = range(len(ps))
         bottoms = [0.0] * len(ps)
         for key, label, colour in CATEGORIES:
