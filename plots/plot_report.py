@@ -464,6 +464,81 @@ def flow_arrows(events, rows, start, end):
     return arrows
 
 
+def span_label(event):
+    """A span's name, with its micro-batch when it has one: "c1 #2"."""
+    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    micro_batch = args.get("micro_batch")
+    return event.get("name", "") + (f" #{micro_batch}" if micro_batch is not None else "")
+
+
+def draw_spans(ax, spans, rows, step, start, end):
+    """The spans inside [start, end] as bars on their rows; returns the categories drawn in full
+    and whether any span of another step was drawn (faint)."""
+    used, faint = set(), False
+    for e in spans:
+        x0, x1 = max(e["ts"], start), min(e["ts"] + e["dur"], end)
+        if x1 <= x0:
+            continue
+        cat = e.get("cat", "other_s")
+        # A pipeline overlaps steps: the spans of other steps are drawn faint.
+        other_step = step is not None and step_of(e) is not None and step_of(e) != step
+        row = rows[(e["pid"], e.get("tid"))]
+        ax.broken_barh([((x0 - start) / 1e3, (x1 - x0) / 1e3)], (row - 0.4, 0.8),
+                       facecolors=CATEGORY_COLOUR.get(cat, "0.4"), alpha=0.3 if other_step else 1.0,
+                       edgecolor="white", linewidth=0.3)
+        faint = faint or other_step
+        if not other_step:
+            used.add(cat)
+        if (x1 - x0) > 0.04 * (end - start) and e.get("name"):
+            ax.text((x0 + x1 - 2 * start) / 2e3, row, span_label(e), ha="center", va="center", fontsize=6,
+                    clip_on=True)
+    return used, faint
+
+
+def counter_series(events, start, end):
+    """(label, [(ms from start, value)]) of every counter ("ph" "C": a name and args of series)
+    that has a value in the window: its last value before it, at 0, then those inside it."""
+    series = {}
+    for e in events:
+        if e.get("ph") != "C" or not isinstance(e.get("args"), dict) or not isinstance(e.get("ts"), (int, float)):
+            continue
+        for key, value in e["args"].items():
+            if isinstance(value, (int, float)):
+                label = f"{e.get('name', 'counter')}.{key}" if len(e["args"]) > 1 else e.get("name", key)
+                series.setdefault((str(e.get("pid")), label), []).append((e["ts"], value))
+    drawn = []
+    for (_, label), points in sorted(series.items()):
+        points.sort()
+        before = [value for ts, value in points if ts <= start]
+        inside = [((ts - start) / 1e3, value) for ts, value in points if start < ts <= end]
+        values = ([(0.0, before[-1])] if before else []) + inside
+        if values:
+            drawn.append((label, values))
+    return drawn
+
+
+def draw_counters(ax, series, width_ms):
+    for label, points in series:
+        xs = [x for x, _ in points] + [width_ms]
+        ys = [y for _, y in points] + [points[-1][1]]
+        ax.step(xs, ys, where="post", linewidth=1, label=label)
+    ax.set_ylabel("counters", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
+
+
+def gantt_legend(ax, used, faint, arrows):
+    handles = [matplotlib.patches.Patch(color=CATEGORY_COLOUR[key], label=label)
+               for key, label, _ in CATEGORIES if key in used]
+    handles += [matplotlib.patches.Patch(color=CATEGORY_COLOUR.get(cat, "0.4"), label=cat)
+                for cat in sorted(used - set(CATEGORY_COLOUR))]
+    if arrows:
+        handles.append(matplotlib.lines.Line2D([], [], color="k", marker=">", label="flow (message)"))
+    if faint:
+        handles.append(matplotlib.patches.Patch(color="0.5", alpha=0.3, label="other steps' spans"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
+
+
 def plot_gantt(trace_path, out):
     try:
         trace = json.loads(Path(trace_path).read_text())
@@ -474,27 +549,15 @@ def plot_gantt(trace_path, out):
     name = track_names(events)
     tracks = sorted({(e["pid"], e.get("tid")) for e in spans}, key=lambda t: (t[0], t[1] if t[1] is not None else -1))
     rows = {track: i for i, track in enumerate(tracks)}
-    fig, ax = plt.subplots(figsize=(12, 1.6 + 0.55 * len(tracks)))
-    width_us = end - start
-    used = set()
-    faint = False
-    for e in spans:
-        x0, x1 = max(e["ts"], start), min(e["ts"] + e["dur"], end)
-        if x1 <= x0:
-            continue
-        cat = e.get("cat", "other_s")
-        colour = CATEGORY_COLOUR.get(cat, "0.4")
-        # A pipeline overlaps steps: the spans of other steps are drawn faint.
-        other_step = step is not None and step_of(e) is not None and step_of(e) != step
-        row = rows[(e["pid"], e.get("tid"))]
-        ax.broken_barh([((x0 - start) / 1e3, (x1 - x0) / 1e3)], (row - 0.4, 0.8), facecolors=colour,
-                       alpha=0.3 if other_step else 1.0, edgecolor="white", linewidth=0.3)
-        faint = faint or other_step
-        if not other_step:
-            used.add(cat)
-        if (x1 - x0) > 0.04 * width_us and e.get("name"):
-            ax.text((x0 + x1) / 2 / 1e3 - start / 1e3, row, e["name"], ha="center", va="center", fontsize=6,
-                    clip_on=True)
+    counters = counter_series(events, start, end)
+    height = 1.6 + 0.55 * len(tracks)
+    if counters:
+        fig, (ax, counter_ax) = plt.subplots(2, 1, sharex=True, figsize=(12, height + 1.6),
+                                             gridspec_kw={"height_ratios": [height, 1.4]})
+    else:
+        fig, ax = plt.subplots(figsize=(12, height))
+    width_ms = (end - start) / 1e3
+    used, faint = draw_spans(ax, spans, rows, step, start, end)
     arrows = flow_arrows(events, rows, start, end)
     for x0, r0, x1, r1 in arrows:
         ax.annotate("", xy=((x1 - start) / 1e3, r1), xytext=((x0 - start) / 1e3, r0),
@@ -502,26 +565,22 @@ def plot_gantt(trace_path, out):
     ax.set_yticks(range(len(tracks)))
     ax.set_yticklabels([name(t) for t in tracks], fontsize=8)
     ax.set_ylim(len(tracks) - 0.5, -0.5)
-    ax.set_xlim(0, width_us / 1e3)
-    ax.set_xlabel(f"ms from the start of {what}")
+    ax.set_xlim(0, width_ms)
     ax.grid(alpha=0.3, axis="x")
-    handles = [matplotlib.patches.Patch(color=CATEGORY_COLOUR[key], label=label)
-               for key, label, _ in CATEGORIES if key in used]
-    handles += [matplotlib.patches.Patch(color=CATEGORY_COLOUR.get(cat, "0.4"), label=cat)
-                for cat in sorted(used - set(CATEGORY_COLOUR))]
-    if arrows:
-        handles.append(matplotlib.lines.Line2D([], [], color="k", marker=">", label="flow (message)"))
-    if faint:
-        handles.append(matplotlib.patches.Patch(color="0.5", alpha=0.3, label="other steps' spans"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
-    ax.set_title(f"{Path(trace_path).name}: {what}, {width_us / 1e3:.3g} ms, one row per track",
-                 fontsize=10)
+    gantt_legend(ax, used, faint, arrows)
+    ax.set_title(f"{Path(trace_path).name}: {what}, {width_ms:.3g} ms, one row per track", fontsize=10)
+    if counters:
+        draw_counters(counter_ax, counters, width_ms)
+        counter_ax.set_xlabel(f"ms from the start of {what}")
+    else:
+        ax.set_xlabel(f"ms from the start of {what}")
     fig.tight_layout()
     stem = Path(trace_path).stem
     for ext in ("png", "svg"):
         write_output(out / f"{stem}-gantt.{ext}", lambda f: fig.savefig(f, format=ext, dpi=120))
     plt.close(fig)
-    print(f"wrote {out / stem}-gantt.png and .svg: {what}, {len(tracks)} tracks, {len(arrows)} flows")
+    print(f"wrote {out / stem}-gantt.png and .svg: {what}, {len(tracks)} tracks, {len(arrows)} flows, "
+          f"{len(counters)} counters")
 
 
 def main():

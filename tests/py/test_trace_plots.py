@@ -47,7 +47,8 @@ def synthetic_trace():
         events += [{"ph": "s", "id": step, "cat": "message", "name": "send", "pid": 0, "tid": 0, "ts": t + 450},
                    {"ph": "f", "id": step, "cat": "message", "name": "send", "pid": 1, "tid": 0, "ts": t + 600,
                     "bp": "e"},
-                   {"ph": "C", "name": "tokens", "pid": 0, "ts": t, "args": {"queued": step}}]
+                   {"ph": "C", "name": "tokens", "pid": 0, "ts": t, "args": {"queued": step}},
+                   {"ph": "C", "name": "tokens", "pid": 0, "ts": t + 300, "args": {"queued": step + 2}}]
         if step < 4:
             events += [span(1, 0, t, 200, "communication_exposed_s", "allreduce", step),
                        span(1, 0, t + 200, 300, "compute_s", "f1", step),
@@ -77,6 +78,7 @@ def check_gantt(cli, tmp):
     check("step 3" in drawn.stdout and "3 tracks" in drawn.stdout,
           f"the chart shows step 3, the last one every track has, on 3 tracks ({drawn.stdout.strip()})")
     check("1 flows" in drawn.stdout, "the flow of the drawn step is drawn, those of other steps are not")
+    check("1 counters" in drawn.stdout, "the counter is drawn below the tracks")
 
     unstepped = synthetic_trace()
     for event in unstepped["traceEvents"]:
