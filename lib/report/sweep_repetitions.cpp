@@ -1,7 +1,6 @@
 // What a sweep point keeps of its repetitions beyond their times: which one stands for the point
 // (the median's), and whether its workers lost enough time to descheduling to distrust it.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <numeric>
 #include <vector>
