@@ -330,7 +330,9 @@ def category_seconds(breakdown):
 
 def breakdown_points(report, model):
     """The measured points of `model` with a breakdown, serial first, then by series and p."""
-    ps = [p for p in measured(report, model) if p.get("time_breakdown") and p["time_breakdown"].get("steps")]
+    def drawable(breakdown):
+        return isinstance(breakdown, dict) and breakdown.get("steps", 0) > 0 and breakdown.get("wall_s", 0) > 0
+    ps = [p for p in measured(report, model) if drawable(p.get("time_breakdown"))]
     return sorted(ps, key=lambda p: (p["strategy"] != "serial", p["series"], p["p"]))
 
 
@@ -464,6 +466,12 @@ def flow_arrows(events, rows, start, end):
     return arrows
 
 
+# A span is labelled only where its label fits: the tracks' axes are about this wide (of the 12-inch
+# figure, less the track names and the legend), a character of the 6-point label about this wide.
+GANTT_AXES_WIDTH_PT = 0.68 * 12 * 72
+GANTT_CHAR_PT = 3.6
+
+
 def span_label(event):
     """A span's name, with its micro-batch when it has one: "c1 #2"."""
     args = event.get("args") if isinstance(event.get("args"), dict) else {}
@@ -489,9 +497,9 @@ def draw_spans(ax, spans, rows, step, start, end):
         faint = faint or other_step
         if not other_step:
             used.add(cat)
-        if (x1 - x0) > 0.04 * (end - start) and e.get("name"):
-            ax.text((x0 + x1 - 2 * start) / 2e3, row, span_label(e), ha="center", va="center", fontsize=6,
-                    clip_on=True)
+        label = span_label(e)
+        if label and (x1 - x0) / (end - start) * GANTT_AXES_WIDTH_PT > GANTT_CHAR_PT * (len(label) + 1):
+            ax.text((x0 + x1 - 2 * start) / 2e3, row, label, ha="center", va="center", fontsize=6, clip_on=True)
     return used, faint
 
 
