@@ -250,7 +250,8 @@ std::map<std::string, PointRecord> SweepRunner::resumed_points() {
 }
 
 double SweepRunner::point_cost(const PointSpec& p) const {
-  const double reps = options_.repeat + options_.warmup + (options_.target_accuracy ? 3 : 0);
+  const double reps = options_.repeat + options_.warmup + (options_.target_accuracy ? 3 : 0) +
+                      (options_.trace_dir ? 1 : 0);
   const double launch = p.strategy == "cluster" ? 2e8 : 0.0;  // a launcher start, in FLOP-equivalents
   return reps * (model_spec(p.model).train_flops_per_image * options_.batch + launch);
 }
