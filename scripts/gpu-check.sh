@@ -113,7 +113,8 @@ fact deadline_s "$DEADLINE_S"
 printf '%s\n' nvidia-smi unpack-deps configure build cnnbench-info test_gpu_runtime test_gpu_kernels \
   test_gpu_module test_gpu_strategy cnnbench-lenet5-b1024 cnnbench-lenet5-b256 \
   cnnbench-lenet5-b64 cnnbench-lenet5-b1024-stream cnnbench-fc3-b1024 cnnbench-fc3-b256 \
-  cnnbench-fc3-b64 cnnbench-fc3-b1024-stream torch-baseline two-ranks > "$WORK/state/planned.txt"
+  cnnbench-fc3-b64 cnnbench-fc3-b1024-stream gpu-trace-lenet5 gpu-trace-fc3-stream \
+  torch-baseline two-ranks gpu-trace-2ranks > "$WORK/state/planned.txt"
 fact dry_run "$DRY_RUN"
 fact isolate "$ISOLATE"
 
@@ -314,6 +315,23 @@ for model in lenet5 fc3; do
     --batch 1024 --synthetic 60000 --steps "$(steps_for 1024)" \
     --report "$WORK/runs/cnnbench-$model-b1024-stream.json" --quiet
 done
+# Where the time goes: the breakdown adds up to train_seconds and the trace has the device track
+# (scripts/gpu_trace_check.py). trace_check NAME RANKS CMD...: runs CMD with --report and --trace.
+trace_check() {
+  local name=$1 ranks=$2
+  shift 2
+  if [[ $DRY_RUN == 1 ]]; then stub "$name"; return; fi
+  local report=$WORK/runs/$name.json trace=$WORK/runs/$name-trace.json
+  stage "$name" 60 bash -c '"${@:3}" --report "$1" --trace "$2" --quiet &&
+    "$PYTHON" "$SOURCE/scripts/gpu_trace_check.py" "$1" "$2" --ranks '"$ranks" \
+    _ "$report" "$trace" "$@" || true
+}
+export PYTHON SOURCE
+say "GPU time breakdown and trace"
+trace_check gpu-trace-lenet5 1 "$CLI" train --strategy gpu --model lenet5 --batch 256 \
+  --synthetic 60000 --steps 2000
+trace_check gpu-trace-fc3-stream 1 "$CLI" train --strategy gpu --gpu-data stream --model fc3 \
+  --batch 256 --synthetic 60000 --steps 2000
 if [[ $DRY_RUN != 1 ]] && "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   say "PyTorch baseline"
   for model in lenet5 fc3; do
@@ -334,8 +352,11 @@ if [[ ${#MPIRUN[@]} -gt 0 ]]; then
         --report "$WORK/runs/cnnbench-$model-b$batch-2ranks.json" --quiet
     done
   done
+  trace_check gpu-trace-2ranks 2 "${MPIRUN[@]}" "$CLI" train --strategy gpu --model lenet5 \
+    --batch 256 --synthetic 60000 --steps 1000
 else
   not_run two-ranks "no MPI in this build or mpirun cannot start 2 ranks"
+  not_run gpu-trace-2ranks "no MPI in this build or mpirun cannot start 2 ranks"
 fi
 past_deadline && fact deadline_reached 1
 # The exit status: 0 only when every step that ran succeeded and no test was skipped.

@@ -1,0 +1,91 @@
+// Where the device's time went: the GPU strategy stamps the device's global timer (ns) at the start
+// of each step and at the end of each kernel group (training_step.hpp's end_group) into a per-range
+// array, from inside the CUDA graph as well, and reads it back once per range. This file turns a
+// range's stamps into the device stream's StepTimeline (the breakdown's steps and the trace's
+// spans); it is host code, tested without a device (tests/test_gpu_timing.cpp).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "cnnbench/step_timeline.hpp"
+#include "training_step.hpp"
+
+namespace cnnbench::gpu {
+
+// An executor of training_step.hpp that enqueues nothing and keeps the kernel groups in order.
+struct KernelGroupRecorder {
+  std::vector<KernelGroup> groups;
+  template <class Body>
+  void for_each(const char* /*name*/, std::int64_t /*n*/, Body /*body*/) {}
+  void gemm(const char* /*name*/, const GemmCall& /*call*/) {}
+  void end_group(KernelGroup group) { groups.push_back(group); }
+};
+
+// The kernel groups of gather + forward + backward, in enqueue order (the bodies never run: the
+// tensors may be null).
+inline std::vector<KernelGroup> forward_backward_groups(bool lenet5) {
+  KernelGroupRecorder recorder;
+  StepBuffers buffers;
+  buffers.batch = 1;
+  gather_batch_step(recorder, BatchSource{}, buffers);
+  if (lenet5) {
+    lenet5_forward_backward(recorder, Lenet5Tensors{}, Lenet5Tensors{}, buffers, 1.0f);
+  } else {
+    fc3_forward_backward(recorder, Fc3Tensors{}, Fc3Tensors{}, buffers, 1.0f);
+  }
+  return recorder.groups;
+}
+
+// The kernel groups of the update.
+inline std::vector<KernelGroup> update_groups() {
+  KernelGroupRecorder recorder;
+  sgd_update_step(recorder, nullptr, nullptr, nullptr, 0, 0.0f, 0.0f, 0.0f);
+  return recorder.groups;
+}
+
+// A range's stamps: step i's row is stamps[i * (groups + 1) ...]: the step's start, then the end
+// of each group; range_start was stamped before the range's first upload. Device nanoseconds
+// become host ClockTicks by adding offset (the host clock at a moment the device also stamped).
+struct DeviceRangeStamps {
+  std::span<const std::uint64_t> stamps;
+  std::uint64_t range_start = 0;
+  ClockTicks offset = 0;
+};
+
+// Replays a range of `steps` steps into timeline: step i spans from the previous step's last stamp
+// (range_start for step 0) to its own last one, so the steps cover the range without gaps. The
+// time before a step's start stamp is `data` when the device waited for the step's batch copy
+// (streamed data) or for the range's index upload (step 0), else `other` (it waited for the
+// host). A step reaches its collective when its first communication group begins.
+inline void replay_device_range(StepTimeline& timeline, std::span<const KernelGroup> groups,
+                                const DeviceRangeStamps& range, std::int64_t steps,
+                                bool streamed_data) {
+  const std::size_t per_step = groups.size() + 1;
+  auto host = [&](std::uint64_t device_ns) { return static_cast<ClockTicks>(device_ns) + range.offset; };
+  ClockTicks previous_end = host(range.range_start);
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const std::uint64_t* row = range.stamps.data() + static_cast<std::size_t>(i) * per_step;
+    timeline.begin_step(previous_end);
+    const bool waited_for_data = streamed_data || i == 0;
+    timeline.close(waited_for_data ? TimeCategory::data : TimeCategory::other, host(row[0]));
+    bool arrived = false;
+    for (std::size_t k = 0; k < groups.size(); ++k) {
+      const KernelGroup group = groups[k];
+      if (group.category == TimeCategory::communication_exposed && !arrived) {
+        timeline.mark_arrival(timeline.cursor());
+        arrived = true;
+      }
+      if (group.category == TimeCategory::compute && group.layer >= 0) {
+        timeline.close_layer(group.layer, host(row[k + 1]));
+      } else {
+        timeline.close(group.category, host(row[k + 1]));
+      }
+    }
+    previous_end = host(row[per_step - 1]);
+    timeline.end_step(previous_end);
+  }
+}
+
+}  // namespace cnnbench::gpu
