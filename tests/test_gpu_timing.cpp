@@ -87,7 +87,7 @@ TEST(GpuTiming, ReplayGivesTheStampsDifferences) {
   for (const bool streamed : {false, true}) {
     StepTimeline timeline;
     timeline.record_spans(&ring);
-    replay_device_range(timeline, groups, {stamps, 400, offset}, 2, streamed);
+    replay_device_range(timeline, groups, {stamps, offset + 400, offset}, 2, streamed);
     ASSERT_EQ(timeline.steps().size(), 2u);
     const StepTimes& s0 = timeline.steps()[0];
     const StepTimes& s1 = timeline.steps()[1];

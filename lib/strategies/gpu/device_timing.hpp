@@ -46,25 +46,26 @@ inline std::vector<KernelGroup> update_groups() {
 }
 
 // A range's stamps: step i's row is stamps[i * (groups + 1) ...]: the step's start, then the end
-// of each group; range_start was stamped before the range's first upload. Device nanoseconds
-// become host ClockTicks by adding offset (the host clock at a moment the device also stamped).
+// of each group. Device nanoseconds become host ClockTicks by adding offset (the host clock at a
+// moment the device also stamped); range_start is the host's clock when the range began.
 struct DeviceRangeStamps {
   std::span<const std::uint64_t> stamps;
-  std::uint64_t range_start = 0;
+  ClockTicks range_start = 0;
   ClockTicks offset = 0;
 };
 
 // Replays a range of `steps` steps into timeline: step i spans from the previous step's last stamp
-// (range_start for step 0) to its own last one, so the steps cover the range without gaps. The
-// time before a step's start stamp is `data` when the device waited for the step's batch copy
-// (streamed data) or for the range's index upload (step 0), else `other` (it waited for the
+// (for step 0 the range's start on the host) to its own last one, so the steps cover the range
+// without gaps. The time before a step's start stamp is `data` when the device waited for the
+// step's batch copy (streamed data) or, before step 0, for the range's index gather and upload
+// (and in the first range the buffers' allocation), else `other` (the device waited for the
 // host). A step reaches its collective when its first communication group begins.
 inline void replay_device_range(StepTimeline& timeline, std::span<const KernelGroup> groups,
                                 const DeviceRangeStamps& range, std::int64_t steps,
                                 bool streamed_data) {
   const std::size_t per_step = groups.size() + 1;
   auto host = [&](std::uint64_t device_ns) { return static_cast<ClockTicks>(device_ns) + range.offset; };
-  ClockTicks previous_end = host(range.range_start);
+  ClockTicks previous_end = range.range_start;
   for (std::int64_t i = 0; i < steps; ++i) {
     const std::uint64_t* row = range.stamps.data() + static_cast<std::size_t>(i) * per_step;
     timeline.begin_step(previous_end);

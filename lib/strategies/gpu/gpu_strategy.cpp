@@ -252,11 +252,11 @@ class GpuStrategy final : public Strategy {
 
   void run_range(const StepRange& range, const StepCallback& on_step) {
     if (range.count <= 0) return;
+    const ClockTicks range_start = clock_ticks();
     CNNBENCH_CUDA(cudaSetDevice(device_));
     reserve_range(range.count);
     range_allreduce_seconds_ = 0;
     CNNBENCH_CUDA(cudaMemsetAsync(launch_[0].buffers.step, 0, sizeof(int), compute_.get()));
-    enqueue_stamp_at(range_start_stamp(), compute_.get());
     if (mode_ == DataMode::resident) {
       run_resident(range);
     } else {
@@ -265,16 +265,15 @@ class GpuStrategy final : public Strategy {
     CNNBENCH_CUDA(cudaMemcpyAsync(loss_sums_host_.data(), loss_sums_.data(),
                                   sizeof(double) * static_cast<std::size_t>(range.count),
                                   cudaMemcpyDeviceToHost, compute_.get()));
-    // The whole array: the range's start is stamped at its end.
     CNNBENCH_CUDA(cudaMemcpyAsync(stamps_host_.data(), stamps_.data(),
-                                  sizeof(std::uint64_t) * stamps_.size(), cudaMemcpyDeviceToHost,
-                                  compute_.get()));
+                                  sizeof(std::uint64_t) * stamps_per_range(range.count),
+                                  cudaMemcpyDeviceToHost, compute_.get()));
     const ClockTicks wait_start = clock_ticks();
     CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
     const ClockTicks synchronized = clock_ticks();
     host_span(wait_start, synchronized, TimeCategory::other);
     account_timings(range.count);
-    replay_device_stamps(range.count, synchronized);
+    replay_device_stamps(range.count, range_start, synchronized);
     steps_run_ += range.count;
     if (multi_rank_) {
       // Each rank holds the loss sums of its shares; the global batch's are their sum.
@@ -289,18 +288,14 @@ class GpuStrategy final : public Strategy {
   std::size_t stamps_per_range(std::int64_t steps) const {
     return static_cast<std::size_t>(steps) * (step_groups_.size() + 1);
   }
-  // After the steps' rows, where the stamps array has room for them.
-  std::uint64_t* range_start_stamp() { return stamps_.data() + stamps_.size() - 1; }
-
   // The range's stamps into the device timeline, then (collective) every rank's steps into the
   // breakdown. The device's clock meets the host's at the last stamp: the step counter's advance,
   // the losses' and the stamps' copies ran between it and `synchronized`, a few microseconds.
-  void replay_device_stamps(std::int64_t count, ClockTicks synchronized) {
+  void replay_device_stamps(std::int64_t count, ClockTicks range_start, ClockTicks synchronized) {
     const std::size_t n = stamps_per_range(count);
     const std::uint64_t last = stamps_host_.data()[n - 1];
     const DeviceRangeStamps stamps{std::span<const std::uint64_t>(stamps_host_.data(), n),
-                                   stamps_host_.data()[stamps_host_.size() - 1],
-                                   synchronized - static_cast<ClockTicks>(last)};
+                                   range_start, synchronized - static_cast<ClockTicks>(last)};
     device_timeline_.reserve_steps(static_cast<std::size_t>(count));
     replay_device_range(device_timeline_, step_groups_, stamps, count, mode_ == DataMode::stream);
     auto steps = gather_step_times(*ranks_, {&device_timeline_});
@@ -383,8 +378,7 @@ class GpuStrategy final : public Strategy {
         indices_ = DeviceBuffer<std::uint32_t>(index_count);
         indices_host_ = PinnedBuffer<std::uint32_t>(index_count);
       }
-      // (steps, groups + 1) and the range's start at the end.
-      stamps_ = DeviceBuffer<std::uint64_t>(stamps_per_range(count) + 1);
+      stamps_ = DeviceBuffer<std::uint64_t>(stamps_per_range(count));  // (steps, groups + 1)
       stamps_host_ = PinnedBuffer<std::uint64_t>(stamps_.size());
       for (int slot = 0; slot < 2; ++slot) {
         launch_[slot].stamps = stamps_.data();

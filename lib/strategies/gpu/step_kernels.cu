@@ -17,14 +17,13 @@ __global__ void for_each_kernel(std::int64_t n, Body body) {
   }
 }
 
-// The device's global nanosecond timer into stamps[row * per_step + slot], row = *step (0 when
-// step is null). A kernel, not a CUDA event: a captured graph would record every step into the
-// same events, while the step counter gives each step its own row with no host call per step.
+// The device's global nanosecond timer into stamps[*step * per_step + slot]. A kernel, not a CUDA
+// event: a captured graph would record every step into the same events, while the device's step
+// counter gives each step its own row with no host call per step.
 __global__ void stamp_kernel(std::uint64_t* stamps, const int* step, int per_step, int slot) {
   std::uint64_t now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  const std::int64_t row = step != nullptr ? *step : 0;
-  stamps[row * per_step + slot] = now;
+  stamps[static_cast<std::int64_t>(*step) * per_step + slot] = now;
 }
 
 void launch_stamp(std::uint64_t* stamps, const int* step, int per_step, int slot,
@@ -84,10 +83,6 @@ void enqueue_update(const StepLaunch& step, cudaStream_t stream, int slot) {
 
 void enqueue_stamp(const StepLaunch& step, cudaStream_t stream, int slot) {
   launch_stamp(step.stamps, step.buffers.step, step.stamps_per_step, slot, stream);
-}
-
-void enqueue_stamp_at(std::uint64_t* where, cudaStream_t stream) {
-  launch_stamp(where, nullptr, 0, 0, stream);
 }
 
 }  // namespace cnnbench::gpu

@@ -39,7 +39,5 @@ void enqueue_forward_backward(const StepLaunch& step, cudaStream_t stream, cubla
 void enqueue_update(const StepLaunch& step, cudaStream_t stream, int slot);
 // The device timer into the current step's `slot`, after the work enqueued before it.
 void enqueue_stamp(const StepLaunch& step, cudaStream_t stream, int slot);
-// The device timer into *where (a stamp outside the steps' rows, e.g. a range's start).
-void enqueue_stamp_at(std::uint64_t* where, cudaStream_t stream);
 
 }  // namespace cnnbench::gpu
