@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: on an offline machine with an NVIDIA GPU, build cnnbench for sm_90 against the
 # Debian packages carried in .gpu-deps/ (scripts/gpu-deps.sh), run the GPU tests, benchmark the
-# GPU strategy (and PyTorch, when importable) on FC-3 and LeNet-5, then 2 MPI ranks sharing the
-# GPU, all within a deadline. OUTDIR receives gpu-report.json and gpu-check-logs.tar.gz only.
+# GPU strategy (and PyTorch, when importable) on FC-3 and LeNet-5, check runs' time breakdown and
+# trace (scripts/gpu_trace_check.py), then 2 MPI ranks sharing the GPU, all within a deadline. OUTDIR receives gpu-report.json and gpu-check-logs.tar.gz only.
 #   usage: scripts/gpu-check.sh OUTDIR
 # Environment: GPU_CHECK_DEADLINE (seconds, default 480), GPU_CHECK_DRY_RUN=1 (no GPU: build for
 # real, stub the device steps), GPU_CHECK_ISOLATE (1: find nothing outside the carried packages;
@@ -111,7 +111,7 @@ trap 'fact signal INT; exit 130' INT
 fact deadline_s "$DEADLINE_S"
 # The stages in order; those not reached when the deadline passes are reported as skipped.
 printf '%s\n' nvidia-smi unpack-deps configure build cnnbench-info test_gpu_runtime test_gpu_kernels \
-  test_gpu_module test_gpu_strategy cnnbench-lenet5-b1024 cnnbench-lenet5-b256 \
+  test_gpu_timing test_gpu_module test_gpu_strategy cnnbench-lenet5-b1024 cnnbench-lenet5-b256 \
   cnnbench-lenet5-b64 cnnbench-lenet5-b1024-stream cnnbench-fc3-b1024 cnnbench-fc3-b256 \
   cnnbench-fc3-b64 cnnbench-fc3-b1024-stream gpu-trace-lenet5 gpu-trace-fc3-stream \
   torch-baseline two-ranks gpu-trace-2ranks > "$WORK/state/planned.txt"
@@ -240,7 +240,8 @@ rm -rf "$BUILD_DIR"
 stage configure 180 cmake -S "$SOURCE" -B "$BUILD_DIR" "${CONFIGURE_FLAGS[@]}" \
   || stage_failed configure "configure failed (see logs/configure.log)"
 grep "cnnbench:" "$LOGS/configure.log"
-TARGETS=(cnnbench_cli cnnbench_gpu test_gpu_runtime test_gpu_kernels test_gpu_module test_gpu_strategy)
+TARGETS=(cnnbench_cli cnnbench_gpu test_gpu_runtime test_gpu_kernels test_gpu_timing test_gpu_module
+         test_gpu_strategy)
 if grep -q "cnnbench: MPI on" "$LOGS/configure.log" && [[ ${#MPIRUN[@]} -gt 0 ]]; then
   TARGETS+=(test_gpu_ranks)
 else
@@ -290,6 +291,7 @@ gtest() {  # gtest NAME CAP DEVICE_ONLY
 say "GPU tests"
 gtest test_gpu_runtime 60 0
 gtest test_gpu_kernels 120 0
+gtest test_gpu_timing 60 0
 gtest test_gpu_module 60 0
 gtest test_gpu_strategy 240 1
 [[ " ${TARGETS[*]} " == *" test_gpu_ranks "* ]] && gtest test_gpu_ranks 240 1
