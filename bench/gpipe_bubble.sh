@@ -9,8 +9,10 @@
 #
 # usage: bench/gpipe_bubble.sh [--cli PATH] [--reps N] [--models "lenet5 fc3"] [--ms "1 2 4 8"]
 #                              [--cores K] [--steps N] [--consistency MODE] [--keep DIR]
-#                              [--analyze DIR]
+#                              [--analyze DIR] [--chrt PRIORITY]
 # --keep DIR: the reports stay in DIR; --analyze DIR: no runs, the table of the reports in DIR.
+# --chrt PRIORITY: each run under `chrt -f PRIORITY` (root), so that other programs on a shared
+# machine do not take the cores mid-run: a descheduled core thread shows up as idle time.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,7 +26,8 @@ steps=200
 consistency=strict
 keep=""
 analyze=""
-usage="usage: $0 [--cli PATH] [--reps N] [--models \"lenet5 fc3\"] [--ms \"1 2 4 8\"] [--cores K] [--steps N] [--consistency MODE] [--keep DIR] [--analyze DIR]"
+chrt_prefix=()
+usage="usage: $0 [--cli PATH] [--reps N] [--models \"lenet5 fc3\"] [--ms \"1 2 4 8\"] [--cores K] [--steps N] [--consistency MODE] [--keep DIR] [--analyze DIR] [--chrt PRIORITY]"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --cli) cli="$2"; shift 2 ;;
@@ -36,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --consistency) consistency="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
     --analyze) analyze="$2"; keep="$2"; shift 2 ;;
+    --chrt) chrt_prefix=(chrt -f "$2"); shift 2 ;;
     *) echo "$usage" >&2; exit 2 ;;
   esac
 done
@@ -65,7 +69,7 @@ if [[ -z "$analyze" ]]; then
   for rep in $(seq 1 "$reps"); do
     for model in $models; do
       for m in $ms; do
-        timeout 300 "$cli" train --model "$model" --strategy stream --cores "$cores" --widths s=1 \
+        timeout 300 "${chrt_prefix[@]}" "$cli" train --model "$model" --strategy stream --cores "$cores" --widths s=1 \
           --consistency "$consistency" --microbatches "$m" --steps "$steps" --synthetic 8192 \
           --progress none --report "$reports/$model-m$m-r$rep.json" > /dev/null
         cut -d' ' -f1 /proc/loadavg >> "$reports/loadavg.txt"
@@ -103,5 +107,5 @@ for model, m in seen:
 EOF
 if [[ -s "$reports/loadavg.txt" ]]; then
   echo
-  echo "1-minute load average after each run: $(sort -n "$reports/loadavg.txt" | head -1)-$(sort -n "$reports/loadavg.txt" | tail -1) (the machine's other work shows up as idle)"
+  echo "1-minute load average after each run: $(sort -n "$reports/loadavg.txt" | head -1)-$(sort -n "$reports/loadavg.txt" | tail -1)"
 fi
