@@ -37,6 +37,31 @@ TEST(GpuTiming, GroupsAreTheLayersForwardThenBackward) {
   EXPECT_EQ(update_groups(), std::vector<KernelGroup>{{TimeCategory::update}});
 }
 
+// The stamps the strategy enqueues itself land on the groups they end: the gradients' copies on
+// communication groups right after forward_backward's, the update on the update group, last.
+TEST(GpuTiming, StampSlotsEndTheirGroups) {
+  for (const bool lenet5 : {true, false}) {
+    const auto forward_backward = static_cast<int>(forward_backward_groups(lenet5).size());
+    const StepStampPlan one = plan_step_stamps(lenet5, false);
+    EXPECT_EQ(one.per_step(), forward_backward + 2);
+    EXPECT_EQ(one.update_slot, forward_backward + 1);
+    EXPECT_EQ(one.gradients_to_host_slot, -1);
+    EXPECT_EQ(one.groups.back(), KernelGroup{TimeCategory::update});
+
+    const StepStampPlan ranks = plan_step_stamps(lenet5, true);
+    EXPECT_EQ(ranks.per_step(), forward_backward + 4);
+    EXPECT_EQ(ranks.gradients_to_host_slot, forward_backward + 1);
+    EXPECT_EQ(ranks.gradients_back_slot, forward_backward + 2);
+    EXPECT_EQ(ranks.update_slot, forward_backward + 3);
+    // Slot k ends groups[k - 1].
+    const auto group_at = [&](int slot) { return ranks.groups[static_cast<std::size_t>(slot - 1)]; };
+    EXPECT_EQ(group_at(ranks.gradients_to_host_slot).category, TimeCategory::communication_exposed);
+    EXPECT_EQ(group_at(ranks.gradients_back_slot).category, TimeCategory::communication_exposed);
+    EXPECT_EQ(group_at(ranks.update_slot).category, TimeCategory::update);
+    EXPECT_EQ(ranks.update_slot, ranks.per_step() - 1) << "the update's stamp is the step's last";
+  }
+}
+
 // Counts the kernels enqueued after the last group boundary: a kernel there would be timed as
 // part of the next step's wait.
 struct UngroupedKernels {

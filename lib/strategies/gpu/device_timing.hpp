@@ -45,6 +45,31 @@ inline std::vector<KernelGroup> update_groups() {
   return recorder.groups;
 }
 
+// Where a step's stamps go: slot 0 is the step's start, slot k + 1 the end of groups[k]. The
+// groups are forward_backward's, with several ranks the gradients' copy to the host and their sum
+// over the ranks, then their copy back (communication), then the update's.
+struct StepStampPlan {
+  std::vector<KernelGroup> groups;
+  int gradients_to_host_slot = -1, gradients_back_slot = -1;  // several ranks only
+  int update_slot = 0;
+  int per_step() const { return static_cast<int>(groups.size()) + 1; }
+};
+
+inline StepStampPlan plan_step_stamps(bool lenet5, bool multi_rank) {
+  StepStampPlan plan;
+  plan.groups = forward_backward_groups(lenet5);
+  if (multi_rank) {
+    plan.groups.push_back({TimeCategory::communication_exposed});
+    plan.gradients_to_host_slot = plan.per_step() - 1;
+    plan.groups.push_back({TimeCategory::communication_exposed});
+    plan.gradients_back_slot = plan.per_step() - 1;
+  }
+  const std::vector<KernelGroup> update = update_groups();
+  plan.update_slot = plan.per_step();  // the update part's first stamp
+  plan.groups.insert(plan.groups.end(), update.begin(), update.end());
+  return plan;
+}
+
 // A range's stamps: step i's row is stamps[i * (groups + 1) ...]: the step's start, then the end
 // of each group. Device nanoseconds become host ClockTicks by adding offset (the host clock at a
 // moment the device also stamped); range_start is the host's clock when the range began.

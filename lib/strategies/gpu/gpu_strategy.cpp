@@ -227,19 +227,11 @@ class GpuStrategy final : public Strategy {
     if (multi_rank_) gather_rank_metrics();
   }
 
-  // The kernel groups of a step in stamp order (device_timing.hpp): forward_backward's, with
-  // several ranks the gradients' way to the host and back (communication), then the update's.
+  // Where a step's stamps go (device_timing.hpp), and the breakdown's workers: the device stream
+  // of each rank.
   void plan_kernel_groups(bool lenet5) {
-    step_groups_ = forward_backward_groups(lenet5);
-    if (multi_rank_) {
-      step_groups_.push_back({TimeCategory::communication_exposed});  // to the host, the sum
-      step_groups_.push_back({TimeCategory::communication_exposed});  // back to the device
-    }
-    const std::vector<KernelGroup> update = update_groups();
-    step_groups_.insert(step_groups_.end(), update.begin(), update.end());
-    const int per_step = static_cast<int>(step_groups_.size()) + 1;
-    update_slot_ = per_step - static_cast<int>(update.size());
-    for (StepLaunch& launch : launch_) launch.stamps_per_step = per_step;
+    stamps_plan_ = plan_step_stamps(lenet5, multi_rank_);
+    for (StepLaunch& launch : launch_) launch.stamps_per_step = stamps_plan_.per_step();
     std::vector<WorkerId> workers;
     std::vector<int> unit_of;
     for (int r = 0; r < ranks_->size(); ++r) {
@@ -286,7 +278,7 @@ class GpuStrategy final : public Strategy {
   }
 
   std::size_t stamps_per_range(std::int64_t steps) const {
-    return static_cast<std::size_t>(steps) * (step_groups_.size() + 1);
+    return static_cast<std::size_t>(steps) * static_cast<std::size_t>(stamps_plan_.per_step());
   }
   // The range's stamps into the device timeline, then (collective) every rank's steps into the
   // breakdown. The device's clock meets the host's at the last stamp: the step counter's advance,
@@ -297,7 +289,8 @@ class GpuStrategy final : public Strategy {
     const DeviceRangeStamps stamps{std::span<const std::uint64_t>(stamps_host_.data(), n),
                                    range_start, synchronized - static_cast<ClockTicks>(last)};
     device_timeline_.reserve_steps(static_cast<std::size_t>(count));
-    replay_device_range(device_timeline_, step_groups_, stamps, count, mode_ == DataMode::stream);
+    replay_device_range(device_timeline_, stamps_plan_.groups, stamps, count,
+                        mode_ == DataMode::stream);
     auto steps = gather_step_times(*ranks_, {&device_timeline_});
     std::vector<StepTimes> flat;
     for (auto& by_rank : steps) {
@@ -506,14 +499,14 @@ class GpuStrategy final : public Strategy {
     if (part == StepPart::forward_backward) {
       CNNBENCH_CUDA(cudaMemcpyAsync(grads_host_.data(), grads_.data(), grad_bytes,
                                     cudaMemcpyDeviceToHost, compute_.get()));
-      enqueue_stamp(step, compute_.get(), update_slot_ - 2);
+      enqueue_stamp(step, compute_.get(), stamps_plan_.gradients_to_host_slot);
     }
     if (part == StepPart::update) {
       CNNBENCH_CUDA(cudaMemcpyAsync(grads_.data(), grads_host_.data(), grad_bytes,
                                     cudaMemcpyHostToDevice, compute_.get()));
-      enqueue_stamp(step, compute_.get(), update_slot_ - 1);
+      enqueue_stamp(step, compute_.get(), stamps_plan_.gradients_back_slot);
     }
-    if (part != StepPart::forward_backward) enqueue_update(step, compute_.get(), update_slot_);
+    if (part != StepPart::forward_backward) enqueue_update(step, compute_.get(), stamps_plan_.update_slot);
   }
 
   // compute_seconds leaves out the time the device waited for the ranks' gradient sum.
@@ -588,8 +581,7 @@ class GpuStrategy final : public Strategy {
   std::array<StepLaunch, 2> launch_{};  // per batch slot (resident uses slot 0)
   GraphRunner<CudaApi> graphs_{2 * step_parts, true};  // [slot * step_parts + StepPart]
   std::vector<Event> copy_start_, copy_end_, compute_start_, compute_end_;
-  std::vector<KernelGroup> step_groups_;  // in stamp order: slot k + 1 ends group k
-  int update_slot_ = 0;                   // the slot of the update group's end
+  StepStampPlan stamps_plan_;  // which stamp slot ends which kernel group
 
   // Where the time goes
   StepTimeline device_timeline_;           // the device stream's steps of the current range
