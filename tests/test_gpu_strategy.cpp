@@ -138,8 +138,9 @@ TEST(GpuStrategy, BreakdownAddsUpToTrainSecondsAndTheTraceHasTheDeviceTrack) {
     const char* data_mode;
     const char* graph;
   };
-  for (const Case c : {Case{ModelKind::lenet5, "resident", "on"}, Case{ModelKind::lenet5, "stream", "on"},
-                       Case{ModelKind::lenet5, "resident", "off"}, Case{ModelKind::fc3, "resident", "on"}}) {
+  for (const Case c :
+       {Case{ModelKind::lenet5, "resident", "on"}, Case{ModelKind::lenet5, "stream", "on"},
+        Case{ModelKind::lenet5, "resident", "off"}, Case{ModelKind::fc3, "resident", "on"}}) {
     const std::string name =
         std::string(model_name(c.model)) + " " + c.data_mode + " graph " + c.graph;
     TrainConfig config;

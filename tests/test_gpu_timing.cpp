@@ -54,7 +54,9 @@ TEST(GpuTiming, StampSlotsEndTheirGroups) {
     EXPECT_EQ(ranks.gradients_back_slot, forward_backward + 2);
     EXPECT_EQ(ranks.update_slot, forward_backward + 3);
     // Slot k ends groups[k - 1].
-    const auto group_at = [&](int slot) { return ranks.groups[static_cast<std::size_t>(slot - 1)]; };
+    const auto group_at = [&](int slot) {
+      return ranks.groups[static_cast<std::size_t>(slot - 1)];
+    };
     EXPECT_EQ(group_at(ranks.gradients_to_host_slot).category, TimeCategory::communication_exposed);
     EXPECT_EQ(group_at(ranks.gradients_back_slot).category, TimeCategory::communication_exposed);
     EXPECT_EQ(group_at(ranks.update_slot).category, TimeCategory::update);

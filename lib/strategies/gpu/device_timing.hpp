@@ -89,7 +89,9 @@ inline void replay_device_range(StepTimeline& timeline, std::span<const KernelGr
                                 const DeviceRangeStamps& range, std::int64_t steps,
                                 bool streamed_data) {
   const std::size_t per_step = groups.size() + 1;
-  auto host = [&](std::uint64_t device_ns) { return static_cast<ClockTicks>(device_ns) + range.offset; };
+  auto host = [&](std::uint64_t device_ns) {
+    return static_cast<ClockTicks>(device_ns) + range.offset;
+  };
   ClockTicks previous_end = range.range_start;
   for (std::int64_t i = 0; i < steps; ++i) {
     const std::uint64_t* row = range.stamps.data() + static_cast<std::size_t>(i) * per_step;

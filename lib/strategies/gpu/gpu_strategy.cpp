@@ -506,7 +506,9 @@ class GpuStrategy final : public Strategy {
                                     cudaMemcpyHostToDevice, compute_.get()));
       enqueue_stamp(step, compute_.get(), stamps_plan_.gradients_back_slot);
     }
-    if (part != StepPart::forward_backward) enqueue_update(step, compute_.get(), stamps_plan_.update_slot);
+    if (part != StepPart::forward_backward) {
+      enqueue_update(step, compute_.get(), stamps_plan_.update_slot);
+    }
   }
 
   // compute_seconds leaves out the time the device waited for the ranks' gradient sum.
