@@ -110,7 +110,7 @@ TEST(GpuTiming, ReplayGivesTheStampsDifferences) {
       1'000, 1'100, 1'400, 1'450, 1'500, 2'500, 2'600,   // step 0
       2'700, 2'750, 3'050, 3'100, 3'120, 3'220, 3'320};  // step 1
   const ClockTicks offset = 5'000'000;
-  SpanRing ring(64);
+  SpanRing ring(8, 32);  // 8 steps of up to 32 spans: every replayed step kept
   for (const bool streamed : {false, true}) {
     StepTimeline timeline;
     timeline.record_spans(&ring);

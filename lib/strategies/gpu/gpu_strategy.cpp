@@ -116,21 +116,29 @@ class GpuStrategy final : public Strategy {
                              sizeof(float) * momentum_.size(), cudaMemcpyDeviceToHost));
   }
 
-  void keep_spans(std::size_t spans_per_thread) override {
-    host_spans_ = std::make_unique<SpanRing>(spans_per_thread);
-    device_spans_ = std::make_unique<SpanRing>(spans_per_thread);
+  void keep_trace(std::int64_t steps) override {
+    trace_steps_ = steps;
+    host_spans_ = std::make_unique<SpanRing>(static_cast<std::size_t>(steps), spans_per_step_guess);
+    device_spans_ = std::make_unique<SpanRing>(static_cast<std::size_t>(steps), spans_per_step_guess);
     device_timeline_.record_spans(device_spans_.get());
   }
 
-  // Collective on a multi-rank job (every rank's tracks on rank 0).
-  std::vector<TraceTrack> spans() override {
+  // Collective on a multi-rank job (every rank's tracks on rank 0). The ranks of one machine
+  // share its steady clock; GPU ranks on several machines are not aligned.
+  Trace trace() override {
+    if (trace_steps_ == 0) return {};
     std::vector<TraceTrack> own;
     const int rank = ranks_->rank();
-    if (host_spans_) own.push_back({rank, host_track, host_spans_->spans()});
-    if (device_spans_) own.push_back({rank, device_track, device_spans_->spans()});
-    std::vector<TraceTrack> all;
-    guarded([&] { all = gather_trace_tracks(*ranks_, own); });
-    return all;
+    own.push_back({rank, host_track, host_spans_->spans(), "", host_spans_->first_whole_step()});
+    own.push_back({rank, device_track, device_spans_->spans(), "", device_spans_->first_whole_step()});
+    keep_last_whole_steps(own, trace_steps_);
+    Trace out;
+    guarded([&] { out.tracks = gather_trace_tracks(*ranks_, own); });
+    for (TraceTrack& track : out.tracks) {
+      track.name = "gpu/rank" + std::to_string(track.process) +
+                   (track.thread == device_track ? "/device" : "/host");
+    }
+    return out;
   }
 
   TimeBreakdown time_breakdown() const override {
@@ -245,6 +253,7 @@ class GpuStrategy final : public Strategy {
   void run_range(const StepRange& range, const StepCallback& on_step) {
     if (range.count <= 0) return;
     const ClockTicks range_start = clock_ticks();
+    host_step_ = range.global_first;
     CNNBENCH_CUDA(cudaSetDevice(device_));
     reserve_range(range.count);
     range_allreduce_seconds_ = 0;
@@ -263,7 +272,7 @@ class GpuStrategy final : public Strategy {
     const ClockTicks wait_start = clock_ticks();
     CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
     const ClockTicks synchronized = clock_ticks();
-    host_span(wait_start, synchronized, TimeCategory::other);
+    host_span(wait_start, synchronized, TimeCategory::other, host_step_ - 1);  // the range's last
     account_timings(range.count);
     replay_device_stamps(range.count, range_start, synchronized);
     steps_run_ += range.count;
@@ -289,6 +298,7 @@ class GpuStrategy final : public Strategy {
     const DeviceRangeStamps stamps{std::span<const std::uint64_t>(stamps_host_.data(), n),
                                    range_start, synchronized - static_cast<ClockTicks>(last)};
     device_timeline_.reserve_steps(static_cast<std::size_t>(count));
+    device_timeline_.number_steps_from(host_step_ - count);
     replay_device_range(device_timeline_, stamps_plan_.groups, stamps, count,
                         mode_ == DataMode::stream);
     auto steps = gather_step_times(*ranks_, {&device_timeline_});
@@ -297,14 +307,30 @@ class GpuStrategy final : public Strategy {
       if (multi_rank_) separate_rank_imbalance(by_rank);
       flat.clear();
       for (const auto& rank : by_rank) flat.insert(flat.end(), rank.begin(), rank.end());
-      breakdown_.add_step(flat);
+      // Every rank's device steps cover its range: its wall on this rank's clock.
+      breakdown_.add_step(flat, by_rank[static_cast<std::size_t>(ranks_->rank())][0].wall);
     }
     device_timeline_.clear_steps();
   }
 
   // A span of the host thread's track, when a trace keeps them.
+  // A span of the host thread's track, when a trace keeps them, in the step the host is at.
   void host_span(ClockTicks start, ClockTicks end, TimeCategory category) {
-    if (host_spans_) host_spans_->push({start, end, category, -1});
+    host_span(start, end, category, host_step_);
+  }
+  void host_span(ClockTicks start, ClockTicks end, TimeCategory category, std::int64_t step) {
+    if (!host_spans_) return;
+    Span span;
+    span.start = start;
+    span.end = end;
+    span.step = step;
+    span.category = category;
+    host_spans_->push(span);
+  }
+  // The host has enqueued step host_step_: its later spans belong to the next one.
+  void host_step_done() {
+    if (host_spans_) host_spans_->end_step();
+    ++host_step_;
   }
 
   PinRecord own_pin_record() const {
@@ -465,6 +491,7 @@ class GpuStrategy final : public Strategy {
     if (!multi_rank_) {
       enqueue_part(slot, StepPart::whole_step);
       host_span(enqueue_start, clock_ticks(), TimeCategory::other);
+      host_step_done();
       return;
     }
     enqueue_part(slot, StepPart::forward_backward);
@@ -481,6 +508,7 @@ class GpuStrategy final : public Strategy {
     host_span(wait_start, update_start, TimeCategory::communication_exposed);
     enqueue_part(slot, StepPart::update);
     host_span(update_start, clock_ticks(), TimeCategory::other);
+    host_step_done();
   }
 
   // With graphs on, the first time a slot runs a part it runs eagerly (that loads every kernel
@@ -589,6 +617,8 @@ class GpuStrategy final : public Strategy {
   StepTimeline device_timeline_;           // the device stream's steps of the current range
   BreakdownBuilder breakdown_;
   std::unique_ptr<SpanRing> host_spans_, device_spans_;  // --trace only
+  std::int64_t trace_steps_ = 0;
+  std::int64_t host_step_ = 0;  // the global step the host enqueues (its spans' step)
 
   // Metrics
   double dataset_upload_seconds_ = 0, copy_seconds_ = 0, copy_bytes_ = 0;
