@@ -24,7 +24,7 @@ struct TraceFlow {
   int from_process = 0, from_thread = 0;
   ClockTicks from = 0;  // inside the producing span
   int to_process = 0, to_thread = 0;
-  ClockTicks to = 0;    // inside the consuming span
+  ClockTicks to = 0;  // inside the consuming span
   std::int64_t step = 0;
 };
 
