@@ -437,10 +437,10 @@ class ClusterStrategy final : public Strategy {
     for (std::size_t k = 0; k < steps.size(); ++k) {
       auto& by_rank = steps[k];
       if (ranks_ > 1) {
-        std::vector<StepTimes> before = by_rank[static_cast<std::size_t>(rank_)];
+        own_steps_before_ = by_rank[static_cast<std::size_t>(rank_)];  // reuses its capacity
         separate_rank_imbalance(by_rank);
-        note_imbalance_moves(first_step_since_gather_ + static_cast<std::int64_t>(k), before,
-                             by_rank[static_cast<std::size_t>(rank_)]);
+        note_imbalance_moves(first_step_since_gather_ + static_cast<std::int64_t>(k),
+                             own_steps_before_, by_rank[static_cast<std::size_t>(rank_)]);
       }
       flat.clear();
       for (const auto& rank : by_rank) flat.insert(flat.end(), rank.begin(), rank.end());
@@ -532,6 +532,7 @@ class ClusterStrategy final : public Strategy {
   std::int64_t trace_steps_ = 0;
   std::int64_t first_step_since_gather_ = 0;
   std::vector<std::vector<ImbalanceMove>> imbalance_moves_;
+  std::vector<StepTimes> own_steps_before_;  // a step's, before separate_rank_imbalance
 
   RankCounters counters_;
   ClusterNetwork network_;  // the ranks' hosts and link rate, gathered once
