@@ -315,7 +315,8 @@ void add_train_command(CLI::App& root, Runner& runner) {
                   "write the last steps' phases of every thread here, as a Chrome trace "
                   "(gpu: thread 1 is the device stream; Perfetto or chrome://tracing opens it)")
       ->check(output_path_rule(OutputKind::json));
-  cmd->add_option("--trace-steps", args->trace_steps, "steps a --trace keeps, the last ones")
+  cmd->add_option("--trace-steps", args->trace_steps,
+                  "whole steps a --trace keeps, the last ones, the same on every thread")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{100000}))
       ->capture_default_str();
   cmd->add_option("--save-init", args->save_init,

@@ -57,13 +57,14 @@ void add_names(const Trace& trace, nlohmann::json& events) {
   }
 }
 
-}  // namespace
+// Microseconds from the earliest span.
+struct TraceClock {
+  ClockTicks origin;
+  double operator()(ClockTicks t) const { return 1e-3 * double(t - origin); }
+};
 
-nlohmann::json chrome_trace_json(const Trace& trace, const std::vector<std::string>& layer_names) {
-  const ClockTicks origin = trace_origin(trace);
-  const auto us = [&](ClockTicks t) { return 1e-3 * double(t - origin); };
-  nlohmann::json events = nlohmann::json::array();
-  add_names(trace, events);
+void add_spans(const Trace& trace, const std::vector<std::string>& layer_names, TraceClock us,
+               nlohmann::json& events) {
   for (const TraceTrack& track : trace.tracks) {
     for (const Span& span : track.spans) {
       events.push_back({{"ph", "X"}, {"name", span_name(span, trace, layer_names)},
@@ -72,7 +73,10 @@ nlohmann::json chrome_trace_json(const Trace& trace, const std::vector<std::stri
                         {"dur", 1e-3 * double(span.end - span.start)}, {"args", span_args(span)}});
     }
   }
-  // A flow starts inside the producing span and ends inside ("bp": "e") the consuming one.
+}
+
+// A flow starts inside the producing span and ends inside ("bp": "e") the consuming one.
+void add_flows(const Trace& trace, TraceClock us, nlohmann::json& events) {
   for (const TraceFlow& flow : trace.flows) {
     const nlohmann::json args = {{"step", flow.step}};
     events.push_back({{"ph", "s"}, {"name", "token"}, {"cat", "flow"}, {"id", flow.id},
@@ -82,15 +86,30 @@ nlohmann::json chrome_trace_json(const Trace& trace, const std::vector<std::stri
                       {"id", flow.id}, {"pid", flow.to_process}, {"tid", flow.to_thread},
                       {"ts", us(flow.to)}, {"args", args}});
   }
+}
+
+void add_counters(const Trace& trace, TraceClock us, nlohmann::json& events) {
   for (const TraceCounter& counter : trace.counters) {
-    if (counter.at < origin || counter.series < 0 ||
+    if (counter.at < us.origin || counter.series < 0 ||
         static_cast<std::size_t>(counter.series) >= trace.counter_names.size()) {
       continue;
     }
-    events.push_back({{"ph", "C"}, {"name", trace.counter_names[static_cast<std::size_t>(counter.series)]},
-                      {"cat", "queue_depth"}, {"pid", counter.process}, {"ts", us(counter.at)},
+    const std::string& name = trace.counter_names[static_cast<std::size_t>(counter.series)];
+    events.push_back({{"ph", "C"}, {"name", name}, {"cat", "queue_depth"},
+                      {"pid", counter.process}, {"ts", us(counter.at)},
                       {"args", {{"tokens", counter.value}}}});
   }
+}
+
+}  // namespace
+
+nlohmann::json chrome_trace_json(const Trace& trace, const std::vector<std::string>& layer_names) {
+  const TraceClock us{trace_origin(trace)};
+  nlohmann::json events = nlohmann::json::array();
+  add_names(trace, events);
+  add_spans(trace, layer_names, us, events);
+  add_flows(trace, us, events);
+  add_counters(trace, us, events);
   return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }
 

@@ -337,8 +337,8 @@ void Executor::keep_spans(std::size_t steps, std::int64_t first_step) {
       per_step += schedule_.steady[static_cast<std::size_t>(a)];
       init += schedule_.init[static_cast<std::size_t>(a)];
     }
-    const auto spans = static_cast<std::size_t>(3 * ((static_cast<std::int64_t>(steps) + 4) * per_step + init));
-    core_spans_.push_back(std::make_unique<SpanRing>(1, spans));
+    const std::int64_t spans = 3 * ((static_cast<std::int64_t>(steps) + 4) * per_step + init);
+    core_spans_.push_back(std::make_unique<SpanRing>(1, static_cast<std::size_t>(spans)));
   }
 }
 

@@ -21,7 +21,9 @@ std::map<FiringKey, FiringAt> firings_of(const std::vector<TraceTrack>& tracks, 
   std::map<FiringKey, FiringAt> out;
   for (const TraceTrack& track : tracks) {
     for (const Span& span : track.spans) {
-      if (span.label >= 0 && span.label < actors) out[{span.label, span.firing}] = {track.thread, &span};
+      if (span.label >= 0 && span.label < actors) {
+        out[{span.label, span.firing}] = {track.thread, &span};
+      }
     }
   }
   return out;
@@ -69,8 +71,9 @@ void add_queue_depths(const Graph& graph, const std::map<FiringKey, FiringAt>& f
     const std::int64_t r_in = graph.actors[edge.to]->inputs()[edge.to_port].rate;
     changes.clear();
     for (const auto& [key, at] : firings) {
-      if (key.first == edge.from) changes.push_back({at.span->end, true, key.second, at.span->step});
-      if (key.first == edge.to) changes.push_back({at.span->end, false, key.second, at.span->step});
+      const auto [actor, firing] = key;
+      if (actor == edge.from) changes.push_back({at.span->end, true, firing, at.span->step});
+      if (actor == edge.to) changes.push_back({at.span->end, false, firing, at.span->step});
     }
     if (changes.empty()) continue;
     std::sort(changes.begin(), changes.end(),

@@ -176,14 +176,30 @@ def check_cluster_threads(check, trace):
 
 
 def check_cluster_ranks(check, trace):
-    """Every MPI call span has its bytes; the ranks' waits for the step's sums overlap in time
-    (the same collective, on one clock)."""
+    """Every MPI call span has its bytes, and the ranks' spans are on one clock."""
     check_kept_steps(check, "cluster 2x1", trace, 2)
     calls = [e for e in trace["traceEvents"] if e.get("ph") == "X" and e["name"].startswith("MPI_")]
     check.that(calls, "cluster 2x1: no MPI call spans")
     check.that(all(isinstance(e["args"].get("bytes"), int) for e in calls),
                "cluster 2x1: an MPI call span without args.bytes")
     check.that(any(e["args"]["bytes"] > 0 for e in calls), "cluster 2x1: no MPI call moved bytes")
+    # Causality on rank 0's clock: no rank's wait for a step's last sum can end before every
+    # rank started that sum. Spans moved by a wrong clock offset break it (50 us of slack: the
+    # offset is good to half a round trip).
+    started, waited = {}, {}
+    for e in calls:
+        key = (e["pid"], e["args"]["step"])
+        if e["name"] in ("MPI_Iallreduce loss and times", "MPI_Iallreduce+wait loss and times"):
+            started[key] = e["ts"]
+        if e["name"] in ("MPI_Testall wait for sums", "MPI_Iallreduce+wait loss and times"):
+            waited[key] = e["ts"] + e["dur"]
+    check.that(started and waited, "cluster 2x1: no sum of the loss and times")
+    for (rank, step), end in waited.items():
+        for other in (0, 1):
+            start = started.get((other, step))
+            check.that(start is not None and start <= end + 50,
+                       f"cluster 2x1 step {step}: rank {rank}'s wait ends at {end} us, before rank "
+                       f"{other} started the sum at {start} us")
 
 
 def expect_rejected(check, good, name, break_it):

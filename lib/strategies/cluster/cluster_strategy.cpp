@@ -40,19 +40,20 @@ void sleep_seconds(double seconds) {
 // imbalance_wait, as separate_rank_imbalance moves them in the report; a call's span inside a
 // wait is cut where its wait is, so that spans still nest.
 void split_imbalance(std::vector<Span>& spans, std::int64_t step, ClockTicks moved) {
+  const auto waiting = [&](const Span& span) {
+    return span.step == step && span.category == TimeCategory::communication_exposed;
+  };
   std::vector<Span> waits;
   for (const Span& span : spans) {
-    if (span.step == step && span.category == TimeCategory::communication_exposed && span.label < 0) {
-      waits.push_back(span);
-    }
+    if (waiting(span) && span.label < 0) waits.push_back(span);
   }
   std::vector<Span> rests;
   for (auto wait = waits.rbegin(); wait != waits.rend() && moved > 0; ++wait) {
     const ClockTicks cut = wait->start + std::min(moved, wait->end - wait->start);
     moved -= cut - wait->start;
     for (Span& span : spans) {
-      const bool inside = span.step == step && span.start >= wait->start && span.end <= wait->end;
-      if (!inside || span.category != TimeCategory::communication_exposed || span.start >= cut) continue;
+      const bool inside = span.start >= wait->start && span.end <= wait->end;
+      if (!inside || !waiting(span) || span.start >= cut) continue;
       if (span.end > cut) {
         Span rest = span;
         rest.start = cut;
@@ -123,12 +124,14 @@ class ClusterStrategy final : public Strategy {
     trace_steps_ = steps;
     std::vector<SpanRing*> rings;
     for (ThreadState& state : threads_) {
-      state.spans = std::make_unique<SpanRing>(static_cast<std::size_t>(steps), spans_per_step_guess);
+      state.spans =
+          std::make_unique<SpanRing>(static_cast<std::size_t>(steps), spans_per_step_guess);
       state.timeline.record_spans(state.spans.get());
       rings.push_back(state.spans.get());
     }
     exchange_->trace_calls(std::move(rings));
-    imbalance_moves_.assign(threads_.size(), std::vector<ImbalanceMove>(static_cast<std::size_t>(steps) + 1));
+    imbalance_moves_.assign(threads_.size(),
+                            std::vector<ImbalanceMove>(static_cast<std::size_t>(steps) + 1));
   }
   Trace trace() override;
   TimeBreakdown time_breakdown() const override {
@@ -440,10 +443,10 @@ class ClusterStrategy final : public Strategy {
     for (std::size_t k = 0; k < steps.size(); ++k) {
       auto& by_rank = steps[k];
       if (ranks_ > 1) {
-        std::vector<StepTimes> before = by_rank[static_cast<std::size_t>(rank_)];
+        own_steps_before_ = by_rank[static_cast<std::size_t>(rank_)];  // reuses its capacity
         separate_rank_imbalance(by_rank);
-        note_imbalance_moves(first_step_since_gather_ + static_cast<std::int64_t>(k), before,
-                             by_rank[static_cast<std::size_t>(rank_)]);
+        note_imbalance_moves(first_step_since_gather_ + static_cast<std::int64_t>(k),
+                             own_steps_before_, by_rank[static_cast<std::size_t>(rank_)]);
       }
       flat.clear();
       for (const auto& rank : by_rank) flat.insert(flat.end(), rank.begin(), rank.end());
@@ -459,8 +462,9 @@ class ClusterStrategy final : public Strategy {
                             const std::vector<StepTimes>& after) {
     for (std::size_t t = 0; t < imbalance_moves_.size(); ++t) {
       std::vector<ImbalanceMove>& moves = imbalance_moves_[t];
-      const double moved = after[t][TimeCategory::imbalance_wait] - before[t][TimeCategory::imbalance_wait];
-      moves[static_cast<std::size_t>(step) % moves.size()] = {step, static_cast<ClockTicks>(1e9 * moved)};
+      const double moved =
+          after[t][TimeCategory::imbalance_wait] - before[t][TimeCategory::imbalance_wait];
+      moves[static_cast<std::size_t>(step) % moves.size()] = {step, ClockTicks(1e9 * moved)};
     }
   }
 
@@ -535,6 +539,7 @@ class ClusterStrategy final : public Strategy {
   std::int64_t trace_steps_ = 0;
   std::int64_t first_step_since_gather_ = 0;
   std::vector<std::vector<ImbalanceMove>> imbalance_moves_;
+  std::vector<StepTimes> own_steps_before_;  // a step's, before separate_rank_imbalance
 
   RankCounters counters_;
   ClusterNetwork network_;  // the ranks' hosts and link rate, gathered once
@@ -556,7 +561,9 @@ Trace ClusterStrategy::trace() {
     const SpanRing& ring = *threads_[t].spans;
     own.push_back({rank_, static_cast<int>(t), ring.spans(), "", ring.first_whole_step()});
     for (const ImbalanceMove& move : imbalance_moves_[t]) {
-      if (move.step >= 0 && move.ticks > 0) split_imbalance(own.back().spans, move.step, move.ticks);
+      if (move.step >= 0 && move.ticks > 0) {
+        split_imbalance(own.back().spans, move.step, move.ticks);
+      }
     }
   }
   keep_last_whole_steps(own, trace_steps_);
@@ -564,7 +571,8 @@ Trace ClusterStrategy::trace() {
   Trace out;
   guarded([&] { out.tracks = gather_trace_tracks(*group_, own); });
   for (TraceTrack& track : out.tracks) {
-    track.name = "cluster/rank" + std::to_string(track.process) + "/thread" + std::to_string(track.thread);
+    track.name = "cluster/rank" + std::to_string(track.process) + "/thread" +
+                 std::to_string(track.thread);
   }
   out.labels = exchange_->trace_labels();
   return out;

@@ -105,7 +105,9 @@ class StreamStrategy final : public Strategy {
     run_.range = range;
     run_.on_step = &on_step;
     source_->restart_at(range.global_first * run_.microbatches);
-    if (trace_steps_ > 0 && !ran_) executor_->keep_spans(static_cast<std::size_t>(trace_steps_), range.global_first);
+    if (trace_steps_ > 0 && !ran_) {
+      executor_->keep_spans(static_cast<std::size_t>(trace_steps_), range.global_first);
+    }
     ran_ = true;
     executor_->run(range.count);
     run_.on_step = nullptr;
@@ -219,7 +221,8 @@ Trace StreamStrategy::trace() {
       }
       const std::int64_t per_micro_batch = schedule.steady[a] / run_.microbatches;
       if (per_micro_batch < 1 || schedule.steady[a] % run_.microbatches != 0) continue;
-      const std::int64_t in_step = std::max<std::int64_t>(0, span.firing - schedule.init[a]) % schedule.steady[a];
+      const std::int64_t in_step =
+          std::max<std::int64_t>(0, span.firing - schedule.init[a]) % schedule.steady[a];
       span.micro_batch = static_cast<std::int16_t>(in_step / per_micro_batch);
     }
   }

@@ -3,8 +3,8 @@
 // the breakdown (time_breakdown.hpp) adds the workers' steps up along the critical path.
 #pragma once
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

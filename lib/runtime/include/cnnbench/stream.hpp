@@ -390,8 +390,8 @@ class Executor {
   const std::vector<StepTimes>& last_run_core_times() const { return last_run_core_times_; }
   // --trace: from the next run on keep each core's spans of the last `steps` iterations (its
   // firings, their carved parts and the waits before them), the executor's first iteration
-  // being step first_step; trace() hands the last `steps` whole ones over, a track per core, with flows and queue depths
-  // (trace_labels() names the spans: the actors, then their carved parts).
+  // being step first_step; trace() hands the last `steps` whole ones over, a track per core, with
+  // flows and queue depths (Trace::labels names the spans: the actors, then their carved parts).
   void keep_spans(std::size_t steps, std::int64_t first_step);
   Trace trace(std::int64_t steps) const;
   double wall_seconds() const { return wall_seconds_; }  // summed over run() calls
