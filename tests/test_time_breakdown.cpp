@@ -479,12 +479,19 @@ TEST(TimeBreakdown, AnInjectedSlowdownIsComputeNotTheOSsShare) {
   EXPECT_EQ(straggler_line(b).find("the OS"), std::string::npos) << straggler_line(b);
 }
 
-// The injected slowdown makes its copy the straggler. Its factor is not asserted tightly: the
-// copies' times are wall times on a machine other tests share.
+// The injected slowdown makes its copy the straggler and is named injected_s. Its factor is not
+// asserted tightly: the copies' times are wall times on a machine other tests share.
 TEST(TimeBreakdown, StreamNamesTheSlowedCopy) {
   TrainConfig config = short_run("stream", 2, {{"slowdown", "1:2"}, {"widths", "s=2"}});
   config.batch = 128;
-  const TimeBreakdown b = train(config).time_breakdown;
+  const RunResult run = train(config);
+  expect_run_adds_up(run, 2, "stream --slowdown 1:2");
+  const TimeBreakdown& b = run.time_breakdown;
+  double injected = 0;  // the slowed copy's spin, on whichever core runs it
+  for (const WorkerBreakdown& worker : b.workers) {
+    injected += worker.total.part_seconds[static_cast<std::size_t>(ComputePart::injected)];
+  }
+  EXPECT_GT(injected, 0.0);
   EXPECT_EQ(b.straggler.kind, "copy");
   EXPECT_EQ(b.straggler.id, 1);
   EXPECT_GT(b.straggler.mean_excess, 1.2);

@@ -169,12 +169,22 @@ class Firing {
   }
   TimeCategory carved_category() const { return carved_category_; }
   double carved_seconds() const { return carved_seconds_; }
+  // Seconds of this firing that were compute outside the actor's layer (an injected slowdown);
+  // one part per firing.
+  void count_as_part(ComputePart part, double seconds) {
+    part_ = part;
+    part_seconds_ += seconds;
+  }
+  ComputePart part() const { return part_; }
+  double part_seconds() const { return part_seconds_; }
 
  private:
   std::span<Channel* const> inputs_;
   std::span<Channel* const> outputs_;
   TimeCategory carved_category_ = TimeCategory::other;
   double carved_seconds_ = 0;
+  ComputePart part_ = ComputePart::injected;
+  double part_seconds_ = 0;
 };
 
 // ---- composites -------------------------------------------------------------------------------
