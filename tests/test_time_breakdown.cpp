@@ -211,7 +211,8 @@ void expect_breakdown_adds_up(const TimeBreakdown& b, double train_seconds, std:
   EXPECT_NEAR(path.wall, train_seconds, 0.05 * train_seconds);
   EXPECT_LT(path[TimeCategory::other], 0.10 * train_seconds);
   EXPECT_GT(path[TimeCategory::compute], 0.0);
-  EXPECT_NEAR(layers_and_parts(path), path[TimeCategory::compute], 0.01 * path[TimeCategory::compute]);
+  const double compute = path[TimeCategory::compute];
+  EXPECT_NEAR(layers_and_parts(path), compute, 0.01 * compute);
   EXPECT_GT(std::accumulate(path.layer_seconds.begin(), path.layer_seconds.end(), 0.0), 0.0);
   ASSERT_EQ(b.workers.size(), workers);
   for (const WorkerBreakdown& worker : b.workers) {
@@ -294,7 +295,8 @@ TEST(TimeBreakdown, StreamAddsUpInEveryConsistencyMode) {
   }
   // The paper's graph deals and merges tokens in its splitjoins: named apart from the layers.
   const RunResult paper = train(short_run("stream", 2, {{"widths", "s=1"}}));
-  EXPECT_GT(paper.time_breakdown.critical_path.part_seconds[static_cast<std::size_t>(ComputePart::splitjoin)], 0.0);
+  const auto splitjoin = static_cast<std::size_t>(ComputePart::splitjoin);
+  EXPECT_GT(paper.time_breakdown.critical_path.part_seconds[splitjoin], 0.0);
   // Copies of the net: a stage per core all the same.
   expect_run_adds_up(train(short_run("stream", 2, {{"widths", "s=2"}})), 2, "stream copies");
   // The pipeline of the paper's graph idles while it fills and drains.
@@ -339,7 +341,8 @@ TwoRanks train_on_two_simulated_ranks(const TrainConfig& config) {
     auto strategy = make_cluster_strategy(std::move(group));
     strategy->prepare(model, data, config);
     const StepCallback ignore = [](std::int64_t, double) {};
-    for (const StepRange range : {StepRange{order.data(), 0, 10, 0}, StepRange{order.data(), 10, 14, 10}}) {
+    for (const StepRange range :
+         {StepRange{order.data(), 0, 10, 0}, StepRange{order.data(), 10, 14, 10}}) {
       const double start = now_seconds();
       strategy->run_steps(range, ignore);
       out.seconds[static_cast<std::size_t>(rank)] += now_seconds() - start;
@@ -354,7 +357,8 @@ TEST(TimeBreakdown, ClusterOnTwoSimulatedRanksAddsUpOnEveryRank) {
   // Every rank gathered every rank's steps and adds them up to its own wall time.
   for (std::size_t rank = 0; rank < 2; ++rank) {
     const TimeBreakdown& b = run.breakdowns[rank];
-    expect_breakdown_adds_up(b, run.seconds[rank], 24, 2, "cluster 2x1, rank " + std::to_string(rank));
+    expect_breakdown_adds_up(b, run.seconds[rank], 24, 2,
+                             "cluster 2x1, rank " + std::to_string(rank));
     EXPECT_EQ(b.straggler.kind, "rank");
     EXPECT_EQ(b.workers[1].worker.kind, "rank");
     EXPECT_EQ(b.workers[1].worker.id, 1);
@@ -465,8 +469,8 @@ TEST(TimeBreakdown, ABusyLoopOnThread0sCoreIsTheOSsShareOfItsExcess) {
 // Rank 0 sleeps as a slower core would compute: its excess is injected compute, not the OS's
 // (a sleep uses no CPU, yet the thread was not descheduled: it asked to wait).
 TEST(TimeBreakdown, AnInjectedSlowdownIsComputeNotTheOSsShare) {
-  const TwoRanks run =
-      train_on_two_simulated_ranks(short_run("cluster", 1, {{"overlap", "off"}, {"slowdown", "0:3"}}));
+  const TwoRanks run = train_on_two_simulated_ranks(
+      short_run("cluster", 1, {{"overlap", "off"}, {"slowdown", "0:3"}}));
   const TimeBreakdown& b = run.breakdowns[0];
   expect_breakdown_adds_up(b, run.seconds[0], 24, 2, "cluster 2x1 --slowdown 0:3");
   EXPECT_EQ(b.straggler.kind, "rank");
