@@ -324,14 +324,15 @@ TEST(TimeBreakdown, ClusterOnOneRankAddsUp) {
             0.25 * path[TimeCategory::compute]);
 }
 
-// Each rank's breakdown and the wall time of its calls (as run_training measures it) over 24
-// steps in two ranges on two simulated ranks.
+// Each rank's breakdown and the wall time of its calls (as run_training measures it) over 48
+// steps in two ranges on two simulated ranks (enough that the gathering at the end of each range,
+// other_s, stays small on a loaded machine).
 struct TwoRanks {
   std::vector<TimeBreakdown> breakdowns = std::vector<TimeBreakdown>(2);
   std::vector<double> seconds = std::vector<double>(2, 0.0);
 };
 TwoRanks train_on_two_simulated_ranks(const TrainConfig& config) {
-  const Dataset data = make_synthetic(1024, 3);  // 32 steps: one epoch's order holds them all
+  const Dataset data = make_synthetic(2048, 3);  // 64 steps: one epoch's order holds them all
   const std::vector<std::uint32_t> order = epoch_order(data.count, 3, 0, true);
   testing::SimulatedJob job(2);
   TwoRanks out;
@@ -342,7 +343,7 @@ TwoRanks train_on_two_simulated_ranks(const TrainConfig& config) {
     strategy->prepare(model, data, config);
     const StepCallback ignore = [](std::int64_t, double) {};
     for (const StepRange range :
-         {StepRange{order.data(), 0, 10, 0}, StepRange{order.data(), 10, 14, 10}}) {
+         {StepRange{order.data(), 0, 20, 0}, StepRange{order.data(), 20, 28, 20}}) {
       const double start = now_seconds();
       strategy->run_steps(range, ignore);
       out.seconds[static_cast<std::size_t>(rank)] += now_seconds() - start;
@@ -357,7 +358,7 @@ TEST(TimeBreakdown, ClusterOnTwoSimulatedRanksAddsUpOnEveryRank) {
   // Every rank gathered every rank's steps and adds them up to its own wall time.
   for (std::size_t rank = 0; rank < 2; ++rank) {
     const TimeBreakdown& b = run.breakdowns[rank];
-    expect_breakdown_adds_up(b, run.seconds[rank], 24, 2,
+    expect_breakdown_adds_up(b, run.seconds[rank], 48, 2,
                              "cluster 2x1, rank " + std::to_string(rank));
     EXPECT_EQ(b.straggler.kind, "rank");
     EXPECT_EQ(b.workers[1].worker.kind, "rank");
@@ -472,7 +473,7 @@ TEST(TimeBreakdown, AnInjectedSlowdownIsComputeNotTheOSsShare) {
   const TwoRanks run = train_on_two_simulated_ranks(
       short_run("cluster", 1, {{"overlap", "off"}, {"slowdown", "0:3"}}));
   const TimeBreakdown& b = run.breakdowns[0];
-  expect_breakdown_adds_up(b, run.seconds[0], 24, 2, "cluster 2x1 --slowdown 0:3");
+  expect_breakdown_adds_up(b, run.seconds[0], 48, 2, "cluster 2x1 --slowdown 0:3");
   EXPECT_EQ(b.straggler.kind, "rank");
   EXPECT_EQ(b.straggler.id, 0);
   const StepTimes& slowed = b.workers[0].total;
