@@ -85,7 +85,8 @@ void StepTimeline::end_work() {
   // Not clamped at 0: getrusage's microseconds may put a short region's CPU time a little over
   // its wall, and clamping each region would bias the sum upwards.
   current_.descheduled += wall - (cpu.seconds - work_cpu_.seconds);
-  current_.involuntary_switches += double(cpu.involuntary_switches - work_cpu_.involuntary_switches);
+  const std::int64_t switches = cpu.involuntary_switches - work_cpu_.involuntary_switches;
+  current_.involuntary_switches += double(switches);
 }
 
 void StepTimeline::end_step(ClockTicks now) {

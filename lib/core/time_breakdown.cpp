@@ -60,15 +60,15 @@ double excess_over_median_of_others(std::span<const double> busy, std::size_t un
   return median > 0 ? busy[unit] / median : 1.0;
 }
 
-double descheduled_share_of_excess(std::span<const double> busy, std::span<const double> descheduled,
-                                   std::size_t unit, std::vector<double>& scratch) {
+double descheduled_share_of_excess(std::span<const double> busy,
+                                   std::span<const double> descheduled, std::size_t unit,
+                                   std::vector<double>& scratch) {
   if (busy.size() < 2) return 0.0;
   const double excess = busy[unit] - median_of_others(busy, unit, scratch);
   if (excess <= 0) return 0.0;
-  const double descheduled_excess = descheduled[unit] - median_of_others(descheduled, unit, scratch);
-  return std::clamp(descheduled_excess / excess, 0.0, 1.0);
+  const double others = median_of_others(descheduled, unit, scratch);
+  return std::clamp((descheduled[unit] - others) / excess, 0.0, 1.0);
 }
-
 
 BreakdownBuilder::BreakdownBuilder(std::vector<WorkerId> workers, std::string unit_kind,
                                    std::vector<int> unit_of)

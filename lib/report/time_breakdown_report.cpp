@@ -78,7 +78,8 @@ std::string straggler_line(const TimeBreakdown& breakdown) {
                 s.kind.c_str(), s.id, s.mean_excess);
   std::string line = text;
   if (s.mean_excess > 1 && s.descheduled_share >= 0.5) {
-    std::snprintf(text, sizeof text, "; %.0f%% of that was time the OS ran something else on its core",
+    std::snprintf(text, sizeof text,
+                  "; %.0f%% of that was time the OS ran something else on its core",
                   100 * s.descheduled_share);
     line += text;
   }

@@ -358,9 +358,14 @@ void Executor::count_firing(StepTimes& times, const Actor& actor, const Firing& 
                             double seconds, TimeCategory gap_category, double gap_seconds) {
   times[gap_category] += gap_seconds;
   const double carved = std::min(seconds, firing.carved_seconds());
-  const double own = seconds - carved;
+  const double part = std::min(seconds - carved, firing.part_seconds());
+  const double own = seconds - carved - part;
   times[actor.time_category()] += own;
   if (carved > 0) times[firing.carved_category()] += carved;
+  if (part > 0) {
+    times[TimeCategory::compute] += part;
+    times.part_seconds[static_cast<std::size_t>(firing.part())] += part;
+  }
   const auto layer = static_cast<std::size_t>(actor.time_layer());
   if (actor.time_category() != TimeCategory::compute) return;
   if (actor.time_layer() >= 0 && layer < max_timed_layers) {

@@ -1,7 +1,8 @@
 // `cnnbench train --strategy cluster` end to end under mpirun: only rank 0 reports and saves,
 // a checkpoint resumes on a different rank count and still equals serial, the report's time
-// breakdown adds up (2 x 1 and 2 x 2) and names a slowed rank, its trace holds both ranks, killing one rank of a
-// running job ends the whole job within 30 s, and stopping one ends it after --comm-timeout.
+// breakdown adds up (2 x 1 and 2 x 2) and names a slowed rank, its trace holds both ranks,
+// killing one rank of a running job ends the whole job within 30 s, and stopping one ends it
+// after --comm-timeout.
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -140,8 +141,9 @@ void expect_breakdown_adds_up(const nlohmann::json& report) {
   EXPECT_NEAR(sum, train_seconds, 0.05 * train_seconds) << breakdown.dump(1);
   EXPECT_LT(breakdown.at("other_s").get<double>(), 0.10 * train_seconds) << breakdown.dump(1);
   double parts = 0;
-  for (const auto& [layer, seconds] : breakdown.at("per_layer").items()) parts += seconds.get<double>();
-  for (const auto& [part, seconds] : breakdown.at("compute_parts").items()) parts += seconds.get<double>();
+  for (const char* group : {"per_layer", "compute_parts"}) {
+    for (const auto& [name, seconds] : breakdown.at(group).items()) parts += seconds.get<double>();
+  }
   const double compute = breakdown.at("compute_s");
   EXPECT_NEAR(parts, compute, 0.01 * compute) << breakdown.dump(1);
 }

@@ -96,7 +96,8 @@ def main():
             total = sum(breakdown[c] for c in categories)
             train_seconds = report["metrics"]["train_seconds"]
             if abs(total - train_seconds) > 0.05 * train_seconds:
-                print(f"FAIL {name}: the categories add up to {total}, train_seconds is {train_seconds}")
+                print(f"FAIL {name}: the categories add up to {total}, "
+                      f"train_seconds is {train_seconds}")
                 failures += 1
             parts = sum(breakdown["per_layer"].values()) + sum(breakdown["compute_parts"].values())
             if abs(parts - breakdown["compute_s"]) > 0.01 * breakdown["compute_s"]:

@@ -106,7 +106,8 @@ void NodeStep::apply_update() {
   const std::size_t n = model_.params.size();
   if (replicated()) {
     pool_.run_on_each([&](int replica) {
-      measured(replica, [&] { sgd_step(params_of(replica), grads, momentum_of(replica), n, sgd_); });
+      measured(replica,
+               [&] { sgd_step(params_of(replica), grads, momentum_of(replica), n, sgd_); });
     });
     for (ThreadState& state : threads_) state.reduced_floats += 3.0 * static_cast<double>(n);
     return;

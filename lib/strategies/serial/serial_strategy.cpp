@@ -71,7 +71,9 @@ class SerialStrategy final : public Strategy {
     for (std::int64_t i = 0; i < range.count; ++i) {
       const std::uint32_t* indices = range.order + (range.first + i) * batch;
       timeline_.begin_step();
-      timeline_.begin_work();  // the whole step is work: nothing waits
+      // The whole step is work on this thread, unless OpenBLAS's own threads take part of it
+      // (and this one waits for them): then the OS's share is not measured.
+      if (threads_ == 1) timeline_.begin_work();
       gather_batch(x_.data(), y_.data(), *data_, indices, batch);
       timeline_.close(TimeCategory::data);
       const double loss_sum = forward_backward(m.kind, m.params.data(), grads, x_.data(),
@@ -79,7 +81,7 @@ class SerialStrategy final : public Strategy {
       sum_sgd_step_and_clear(m.params.data(), &grads, 1, m.momentum.data(), m.params.size(),
                              config_.sgd);
       timeline_.close(TimeCategory::update);
-      timeline_.end_work();
+      if (threads_ == 1) timeline_.end_work();
       timeline_.end_step();
       on_step(i, loss_sum / batch);
     }

@@ -38,8 +38,9 @@ struct Straggler {
 
 // (descheduled - median of the others' descheduled) / (busy - median of the others' busy) of
 // `unit`, within 0..1; 0 when it has no excess.
-double descheduled_share_of_excess(std::span<const double> busy, std::span<const double> descheduled,
-                                   std::size_t unit, std::vector<double>& scratch);
+double descheduled_share_of_excess(std::span<const double> busy,
+                                   std::span<const double> descheduled, std::size_t unit,
+                                   std::vector<double>& scratch);
 
 struct TimeBreakdown {
   std::int64_t steps = 0;

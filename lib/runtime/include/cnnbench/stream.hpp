@@ -177,6 +177,14 @@ class Firing {
   }
   ClockTicks carved_start() const { return carved_start_; }
   ClockTicks carved_end() const { return carved_end_; }
+  // Seconds of this firing that were compute outside the actor's layer (an injected slowdown);
+  // one part per firing.
+  void count_as_part(ComputePart part, double seconds) {
+    part_ = part;
+    part_seconds_ += seconds;
+  }
+  ComputePart part() const { return part_; }
+  double part_seconds() const { return part_seconds_; }
 
  private:
   std::span<Channel* const> inputs_;
@@ -184,6 +192,8 @@ class Firing {
   TimeCategory carved_category_ = TimeCategory::other;
   double carved_seconds_ = 0;
   ClockTicks carved_start_ = 0, carved_end_ = 0;
+  ComputePart part_ = ComputePart::injected;
+  double part_seconds_ = 0;
 };
 
 // ---- composites -------------------------------------------------------------------------------
