@@ -284,6 +284,8 @@ class GpuStrategy final : public Strategy {
     for (std::int64_t i = 0; i < range.count; ++i) {
       on_step(i, loss_sums_host_.data()[i] / batch_);
     }
+    // The read-back, the replay, the ranks' metrics and the callbacks after the last stamp.
+    breakdown_.end_range(1e-9 * double(clock_ticks() - range_start));
   }
 
   std::size_t stamps_per_range(std::int64_t steps) const {
