@@ -7,7 +7,7 @@
 #include <functional>
 #include <string>
 
-#include "cnnbench/isa.hpp"
+#include "cnnbench/isa_choice.hpp"
 
 namespace cnnbench {
 
@@ -17,7 +17,7 @@ inline void for_each_supported_isa(const std::function<void()>& check) {
   struct Restore {
     std::string isa;
     ~Restore() { use_isa(isa); }
-  } restore{info.active};
+  } restore{info.requested};
   ASSERT_FALSE(info.supported.empty());
   for (const std::string& isa : info.supported) {
     SCOPED_TRACE("SIMD target " + isa);
