@@ -19,6 +19,8 @@ namespace {
 constexpr int batch = 64;
 // A repetition this much slower than the fastest still ties with it.
 constexpr double tie = 1.02;
+// A target whose fastest repetition is this much slower than the fastest one is timed no more.
+constexpr double out_of_the_race = 1.5;
 
 using L = Lenet5Sizes;
 using F = Fc3Sizes;
@@ -156,17 +158,24 @@ std::string fastest_target(KernelFamily family, const std::vector<std::string>& 
   Buffers buffers;
   const std::function<void()> work = family_work(family, buffers);
   std::vector<double> fastest(targets.size(), std::numeric_limits<double>::infinity());
+  std::vector<bool> running(targets.size(), true);
   KernelChoice trial = base;
   const double start = now_seconds();
-  // The first round warms caches and pages and is not counted; then at least two counted rounds.
-  for (int round = 0; round < 3 || now_seconds() - start < budget_seconds; ++round) {
+  // The first round warms caches and pages and is not counted; then at least one counted round.
+  for (int round = 0; round < 2 || now_seconds() - start < budget_seconds; ++round) {
     for (std::size_t t = 0; t < targets.size(); ++t) {
+      if (!running[t]) continue;
       trial.targets[static_cast<std::size_t>(family)] = targets[t];
       use_kernel_choice(trial, "best");
       const double begin = now_seconds();
       work();
       const double seconds = now_seconds() - begin;
       if (round > 0) fastest[t] = std::min(fastest[t], seconds);
+    }
+    // A target this far behind cannot win: its turns go to the close ones.
+    const double best = *std::min_element(fastest.begin(), fastest.end());
+    for (std::size_t t = 0; t < targets.size(); ++t) {
+      if (fastest[t] > best * out_of_the_race) running[t] = false;
     }
   }
   const double best = *std::min_element(fastest.begin(), fastest.end());
@@ -182,10 +191,11 @@ KernelChoice measure_fastest_kernels(double budget_ms) {
   const IsaInfo before = isa_info();
   const double start = now_seconds();
   KernelChoice choice = highest_kernel_choice();
-  const double per_family = budget_ms / 1000.0 / kernel_family_count;
-  for (KernelFamily family : kernel_families) {
-    choice.targets[static_cast<std::size_t>(family)] =
-        fastest_target(family, before.supported, highest_kernel_choice(), per_family);
+  // Each family gets an even share of what is left, so that one that overran costs the others.
+  for (std::size_t f = 0; f < kernel_family_count; ++f) {
+    const double left = budget_ms / 1000.0 - (now_seconds() - start);
+    choice.targets[f] = fastest_target(kernel_families[f], before.supported, highest_kernel_choice(),
+                                       left / double(kernel_family_count - f));
   }
   choice.how = "measured";
   choice.calibration_ms = (now_seconds() - start) * 1000.0;
