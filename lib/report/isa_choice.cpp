@@ -30,7 +30,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // The timing's budget: the buffers' set-up and the turns that overrun it come on top.
-constexpr double calibration_budget_ms = 220;
+constexpr double calibration_budget_ms = 200;
 
 // What a measured choice holds for: the CPU (as the report names it, without its clock), the
 // build, and OpenBLAS's kernel set (dense layers run on sgemm by rules that read it).

@@ -21,6 +21,8 @@ constexpr int batch = 64;
 constexpr double tie = 1.02;
 // A target whose fastest repetition is this much slower than the fastest one is timed no more.
 constexpr double out_of_the_race = 1.5;
+// The shortest timed repetition: shorter work is repeated up to this.
+constexpr double min_repetition_seconds = 200e-6;
 
 using L = Lenet5Sizes;
 using F = Fc3Sizes;
@@ -160,21 +162,30 @@ std::string fastest_target(KernelFamily family, const std::vector<std::string>& 
   std::vector<double> fastest(targets.size(), std::numeric_limits<double>::infinity());
   std::vector<bool> running(targets.size(), true);
   KernelChoice trial = base;
+  int repeats = 1;  // calls of `work` per timed repetition
   const double start = now_seconds();
-  // The first round warms caches and pages and is not counted; then at least one counted round.
-  for (int round = 0; round < 2 || now_seconds() - start < budget_seconds; ++round) {
+  // The first round warms caches and pages and is not counted; then at least two counted rounds.
+  for (int round = 0; round < 3 || now_seconds() - start < budget_seconds; ++round) {
+    double fastest_warm_up = std::numeric_limits<double>::infinity();
     for (std::size_t t = 0; t < targets.size(); ++t) {
       if (!running[t]) continue;
       trial.targets[static_cast<std::size_t>(family)] = targets[t];
       use_kernel_choice(trial, "best");
       const double begin = now_seconds();
-      work();
-      const double seconds = now_seconds() - begin;
+      for (int r = 0; r < repeats; ++r) work();
+      const double seconds = (now_seconds() - begin) / repeats;
       if (round > 0) fastest[t] = std::min(fastest[t], seconds);
+      fastest_warm_up = std::min(fastest_warm_up, seconds);
     }
-    // A target this far behind cannot win: its turns go to the close ones.
+    // A family whose work takes microseconds (ReLU, SGD) is repeated up to a span the clock and
+    // the scheduler's noise do not swamp.
+    if (round == 0) {
+      repeats = static_cast<int>(std::clamp(min_repetition_seconds / fastest_warm_up, 1.0, 64.0));
+    }
+    // A target this far behind in two counted turns cannot win: its turns go to the close ones.
+    // (One turn is not enough: a burst of noise can slow the winner's first.)
     const double best = *std::min_element(fastest.begin(), fastest.end());
-    for (std::size_t t = 0; t < targets.size(); ++t) {
+    for (std::size_t t = 0; t < targets.size() && round >= 2; ++t) {
       if (fastest[t] > best * out_of_the_race) running[t] = false;
     }
   }
