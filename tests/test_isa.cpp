@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -242,7 +244,9 @@ class IsaCache : public ::testing::Test {
     std::vector<fs::path> files;
     const fs::path folder = cache_home / "cnnbench";
     if (!fs::is_directory(folder)) return files;
-    for (const auto& entry : fs::directory_iterator(folder)) files.push_back(entry.path());
+    for (const auto& entry : fs::directory_iterator(folder)) {
+      if (entry.path().extension() == ".json") files.push_back(entry.path());  // not the .lock
+    }
     return files;
   }
 
@@ -273,6 +277,24 @@ TEST_F(IsaCache, ASecondRunTakesTheCachedChoiceAndTheSameBits) {
   EXPECT_EQ(second.notes, "");
   EXPECT_EQ(second.report.at("loss_curve"), first.report.at("loss_curve"));
   EXPECT_EQ(second.report.at("metrics").at("final_loss"), first.report.at("metrics").at("final_loss"));
+}
+
+// Two processes starting together (two ranks on one node): one measures, the other waits for it
+// and takes its choice from the cache, so both run the same kernels.
+TEST_F(IsaCache, ProcessesStartingTogetherMeasureOnce) {
+  const std::string environment = "CNNBENCH_ISA= XDG_CACHE_HOME=" + cache_home.string();
+  const std::string train = std::string(CNNBENCH_CLI) +
+                            " train --model fc3 --synthetic 256 --steps 2 --batch 16 --quiet "
+                            "--isa best --report ";
+  const fs::path first = temp.path() / "first.json", second = temp.path() / "second.json";
+  const std::string both = environment + " " + train + first.string() + " & " + environment +
+                           " " + train + second.string() + "; wait";
+  ASSERT_EQ(std::system(both.c_str()), 0);
+  const nlohmann::json a = nlohmann::json::parse(read(first)).at("context").at("simd");
+  const nlohmann::json b = nlohmann::json::parse(read(second)).at("context").at("simd");
+  EXPECT_EQ(a.at("kernels"), b.at("kernels"));
+  const std::multiset<std::string> choices = {a.at("choice"), b.at("choice")};
+  EXPECT_EQ(choices, (std::multiset<std::string>{"cached", "measured"}));
 }
 
 TEST_F(IsaCache, ACorruptCacheIsIgnoredWithANoteAndReplaced) {

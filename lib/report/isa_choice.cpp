@@ -3,6 +3,10 @@
 // mixed cluster keeps one file per kind of node). The file repeats its identity, which must match.
 #include "cnnbench/isa_choice.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -122,12 +126,35 @@ void write_cache(const fs::path& file, const nlohmann::json& identity, const Ker
   }
 }
 
+// An exclusive lock on `file` for as long as it lives, or none when the file cannot be opened
+// (an unwritable folder): the processes of one start (the ranks of a cluster run on one node)
+// then measure one after the other, and all but the first find the first one's choice cached.
+class CacheLock {
+ public:
+  explicit CacheLock(const fs::path& file) {
+    std::error_code ignored;
+    fs::create_directories(file.parent_path(), ignored);
+    fd_ = ::open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~CacheLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  CacheLock(const CacheLock&) = delete;
+  CacheLock& operator=(const CacheLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // The cached choice when there is a good one, else one measured now (and cached).
 KernelChoice cached_or_measured_choice() {
   const std::optional<fs::path> folder = cache_enabled() ? cache_folder() : std::nullopt;
   if (!folder) return measure_fastest_kernels(calibration_budget_ms);
   const nlohmann::json identity = cache_identity();
-  const fs::path file = *folder / ("kernel-choice-" + identity_hash(identity.dump()) + ".json");
+  const std::string name = "kernel-choice-" + identity_hash(identity.dump());
+  const fs::path file = *folder / (name + ".json");
+  const CacheLock lock(*folder / (name + ".lock"));
   std::string why_not;
   if (auto cached = read_cache(file, identity, why_not)) return *cached;
   if (!why_not.empty()) note("ignoring " + file.string() + ": " + why_not + "; measuring again");
