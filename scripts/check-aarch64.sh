@@ -77,7 +77,7 @@ start probe
 say "emulator: $("$qemu" --version | head -1), CPU model '$qemu_cpu'"
 probe=$(run_arm "$build/isa_probe") || die "isa_probe failed under qemu (the cross-built binaries do not run)"
 echo "$probe"
-targets=$(sed -n 's/^isa_probe: SIMD targets the tests run (supported): \(.*\) (best.*/\1/p' <<<"$probe")
+targets=$(sed -n 's/^isa_probe: SIMD targets the tests run (supported): \(.*\) (highest.*/\1/p' <<<"$probe")
 done_stage probe
 
 failed=()

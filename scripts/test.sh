@@ -65,13 +65,13 @@ stage_done "mpi tests"
 ctest --preset ci -L slurm "$@"
 stage_done "slurm test"
 # The loss trajectory, PyTorch parity and every strategy's equivalence to serial once more on a
-# second SIMD target this CPU runs (avx2 where its best is AVX-512, else sse4): a kernel right on
-# the best target only fails here. test_layers already covers every target kernel by kernel.
+# second SIMD target this CPU runs (avx2 where its highest is AVX-512, else sse4): a kernel right on
+# the highest target only fails here. test_layers already covers every target kernel by kernel.
 if [[ $# -eq 0 ]]; then
-  second_isa=$(build/ci/apps/cnnbench info --json | python3 -c '
+  second_isa=$(build/ci/apps/cnnbench info --isa highest --json | python3 -c '
 import json, sys
 simd = json.load(sys.stdin)["context"]["simd"]
-lower = [t for t in simd["supported"] if t not in (simd["best"], "scalar")]
+lower = [t for t in simd["supported"] if t not in (simd["highest"], "scalar")]
 print("avx2" if "avx2" in lower else (lower[0] if lower else "scalar"))')
   echo "test.sh: equivalence tests again with CNNBENCH_ISA=$second_isa"
   second_tests='^(test_models|test_training|test_stream_strategy|test_cluster|py_test_torch_parity)$'

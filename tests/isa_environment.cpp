@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "cnnbench/isa.hpp"
+#include "cnnbench/isa_choice.hpp"
 
 namespace {
 

@@ -11,17 +11,18 @@
 
 namespace cnnbench {
 
-// Afterwards the target in use before is restored (CNNBENCH_ISA may have chosen it).
+// Afterwards the choice in use before is restored as it was (CNNBENCH_ISA may have made it).
 inline void for_each_supported_isa(const std::function<void()>& check) {
   const IsaInfo info = isa_info();
   struct Restore {
-    std::string isa;
-    ~Restore() { use_isa(isa); }
-  } restore{info.active};
+    KernelChoice choice;
+    std::string requested;
+    ~Restore() { use_kernel_choice(choice, requested); }
+  } restore{info.choice, info.requested};
   ASSERT_FALSE(info.supported.empty());
   for (const std::string& isa : info.supported) {
     SCOPED_TRACE("SIMD target " + isa);
-    use_isa(isa);
+    use_kernel_choice(forced_kernel_choice(isa), isa);
     ASSERT_EQ(isa_info().active, isa);
     check();
   }

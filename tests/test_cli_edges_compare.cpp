@@ -91,6 +91,15 @@ const std::vector<Edge> kCompareEdges = {
      {"base.json", "new.json"},
      report("base.json", 1.0, "{}", R"({"simd":{"target":"avx2"}})") + " && " +
          report("new.json", 1.0, "{}", R"({"simd":{"target":"avx3_dl"}})")},
+    // --isa best on two machines (or two calibrations): the same "mixed" target, other kernels.
+    {"SimdKernelDifferenceWarns", "compare {dir}/base.json {dir}/new.json", 0,
+     R"(warning: the reports differ in SIMD target per kernel: {"dense":"avx3","pool":"avx2"} (base) vs {"dense":"avx3","pool":"avx3"} (new))",
+     {"base.json", "new.json"},
+     report("base.json", 1.0, "{}",
+            R"({"simd":{"target":"mixed","kernels":{"dense":"avx3","pool":"avx2"}}})") +
+         " && " +
+         report("new.json", 1.0, "{}",
+                R"({"simd":{"target":"mixed","kernels":{"dense":"avx3","pool":"avx3"}}})")},
     {"SameMachineRefusesSimdTargetDifference",
      "compare {dir}/base.json {dir}/new.json --same-machine", 2,
      "SIMD target: avx2 (base) vs avx3_dl (new)", {"base.json", "new.json"},

@@ -19,7 +19,7 @@
 #include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/cpu_identity.hpp"
-#include "cnnbench/isa.hpp"
+#include "cnnbench/isa_choice.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
@@ -189,16 +189,20 @@ TEST(Context, NamesTheCpuTheSimdTargetAndTheBlasCore) {
   const IsaInfo isa = isa_info();
   const nlohmann::json& simd = context.at("simd");
   EXPECT_EQ(simd.at("target"), isa.active);
-  EXPECT_EQ(simd.at("best"), isa.best);
+  EXPECT_EQ(simd.at("highest"), isa.highest);
+  EXPECT_EQ(simd.at("choice"), isa.choice.how);
+  EXPECT_EQ(simd.at("kernels").at("dense"), isa.choice.targets[std::size_t(KernelFamily::dense)]);
   EXPECT_EQ(simd.at("compiled"), isa.compiled);
   EXPECT_EQ(simd.at("supported"), isa.supported);
 
   // A narrowed target shows in the next context: it is read per report, not once per process.
   use_isa("scalar");
   const nlohmann::json narrowed = collect_context();
-  use_isa("best");
+  use_isa("highest");
   EXPECT_EQ(narrowed.at("simd").at("target"), "scalar");
-  EXPECT_EQ(collect_context().at("simd").at("target"), isa.best);
+  EXPECT_EQ(narrowed.at("simd").at("choice"), "forced");
+  EXPECT_EQ(collect_context().at("simd").at("target"), isa.highest);
+  use_isa(isa.requested);
 
   const nlohmann::json& core_type = context.at("openblas").at("core_type");
   ASSERT_TRUE(core_type.is_string()) << core_type;
@@ -360,10 +364,11 @@ TEST(InfoCommand, JsonHasContextAndFeatures) {
   const IsaInfo isa = isa_info();
   EXPECT_EQ(context.at("simd").at("compiled"), isa.compiled);
   EXPECT_EQ(context.at("simd").at("supported"), isa.supported);
-  // CNNBENCH_ISA may narrow the CLI's target; it is still one this CPU runs.
-  const std::string target = context.at("simd").at("target");
-  EXPECT_NE(std::find(isa.supported.begin(), isa.supported.end(), target), isa.supported.end())
-      << target;
+  // CNNBENCH_ISA may narrow the CLI's targets; each family's is still one this CPU runs.
+  for (const auto& [family, target] : context.at("simd").at("kernels").items()) {
+    EXPECT_NE(std::find(isa.supported.begin(), isa.supported.end(), target), isa.supported.end())
+        << family << ": " << target;
+  }
   EXPECT_EQ(context.at("openblas").at("core_type"), blas_core_name());
 }
 

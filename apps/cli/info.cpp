@@ -2,6 +2,7 @@
 // block or (--json) as the report's context plus the strategy list.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -9,7 +10,7 @@
 #include <vector>
 
 #include "cnnbench/gpu.hpp"
-#include "cnnbench/isa.hpp"
+#include "cnnbench/isa_choice.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
@@ -144,17 +145,37 @@ void print_cpu(std::ostream& out, const nlohmann::json& cpu) {
                               megahertz_or_dash(cpu.at("mhz_current")));
 }
 
-// Which kernels run: the SIMD target in use among those built and those this CPU can run, and
-// the kernel set OpenBLAS picked.
+// How the kernel families' targets were chosen: "measured now in 212 ms", "cached (measured in
+// 212 ms)", "highest", "forced".
+std::string choice_text(const nlohmann::json& simd) {
+  const std::string how = simd.value("choice", "");
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.0f ms", simd.value("calibration_ms", 0.0));
+  if (how == "measured") return "fastest, measured now in " + std::string(ms);
+  if (how == "cached") return "fastest, cached (measured in " + std::string(ms) + ")";
+  if (how == "highest") return "highest the CPU runs (Highway's rule)";
+  return how;
+}
+
+// Which kernels run: the SIMD target of each kernel family and how it was chosen, among those
+// built and those this CPU can run, and the kernel set OpenBLAS picked.
 void print_kernels(std::ostream& out, const nlohmann::json& context) {
   const nlohmann::json& simd = context.at("simd");
   print_heading(out, "kernels");
   print_row(out, "SIMD in use", simd.at("target").get<std::string>());
+  if (simd.contains("kernels")) {
+    print_row(out, "chosen as", choice_text(simd));
+    for (const auto& [family, target] : simd.at("kernels").items()) {
+      print_row(out, family, target.get<std::string>());
+    }
+  }
   print_wrapped_row(out, "CPU supports", simd.at("supported").get<std::vector<std::string>>(), " ");
   print_wrapped_row(out, "compiled", simd.at("compiled").get<std::vector<std::string>>(), " ");
   print_row(out, "OpenBLAS", text_or_dash(context.at("openblas").at("core_type")));
   const auto sgemm_above = simd.at("dense_sgemm_min_weight_bytes").get<std::size_t>();
-  const std::string target = simd.at("target").get<std::string>();
+  const std::string target =
+      simd.contains("kernels") ? simd.at("kernels").at("dense").get<std::string>()
+                               : simd.at("target").get<std::string>();
   const std::string why = target == "sse4" || target == "scalar"
                               ? target + " has no fused multiply-add"
                               : target + " is narrower than OpenBLAS's " +

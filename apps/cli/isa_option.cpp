@@ -1,6 +1,6 @@
 // The --isa option of train, sweep and info: which SIMD target the kernels run on. CNNBENCH_ISA gives
 // the same choice from the environment; the flag wins. A target this CPU cannot run is a usage
-// error (exit 2) naming the CPU's best target, and the variable when the value came from it.
+// error (exit 2) naming the CPU's highest target, and the variable when the value came from it.
 #include <cstdlib>
 #include <string>
 
@@ -11,10 +11,14 @@ namespace cnnbench::cli {
 
 CLI::Option* add_isa_option(CLI::App* cmd, std::string& isa) {
   std::string names;
-  for (const std::string& name : isa_choices()) names += (names.empty() ? "" : ", ") + name;
+  for (const std::string& name : isa_choices()) {
+    if (name != "best" && name != "highest") names += (names.empty() ? "" : ", ") + name;
+  }
   return cmd
       ->add_option("--isa", isa,
-                   "SIMD target of the kernels: " + names + " (default: best; env CNNBENCH_ISA)")
+                   "SIMD target of the kernels: best (the fastest per kernel family, measured once per "
+                   "CPU and build and cached), highest (the highest the CPU runs), or one of " +
+                       names + " (default: best; env CNNBENCH_ISA)")
       ->check(CLI::Validator([](std::string& value) { return isa_problem(value); }, "TARGET",
                              "isa"))
       ->capture_default_str();

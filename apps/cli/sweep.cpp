@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "cnnbench/core.hpp"
-#include "cnnbench/isa.hpp"
+#include "cnnbench/isa_choice.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/sweep.hpp"
 #include "commands.hpp"

@@ -9,7 +9,7 @@
 #include <iostream>
 
 #include "cnnbench/core.hpp"
-#include "cnnbench/isa.hpp"
+#include "cnnbench/isa_choice.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/train.hpp"
 #include "commands.hpp"

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "benchmarks.hpp"
-#include "cnnbench/isa.hpp"
+#include "cnnbench/isa_choice.hpp"
 
 namespace {
 
@@ -24,7 +24,7 @@ bool apply_isa_flag(int& argc, char** argv) {
       isa = argv[i] + 6;
     } else if (std::strcmp(argv[i], "--isa") == 0) {
       if (i + 1 == argc) {
-        std::fprintf(stderr, "cnnbench-micro: --isa needs a target (best, avx3_dl, ...)\n");
+        std::fprintf(stderr, "cnnbench-micro: --isa needs a target (best, highest, avx3_dl, ...)\n");
         return false;
       }
       isa = argv[++i];

@@ -32,6 +32,8 @@ void relu_backward_loop(float* dinp, const float* dout, const float* out, std::s
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "layers/kernel_dispatch.h"
+
 namespace cnnbench {
 
 namespace {
@@ -40,11 +42,11 @@ HWY_EXPORT(relu_backward_loop);
 }  // namespace
 
 void relu_forward(float* out, const float* inp, std::size_t n) {
-  HWY_DYNAMIC_DISPATCH(relu_forward_loop)(out, inp, n);
+  CNNBENCH_DISPATCH(activation, relu_forward_loop)(out, inp, n);
 }
 
 void relu_backward(float* dinp, const float* dout, const float* out, std::size_t n) {
-  HWY_DYNAMIC_DISPATCH(relu_backward_loop)(dinp, dout, out, n);
+  CNNBENCH_DISPATCH(activation, relu_backward_loop)(dinp, dout, out, n);
 }
 
 void tanh_forward(float* out, const float* inp, std::size_t n) {

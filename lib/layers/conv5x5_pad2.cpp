@@ -226,6 +226,8 @@ void c1_backward_weights(float* dweight, float* dbias, const float* dout, const 
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "layers/kernel_dispatch.h"
+
 namespace cnnbench {
 
 HWY_EXPORT(c1_forward);
@@ -234,13 +236,13 @@ HWY_EXPORT(c1_backward_weights);
 void conv5x5_pad2_relu_forward(float* out, const float* inp, const float* weight,
                                const float* bias, int B, int K, int H, int W) {
   conv5x5::check_single_channel_shape(K, H, W);
-  HWY_DYNAMIC_DISPATCH(c1_forward)(out, inp, weight, bias, B, K, H, W);
+  CNNBENCH_DISPATCH(conv_forward, c1_forward)(out, inp, weight, bias, B, K, H, W);
 }
 
 void conv5x5_pad2_backward_weights(float* dweight, float* dbias, const float* dout,
                                    const float* inp, int B, int K, int H, int W) {
   conv5x5::check_single_channel_shape(K, H, W);
-  HWY_DYNAMIC_DISPATCH(c1_backward_weights)(dweight, dbias, dout, inp, B, K, H, W);
+  CNNBENCH_DISPATCH(conv_backward, c1_backward_weights)(dweight, dbias, dout, inp, B, K, H, W);
 }
 
 }  // namespace cnnbench

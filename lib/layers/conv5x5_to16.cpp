@@ -424,6 +424,8 @@ void c2_backward(float* dinp, float* dweight, float* dbias, const float* dout, c
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "layers/kernel_dispatch.h"
+
 namespace cnnbench {
 
 HWY_EXPORT(c2_forward_relu);
@@ -437,20 +439,20 @@ std::size_t conv5x5_to16_scratch_floats(int C) {
 void conv5x5_to16_relu_forward(float* out, const float* inp, const float* weight,
                                const float* bias, int B, int C, int H, int W, float* scratch) {
   conv5x5::check_sixteen_shape(C, H, W);
-  HWY_DYNAMIC_DISPATCH(c2_forward_relu)(out, inp, weight, bias, B, C, H, W, scratch);
+  CNNBENCH_DISPATCH(conv_forward, c2_forward_relu)(out, inp, weight, bias, B, C, H, W, scratch);
 }
 
 void conv5x5_to16_forward(float* out, const float* inp, const float* weight, const float* bias,
                           int B, int C, int H, int W, float* scratch) {
   conv5x5::check_sixteen_shape(C, H, W);
-  HWY_DYNAMIC_DISPATCH(c2_forward_linear)(out, inp, weight, bias, B, C, H, W, scratch);
+  CNNBENCH_DISPATCH(conv_forward, c2_forward_linear)(out, inp, weight, bias, B, C, H, W, scratch);
 }
 
 void conv5x5_to16_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                            const float* inp, const float* weight, int B, int C, int H, int W,
                            float* scratch) {
   conv5x5::check_sixteen_shape(C, H, W);
-  HWY_DYNAMIC_DISPATCH(c2_backward)(dinp, dweight, dbias, dout, inp, weight, B, C, H, W, scratch);
+  CNNBENCH_DISPATCH(conv_backward, c2_backward)(dinp, dweight, dbias, dout, inp, weight, B, C, H, W, scratch);
 }
 
 }  // namespace cnnbench

@@ -227,6 +227,8 @@ void transpose_loop(float* HWY_RESTRICT dst, const float* HWY_RESTRICT src, int 
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "layers/kernel_dispatch.h"
+
 namespace cnnbench {
 
 namespace {
@@ -237,7 +239,7 @@ using dense_kernel::Start;
 HWY_EXPORT(multiply);
 
 void multiply(const Product& p, Start start, const float* init = nullptr) {
-  HWY_DYNAMIC_DISPATCH(multiply)(p, start, init);
+  CNNBENCH_DISPATCH(dense, multiply)(p, start, init);
 }
 
 HWY_EXPORT(transpose_loop);
@@ -246,7 +248,7 @@ HWY_EXPORT(target_simd_level);
 
 // dst (cols, rows) = src (rows, cols)^T.
 void transpose(float* dst, const float* src, int rows, int cols) {
-  HWY_DYNAMIC_DISPATCH(transpose_loop)(dst, src, rows, cols);
+  CNNBENCH_DISPATCH(dense, transpose_loop)(dst, src, rows, cols);
 }
 
 // Per-thread scratch for the forward pass's transposes; grows to the largest layer and stays.
@@ -366,8 +368,8 @@ int openblas_core_simd_level(std::string_view core) {
 // set, never a timing.
 bool dense_all_on_sgemm() {
   static const int openblas_level = openblas_core_simd_level(blas_core_name());
-  if (!HWY_DYNAMIC_DISPATCH(target_fuses_multiply_add)()) return true;
-  const int target_level = HWY_DYNAMIC_DISPATCH(target_simd_level)();
+  if (!CNNBENCH_DISPATCH(dense, target_fuses_multiply_add)()) return true;
+  const int target_level = CNNBENCH_DISPATCH(dense, target_simd_level)();
   return openblas_level > 0 && target_level >= 0 && openblas_level > target_level;
 }
 

@@ -203,6 +203,8 @@ void avgpool_backward(float* dinp, const float* dout, int planes, int H, int W) 
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "layers/kernel_dispatch.h"
+
 namespace cnnbench {
 
 namespace {
@@ -224,36 +226,36 @@ void check_channels_last_shape(int H, int W) {
 }  // namespace
 
 void maxpool2x2_forward(float* out, const float* inp, int planes, int H, int W) {
-  HWY_DYNAMIC_DISPATCH(maxpool_forward)(out, inp, planes, H, W);
+  CNNBENCH_DISPATCH(pool, maxpool_forward)(out, inp, planes, H, W);
 }
 
 void maxpool2x2_backward(float* dinp, const float* dout, const float* inp, int planes, int H,
                          int W) {
-  HWY_DYNAMIC_DISPATCH(maxpool_backward)(dinp, dout, inp, planes, H, W);
+  CNNBENCH_DISPATCH(pool, maxpool_backward)(dinp, dout, inp, planes, H, W);
 }
 
 void maxpool2x2_relu_backward(float* dinp, const float* dout, const float* inp, int planes, int H,
                               int W) {
-  HWY_DYNAMIC_DISPATCH(maxpool_relu_backward)(dinp, dout, inp, planes, H, W);
+  CNNBENCH_DISPATCH(pool, maxpool_relu_backward)(dinp, dout, inp, planes, H, W);
 }
 
 void maxpool2x2_channels_last16_forward(float* out, const float* inp, int B, int H, int W) {
   check_channels_last_shape(H, W);
-  HWY_DYNAMIC_DISPATCH(maxpool_channels_last16_forward)(out, inp, B, H, W);
+  CNNBENCH_DISPATCH(pool, maxpool_channels_last16_forward)(out, inp, B, H, W);
 }
 
 void maxpool2x2_relu_channels_last16_backward(float* dinp, const float* dout, const float* inp,
                                               int B, int H, int W) {
   check_channels_last_shape(H, W);
-  HWY_DYNAMIC_DISPATCH(maxpool_relu_channels_last16_backward)(dinp, dout, inp, B, H, W);
+  CNNBENCH_DISPATCH(pool, maxpool_relu_channels_last16_backward)(dinp, dout, inp, B, H, W);
 }
 
 void avgpool2x2_forward(float* out, const float* inp, int planes, int H, int W) {
-  HWY_DYNAMIC_DISPATCH(avgpool_forward)(out, inp, planes, H, W);
+  CNNBENCH_DISPATCH(pool, avgpool_forward)(out, inp, planes, H, W);
 }
 
 void avgpool2x2_backward(float* dinp, const float* dout, int planes, int H, int W) {
-  HWY_DYNAMIC_DISPATCH(avgpool_backward)(dinp, dout, planes, H, W);
+  CNNBENCH_DISPATCH(pool, avgpool_backward)(dinp, dout, planes, H, W);
 }
 
 }  // namespace cnnbench

@@ -81,6 +81,8 @@ void sum_sgd_step_and_clear_loop(float* params, float* const* parts, int count, 
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include "layers/kernel_dispatch.h"
+
 namespace cnnbench {
 
 namespace {
@@ -91,21 +93,21 @@ HWY_EXPORT(sum_sgd_step_and_clear_loop);
 
 void sgd_step(float* params, const float* grads, float* momentum, std::size_t n,
               const SgdConfig& config) {
-  HWY_DYNAMIC_DISPATCH(sgd_step_loop)(params, grads, momentum, n, config.lr, config.momentum,
+  CNNBENCH_DISPATCH(sgd, sgd_step_loop)(params, grads, momentum, n, config.lr, config.momentum,
                                       config.weight_decay);
 }
 
 void sum_sgd_step(float* params, const float* const* parts, int count, float* momentum,
                   std::size_t n, const SgdConfig& config) {
   CNNBENCH_CHECK(count >= 1, "sum_sgd_step needs at least one gradient buffer");
-  HWY_DYNAMIC_DISPATCH(sum_sgd_step_loop)(params, parts, count, momentum, n, config.lr,
+  CNNBENCH_DISPATCH(sgd, sum_sgd_step_loop)(params, parts, count, momentum, n, config.lr,
                                           config.momentum, config.weight_decay);
 }
 
 void sum_sgd_step_and_clear(float* params, float* const* parts, int count, float* momentum,
                             std::size_t n, const SgdConfig& config) {
   CNNBENCH_CHECK(count >= 1, "sum_sgd_step_and_clear needs at least one gradient buffer");
-  HWY_DYNAMIC_DISPATCH(sum_sgd_step_and_clear_loop)(params, parts, count, momentum, n, config.lr,
+  CNNBENCH_DISPATCH(sgd, sum_sgd_step_and_clear_loop)(params, parts, count, momentum, n, config.lr,
                                                     config.momentum, config.weight_decay);
 }
 

@@ -93,16 +93,28 @@ nlohmann::json relevant_environment() {
   return variables;
 }
 
-// The SIMD target the kernels run on, and the others this build and this CPU offer: the same
-// binary runs different kernels on different machines (or under CNNBENCH_ISA / --isa).
+// The SIMD target each kernel family runs on and how it was chosen, and the targets this build
+// and this CPU offer: the same binary runs different kernels on different machines (or under
+// CNNBENCH_ISA / --isa).
 nlohmann::json simd_json() {
   const IsaInfo isa = isa_info();
-  return {{"target", isa.active},
-          {"best", isa.best},
-          {"compiled", isa.compiled},
-          {"supported", isa.supported},
-          {"dense_sgemm_min_weight_bytes", dense_sgemm_min_weight_bytes()},
-          {"dense_all_on_sgemm", dense_all_on_sgemm()}};
+  nlohmann::json kernels = nlohmann::json::object();
+  for (KernelFamily family : kernel_families) {
+    kernels[kernel_family_name(family)] = isa.choice.targets[static_cast<std::size_t>(family)];
+  }
+  nlohmann::json simd = {{"target", isa.active},
+                         {"highest", isa.highest},
+                         {"requested", isa.requested},
+                         {"kernels", kernels},
+                         {"choice", isa.choice.how},
+                         {"compiled", isa.compiled},
+                         {"supported", isa.supported},
+                         {"dense_sgemm_min_weight_bytes", dense_sgemm_min_weight_bytes()},
+                         {"dense_all_on_sgemm", dense_all_on_sgemm()}};
+  if (isa.choice.how == "measured" || isa.choice.how == "cached") {
+    simd["calibration_ms"] = isa.choice.calibration_ms;
+  }
+  return simd;
 }
 
 }  // namespace

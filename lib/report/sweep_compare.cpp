@@ -60,6 +60,7 @@ std::vector<MachineDifference> machine_differences(const nlohmann::json& base,
   check("CPU", cpu_text(base, cpu_objects), cpu_text(candidate, cpu_objects));
   const std::pair<const char*, const char*> items[] = {{"core count", "/cores"},
                                                        {"SIMD target", "/simd/target"},
+                                                       {"SIMD target per kernel", "/simd/kernels"},
                                                        {"OpenBLAS core type", "/openblas/core_type"},
                                                        {"compiler", "/build/compiler"},
                                                        {"build flags", "/build/flags"}};

@@ -31,7 +31,7 @@ int main() {
   const cnnbench::IsaInfo info = cnnbench::isa_info();
   std::printf("isa_probe: hwcaps: %s\n", join(features).c_str());
   std::printf("isa_probe: SIMD targets compiled: %s\n", join(info.compiled).c_str());
-  std::printf("isa_probe: SIMD targets the tests run (supported): %s (best %s)\n",
-              join(info.supported).c_str(), info.best.c_str());
+  std::printf("isa_probe: SIMD targets the tests run (supported): %s (highest %s)\n",
+              join(info.supported).c_str(), info.highest.c_str());
   return info.supported.empty() ? 1 : 0;
 }

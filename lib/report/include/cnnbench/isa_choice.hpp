@@ -1,0 +1,25 @@
+// Choosing the kernels' SIMD targets: "best" times every target the CPU runs on each kernel family
+// with the models' own shapes and keeps the fastest, once per CPU and build (the choice is cached
+// under $XDG_CACHE_HOME/cnnbench/), so that every later run, rerun and resume takes the same
+// kernels without paying for the timing again.
+#pragma once
+
+#include <string>
+
+#include "cnnbench/isa.hpp"
+
+namespace cnnbench {
+
+// "best": the fastest target per family (from the cache, else measured now and cached; measured
+// once per process at most); "highest": Highway's rule; a target name: that target everywhere.
+// Throws cnnbench::Error (isa_problem's text) when `name` cannot run here. A cache that cannot be
+// read or written costs a note on stderr and a calibration, never the run. CNNBENCH_ISA_CACHE=off
+// skips the cache (every process measures).
+void use_isa(const std::string& name);
+
+// Times each supported target on each family, in turns, for about `budget_ms` in all on the
+// calling thread, and returns the fastest per family (how = "measured"); a target within 2% of
+// the fastest counts as a tie, which the narrower one wins. The choice in use before is restored.
+KernelChoice measure_fastest_kernels(double budget_ms);
+
+}  // namespace cnnbench
