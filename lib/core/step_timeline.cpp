@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <ctime>
 
 #include "cnnbench/step_timeline.hpp"
 
@@ -32,10 +33,11 @@ const char* compute_part_key(ComputePart part) {
 }
 
 ThreadCpu thread_cpu() {
+  timespec cpu{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
   rusage usage{};
   getrusage(RUSAGE_THREAD, &usage);
-  const auto seconds = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
-  return {seconds(usage.ru_utime) + seconds(usage.ru_stime), usage.ru_nivcsw};
+  return {double(cpu.tv_sec) + 1e-9 * double(cpu.tv_nsec), usage.ru_nivcsw};
 }
 
 double StepTimes::busy() const {
@@ -82,8 +84,8 @@ void StepTimeline::begin_step(ClockTicks now) {
 void StepTimeline::end_work() {
   const double wall = 1e-9 * double(clock_ticks() - work_start_);
   const ThreadCpu cpu = thread_cpu();
-  // Not clamped at 0: getrusage's microseconds may put a short region's CPU time a little over
-  // its wall, and clamping each region would bias the sum upwards.
+  // Not clamped at 0: the two clocks are read a few hundred nanoseconds apart, which may put a
+  // short region's CPU time a little over its wall, and clamping would bias the sum upwards.
   current_.descheduled += wall - (cpu.seconds - work_cpu_.seconds);
   const std::int64_t switches = cpu.involuntary_switches - work_cpu_.involuntary_switches;
   current_.involuntary_switches += double(switches);

@@ -155,7 +155,7 @@ void expect_breakdown_adds_up(const nlohmann::json& report) {
 TEST(ClusterCli, TheReportBreaksTheStepsDownAndNamesTheSlowedRank) {
   const fs::path dir = fresh_folder("breakdown");
   run_ok(test::mpirun_command(2, {CNNBENCH_CLI, "train", "--strategy", "cluster", "--model",
-                                  "lenet5", "--synthetic", "1024", "--batch", "128", "--steps",
+                                  "lenet5", "--synthetic", "3072", "--batch", "128", "--steps",
                                   "24", "--slowdown", "1:2", "--quiet", "--report",
                                   (dir / "run.json").string(), "--trace",
                                   (dir / "trace.json").string()}),
