@@ -50,14 +50,18 @@ void abort_job_at_exit();
 struct AllreduceBenchConfig {
   std::int64_t min_bytes = 4;
   std::int64_t max_bytes = 4 << 20;
-  int repetitions = 0;   // per size; 0: chosen per size so each size takes a few milliseconds
+  int repetitions = 0;   // calls per sample; 0: chosen per size so each sample takes about 5 ms
   int warmup = 3;
+  int samples = 5;       // timed samples per size; the median is reported
 };
 // Collective over MPI_COMM_WORLD: every rank must call it. Times MPI_Allreduce(SUM, float) for
-// sizes min_bytes, 2*min_bytes, ... max_bytes (max over ranks of the per-call mean), fits
-// t(n) = alpha + n * beta by least squares, and returns the same JSON on every rank:
-// {"ranks", "sizes": [{"bytes", "seconds", "algorithm_gbps", "bus_gbps"}...],
-//  "fit": {"alpha_s", "beta_s_per_byte", "r2"}}.
+// sizes min_bytes, 2*min_bytes, ... max_bytes, `samples` times each (per sample the max over
+// ranks of the per-call mean), and returns the same JSON on every rank:
+// {"ranks", "sizes": [{"bytes", "count", "seconds" (median), "seconds_q1", "seconds_q3",
+//  "seconds_min", "seconds_max", "algorithm_gbps", "bus_gbps"}...], "reduction":
+//  {"gamma_s_per_byte"}, "network": {"transport", "hosts", "rank_hosts", "link_rate"},
+//  "open_mpi": {the coll_tuned allreduce settings in effect}}. Fitting is the caller's
+// (cnnbench/collective_model.hpp).
 nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config = {});
 
 }  // namespace cnnbench
