@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +39,11 @@ struct ClusterOptions {
   double comm_timeout_s = 30;  // --comm-timeout: how long a collective waits for the other ranks
 };
 ClusterOptions parse_cluster_options(const TrainConfig& config);
+
+// The bytes of each allreduce one step of --strategy cluster makes across ranks: with overlap on
+// one per gradient bucket (layers merged into buckets of at least 64 KiB), with it off one sum of
+// the whole gradient. What the communication model prices a step by.
+std::vector<double> allreduce_schedule_bytes(ModelKind kind, bool overlap);
 
 // ---- only in builds with MPI (CNNBENCH_HAVE_MPI) ----------------------------------------------
 
