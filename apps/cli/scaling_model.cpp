@@ -128,7 +128,7 @@ nlohmann::json profile_json(const Profile& profile, const StepModel& model, cons
                                      {"beta_s_per_byte", profile.network.link.beta_s_per_byte},
                                      {"gamma_s_per_byte", profile.network.gamma_s_per_byte}}}};
   nlohmann::json crossovers = nlohmann::json::array();
-  for (int ranks = 2; ranks <= a.max_nodes; ranks *= 2) {
+  for (int ranks : node_counts(a.max_nodes)) {
     for (const Crossover& c : allreduce_crossovers(ranks, profile.network, 4, 1 << 30)) {
       crossovers.push_back({{"ranks", ranks}, {"bytes", c.bytes}, {"below", c.below}, {"above", c.above}});
     }
@@ -144,6 +144,15 @@ nlohmann::json profile_json(const Profile& profile, const StepModel& model, cons
         row[std::string(algorithm_name(algorithm))] = allreduce_seconds(algorithm, ranks, bytes, profile.network);
       }
       row["cheapest"] = cheapest_allreduce(ranks, bytes, profile.network).algorithm;
+      if (a.ranks_per_node > 1) {
+        // `ranks` nodes of ranks_per_node each: flat over all of them, or hierarchical.
+        const HierarchicalFabric fabric = fabric_of(profile, ranks, a.ranks_per_node);
+        const AllreduceChoice flat = cheapest_allreduce(ranks * a.ranks_per_node, bytes, profile.network);
+        row["nodes_x_ranks_per_node"] = {{"flat", flat.algorithm},
+                                         {"flat_s", flat.seconds},
+                                         {"hierarchical_s", hierarchical_allreduce_seconds(fabric, bytes)},
+                                         {"cheapest", cheapest_allreduce(fabric, bytes).algorithm}};
+      }
       table.push_back(row);
     }
   }
