@@ -5,13 +5,18 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "cnnbench/collective_model.hpp"
 #include "cnnbench/core.hpp"
 #include "error_message.hpp"
+#include "run_cli.hpp"
+#include "temp_dir.hpp"
 
 namespace cnnbench {
 namespace {
@@ -253,6 +258,44 @@ TEST(CollectiveModel, NodesBelowHalfEfficiency) {
   // Weak: c(p) would have to pass 0.01 s; Rabenseifner's stays near 2nb = 2 ms (+ 3 ms for a
   // non-power of two) up to 1000 nodes.
   EXPECT_EQ(nodes_below_half_efficiency(model, Scaling::weak, fabric, 1000), std::nullopt);
+}
+
+// `cnnbench scaling-model` end to end on a made-up profile: LeNet-5's two buckets (10,288 and
+// 236,536 bytes) priced by hand at 4 nodes.
+TEST(ScalingModelCli, StrongAndWeakStepsByHand) {
+  test::TempDir dir;
+  const std::string profiles = (dir.path() / "profiles.json").string();
+  std::ofstream(profiles) << R"({"profiles": [{"name": "made-up", "network":
+      {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9, "gamma_s_per_byte": 0}}]})";
+  const std::string out = (dir.path() / "out.json").string();
+  const test::CliResult r = test::run_cli("scaling-model --fabric " + profiles +
+                                          " --model lenet5 --serial-step 0.01 --max-nodes 8 --report " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json result = nlohmann::json::parse(read_file(out));
+  EXPECT_EQ(result.at("bucket_bytes"), nlohmann::json::parse("[10288.0, 236536.0]"));
+  // p = 4: 10,288 B by recursive doubling 2(1e-5 + 10288e-9) = 4.0576e-5 s (Rabenseifner
+  // 5.5432e-5); 236,536 B by Rabenseifner 4e-5 + 1.5 x 236536e-9 = 3.94804e-4 s.
+  const double communication = 4.0576e-5 + 3.94804e-4;
+  const nlohmann::json& profile = result.at("profiles").at(0);
+  bool found = false;
+  for (const auto& point : profile.at("strong")) {
+    if (point.at("nodes") != 4) continue;
+    found = true;
+    EXPECT_NEAR(point.at("step_s").get<double>(), 0.0025 + communication, 1e-12);
+    EXPECT_NEAR(point.at("efficiency").get<double>(), 0.01 / (4 * (0.0025 + communication)), 1e-9);
+    EXPECT_EQ(point.at("algorithm"), "rabenseifner");
+  }
+  EXPECT_TRUE(found) << profile.at("strong");
+  for (const auto& point : profile.at("weak")) {
+    if (point.at("nodes") == 4) {
+      EXPECT_NEAR(point.at("step_s").get<double>(), 0.01 + communication, 1e-12);
+    }
+  }
+  const std::string not_profiles = (dir.path() / "not_profiles.json").string();
+  std::ofstream(not_profiles) << R"({"x": 1})";
+  const test::CliResult bad = test::run_cli("scaling-model --fabric " + not_profiles + " --serial-step 0.01");
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("\"profiles\" array"), std::string::npos) << bad.output;
 }
 
 }  // namespace
