@@ -12,7 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cnnbench/cluster_prediction.hpp"
 #include "cnnbench/collective_model.hpp"
+#include "cnnbench/records.hpp"
 #include "cnnbench/core.hpp"
 #include "error_message.hpp"
 #include "run_cli.hpp"
@@ -296,6 +298,49 @@ TEST(ScalingModelCli, StrongAndWeakStepsByHand) {
   const test::CliResult bad = test::run_cli("scaling-model --fabric " + not_profiles + " --serial-step 0.01");
   EXPECT_EQ(bad.code, 1) << bad.output;
   EXPECT_NE(bad.output.find("\"profiles\" array"), std::string::npos) << bad.output;
+}
+
+PointRecord measured_point(const std::string& id, const std::string& strategy, int nodes, double median_s) {
+  PointRecord p;
+  p.id = id;
+  p.model = "lenet5";
+  p.strategy = strategy;
+  p.nodes = nodes;
+  p.p = nodes;
+  p.time.median = median_s;
+  p.steps = 100;
+  return p;
+}
+
+// A sweep's cluster point gets the model's step next to its own: LeNet-5's two buckets at 4
+// nodes (4.35380e-4 s of allreduce, as above), half of it hidden, 8 ms serial step.
+TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {
+  SweepRecord sweep;
+  sweep.allreduce = nlohmann::json::parse(
+      R"({"ranks": 4, "fit": {"alpha_s": 1, "beta_s_per_byte": 1,
+          "link": {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9, "gamma_s_per_byte": 0}}})");
+  sweep.points.push_back(measured_point("lenet5/serial/n1c1", "serial", 1, 0.8));
+  PointRecord cluster = measured_point("lenet5/cluster/n4c1", "cluster", 4, 0.4);
+  cluster.strategy_metrics = nlohmann::json::parse(
+      R"({"overlap_active": true, "overlap_detail": {"hidden_fraction": 0.5},
+          "allreduce": {"schedule_bytes": [10288, 236536]}})");
+  sweep.points.push_back(cluster);
+  PointRecord two_threads = measured_point("lenet5/cluster/n4c2", "cluster", 4, 0.4);
+  two_threads.cores = 2;
+  sweep.points.push_back(two_threads);
+  add_cluster_predictions(sweep);
+  const nlohmann::json& prediction = sweep.points[1].prediction;
+  ASSERT_TRUE(prediction.is_object());
+  const double predicted = 0.008 / 4 + 0.5 * (4.0576e-5 + 3.94804e-4);
+  EXPECT_NEAR(prediction.at("predicted_step_s").get<double>(), predicted, 1e-12);
+  EXPECT_NEAR(prediction.at("measured_step_s").get<double>(), 0.004, 1e-15);
+  EXPECT_NEAR(prediction.at("relative_error").get<double>(), (predicted - 0.004) / 0.004, 1e-9);
+  EXPECT_EQ(prediction.at("algorithm"), "rabenseifner");
+  EXPECT_TRUE(sweep.points[0].prediction.is_null()) << "serial points are not predicted";
+  EXPECT_TRUE(sweep.points[2].prediction.is_null()) << "the model has one thread per rank";
+  // The field survives the report's round trip.
+  const SweepRecord back = nlohmann::json(sweep).get<SweepRecord>();
+  EXPECT_EQ(back.points[1].prediction, prediction);
 }
 
 }  // namespace
