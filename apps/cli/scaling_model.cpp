@@ -203,7 +203,13 @@ int run_scaling_model(const ScalingArgs& a) {
   check_output_path(a.report, "--report");
   std::vector<Profile> profiles;
   if (!a.fabric.empty()) profiles = read_fabric_profiles(a.fabric);
-  for (const std::string& path : a.allreduce) profiles.push_back(profile_from_allreduce(path));
+  for (const std::string& path : a.allreduce) {
+    try {
+      profiles.push_back(profile_from_allreduce(path));
+    } catch (const nlohmann::json::exception& e) {
+      fail(path + ": not an allreduce-bench report this cnnbench can read (" + e.what() + ")");
+    }
+  }
   if (profiles.empty()) fail("no fabric profile: pass --fabric FILE and/or --allreduce REPORT");
   StepModel model;
   model.serial_step_s = a.serial_step_s;
@@ -227,7 +233,13 @@ int run_scaling_model(const ScalingArgs& a) {
     }
     if (!a.profile.empty() && chosen->name != a.profile) fail("--profile " + a.profile + ": no such profile");
     nlohmann::json checks = nlohmann::json::array();
-    for (const std::string& run : a.runs) checks.push_back(check_run(run, *chosen, model, a));
+    for (const std::string& run : a.runs) {
+      try {
+        checks.push_back(check_run(run, *chosen, model, a));
+      } catch (const nlohmann::json::exception& e) {
+        fail(run + ": not a cluster run report this cnnbench can read (" + e.what() + ")");
+      }
+    }
     out["checks"] = checks;
   }
   write_json(a.report, out);
