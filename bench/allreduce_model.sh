@@ -10,22 +10,25 @@
 #   train-<model>-<hosts>-<rate>.json  cluster runs, 1 thread per rank, of LeNet-5 and FC-3 at 2
 #                                 and 4 ranks over shared memory (the compute under the same
 #                                 oversubscription of the 2 cores) and over hosts at 1gbit and 100mbit
-# Needs root (scripts/emulate-hosts.sh). Every emulated host set comes down on exit.
+# and "tables" prints docs/cluster.md's tables from them: the forced algorithms at 4 hosts against
+# cnnbench scaling-model's prediction from that link's default-algorithm profile, and each cluster
+# run against its prediction (serial step = ranks x busy time per step of the same ranks in shared
+# memory). Needs root (scripts/emulate-hosts.sh). Every emulated host set comes down on exit.
 #
-# usage: bench/allreduce_model.sh [--cli PATH] --out DIR [--parts "profiles forced train"]
+# usage: bench/allreduce_model.sh [--cli PATH] --out DIR [--parts "profiles forced train tables"]
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root=$(dirname "$here")
 cli=$root/build/ci/apps/cnnbench
 out=""
-parts="profiles forced train"
+parts="profiles forced train tables"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --cli) cli="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --parts) parts="$2"; shift 2 ;;
-    *) echo "usage: $0 [--cli PATH] --out DIR [--parts \"profiles forced train\"]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--cli PATH] --out DIR [--parts \"profiles forced train tables\"]" >&2; exit 2 ;;
   esac
 done
 [[ -n $out ]] || { echo "$0: --out DIR is required" >&2; exit 2; }
@@ -102,3 +105,49 @@ if [[ " $parts " == *" train "* ]]; then
   done
 fi
 echo "load $(cut -d' ' -f1-3 /proc/loadavg) at end" >&2
+
+if [[ " $parts " == *" tables "* ]]; then
+  python3 - "$cli" "$out" <<'EOF'
+import json, subprocess, sys
+cli, out = sys.argv[1], sys.argv[2]
+
+def scaling_model(*args):
+    result = subprocess.run([cli, "scaling-model", *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(result.stdout + result.stderr)
+    return json.loads(result.stdout)
+
+print("| link (4 hosts) | size | algorithm | measured median [q1, q3] | predicted | error |")
+print("|---|---|---|---|---|---|")
+for rate in ["1gbit", "100mbit"]:
+    model = scaling_model("--allreduce", f"{out}/profile-4-{rate}.json", "--model", "lenet5",
+                          "--serial-step", "0.01", "--max-nodes", "8")
+    for row in model["profiles"][0]["allreduce_seconds"]:
+        if row["ranks"] != 4:
+            continue
+        for algorithm in ["ring", "recursive_doubling", "rabenseifner"]:
+            bench = json.load(open(f"{out}/forced-4-{rate}-{algorithm}.json"))
+            size = next(s for s in bench["sizes"] if s["bytes"] == row["bytes"])
+            ran = algorithm if size["algorithm_run"] == algorithm else f"{algorithm} (ran {size['algorithm_run']})"
+            print(f"| {rate} | {'64 KiB' if row['bytes'] == 65536 else '1 MiB'} | {ran} | "
+                  f"{size['seconds'] * 1e3:.0f} ms [{size['seconds_q1'] * 1e3:.0f}, {size['seconds_q3'] * 1e3:.0f}] | "
+                  f"{row[algorithm] * 1e3:.0f} ms | {100 * (row[algorithm] / size['seconds'] - 1):+.0f}% |")
+
+print()
+print("| model | ranks | link | compute per step | predicted step | measured step | error | algorithm (largest bucket) | hidden share |")
+print("|---|---|---|---|---|---|---|---|---|")
+for name in ["lenet5", "fc3"]:
+    for ranks in [2, 4]:
+        shm = json.load(open(f"{out}/train-{name}-shm{ranks}-none.json"))
+        breakdown = shm["metrics"]["time_breakdown"]
+        compute = breakdown["busy_s"] / breakdown["steps"]
+        for rate in ["1gbit", "100mbit"]:
+            model = scaling_model("--allreduce", f"{out}/profile-{ranks}-{rate}.json", "--model", name,
+                                  "--serial-step", repr(ranks * compute), "--max-nodes", "4",
+                                  "--check-run", f"{out}/train-{name}-{ranks}-{rate}.json")
+            p = model["checks"][0]["prediction"]
+            print(f"| {name} | {ranks} x 1 | {rate} | {compute * 1e3:.2f} ms | {p['predicted_step_s'] * 1e3:.1f} ms | "
+                  f"{p['measured_step_s'] * 1e3:.1f} ms | {100 * p['relative_error']:+.0f}% | {p['algorithm']} | "
+                  f"{p['hidden_fraction']:.2f} |")
+EOF
+fi
