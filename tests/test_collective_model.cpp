@@ -179,6 +179,26 @@ TEST(CollectiveModel, FitRecoversAKnownLine) {
   EXPECT_GT(fit.rms_relative_residual, 0.005);
 }
 
+TEST(CollectiveModel, FitHoldsANegativeTermAtZero) {
+  // t = 1e-9 n - 1e-6 (a line whose intercept is negative): the free fit's alpha is -1e-6, so
+  // alpha is held at 0 and beta is the weighted fit through the origin, sum(w n t) / sum(w n^2)
+  // with w = 1/t^2: with r = n/t, sum(r) / sum(r^2).
+  std::vector<SizeTime> points;
+  double sum_r = 0, sum_r2 = 0;
+  for (double n : {4096.0, 16384.0, 65536.0, 262144.0}) {
+    const double t = 1e-9 * n - 1e-6;
+    points.push_back({n, t});
+    sum_r += n / t;
+    sum_r2 += (n / t) * (n / t);
+  }
+  const double through_origin = sum_r / sum_r2;
+  const AllreduceFit fit = fit_allreduce(points);
+  EXPECT_TRUE(fit.line.constrained);
+  EXPECT_EQ(fit.line.alpha_s, 0.0);
+  EXPECT_NEAR(fit.line.beta_s_per_byte, through_origin, 1e-12 * through_origin);
+  EXPECT_FALSE(fit_allreduce(synthetic(5e-5, 1e-8, 5e-5, 1e-8, 0, 1)).line.constrained);
+}
+
 TEST(CollectiveModel, FitFindsTheEagerLimitKink) {
   // Eager below 64 KiB (20 us, 2 ns/B), rendezvous above (200 us, 10 ns/B), +-2% noise.
   const auto points = synthetic(2e-5, 2e-9, 2e-4, 1e-8, 0.02, 3);

@@ -86,7 +86,8 @@ nlohmann::json line_json(const FitLine& line) {
           {"beta_s_per_byte", line.beta_s_per_byte},
           {"bandwidth_gbps", line.beta_s_per_byte > 0 ? 1e-9 / line.beta_s_per_byte : 0.0},
           {"from_bytes", line.from_bytes},
-          {"to_bytes", line.to_bytes}};
+          {"to_bytes", line.to_bytes},
+          {"constrained", line.constrained}};
 }
 
 // The fit of the medians, its residuals, and the point-to-point link cost behind it under the

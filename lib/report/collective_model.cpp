@@ -233,6 +233,13 @@ FitLine weighted_line(std::span<const SizeTime> points) {
   const double determinant = sw * swnn - swn * swn;
   line.beta_s_per_byte = determinant > 0 ? (sw * swnt - swn * swt) / determinant : 0;
   line.alpha_s = (swt - line.beta_s_per_byte * swn) / sw;
+  // A negative latency or bandwidth cost means nothing physical (noise, or sizes far from the
+  // axis): the best line with that term held at zero instead, and the fit says so.
+  if (line.alpha_s < 0) {
+    line = {0, swnt / swnn, 0, 0, true};
+  } else if (line.beta_s_per_byte < 0) {
+    line = {swt / sw, 0, 0, 0, true};
+  }
   line.from_bytes = points.front().bytes;
   line.to_bytes = points.back().bytes;
   return line;

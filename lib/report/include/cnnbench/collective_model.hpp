@@ -106,6 +106,7 @@ struct FitLine {
   double alpha_s = 0;
   double beta_s_per_byte = 0;
   double from_bytes = 0, to_bytes = 0;  // the sizes it was fitted over
+  bool constrained = false;  // the free fit's alpha or beta came out negative: refitted with it at 0
 };
 struct FitOptions {
   // Open MPI's TCP transport sends up to 64 KiB eagerly (btl_tcp_eager_limit), longer messages
