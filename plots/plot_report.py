@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Plots of a `cnnbench sweep` report: speedup (with the ideal line and the Amdahl fit), efficiency,
-images/s, time to accuracy and the cluster scaling prediction, each as PNG and SVG.
+images/s, time to accuracy, the cluster scaling prediction and where each point's step time goes,
+each as PNG and SVG; or, with --trace, a Gantt chart of one step of a `train --trace` file.
 
-Usage: plot_report.py REPORT.json --out DIR     (exit 3 when matplotlib is missing; exit 4 after
-printing one "cnnbench: error: ..." line for anything else that goes wrong)
+Usage: plot_report.py REPORT.json --out DIR
+       plot_report.py --trace TRACE.json --out DIR   (writes DIR/<trace name>-gantt.png and .svg)
+(exit 3 when matplotlib is missing; exit 4 after printing one "cnnbench: error: ..." line for
+anything else that goes wrong)
 """
 import argparse
 import json
@@ -18,6 +21,8 @@ from pathlib import Path
 try:
     import matplotlib
     matplotlib.use("Agg")
+    import matplotlib.lines
+    import matplotlib.patches
     import matplotlib.pyplot as plt
 except ImportError:
     print("plot_report.py: matplotlib is missing (Debian: apt-get install python3-matplotlib)",
@@ -27,6 +32,26 @@ except ImportError:
 STYLE = {"serial": ("k", "s"), "blas": ("tab:orange", "^"), "stream": ("tab:blue", "o"),
          "gpu": ("tab:green", "D")}
 CLUSTER_COLOURS = ["tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
+
+# The time categories of a run's breakdown and of a trace's spans (docs/design.md, "Where the time
+# goes"), bottom to top in the breakdown's stacks, with one colour each in both figures.
+CATEGORIES = [
+    ("compute_s", "compute (forward + backward)", "tab:blue"),
+    ("update_s", "update (SGD)", "tab:green"),
+    ("reduce_s", "reduce (gradient sums in a node)", "tab:olive"),
+    ("data_s", "data (batches)", "tab:cyan"),
+    ("communication_exposed_s", "communication exposed", "tab:red"),
+    ("imbalance_wait_s", "imbalance wait", "tab:orange"),
+    ("fill_drain_s", "pipeline fill/drain", "tab:purple"),
+    ("starvation_s", "pipeline starvation", "tab:pink"),
+    ("other_s", "other", "0.65"),
+]
+CATEGORY_COLOUR = {key: colour for key, _, colour in CATEGORIES}
+CATEGORY_LABEL = {key: label for key, label, _ in CATEGORIES}
+
+
+class InputError(Exception):
+    """A report or trace that cannot be drawn, with the reason a user can act on."""
 
 
 def series_label(series):
@@ -79,10 +104,11 @@ def by_series(points):
 
 # Exit code after an error message of our own (plot.cpp then adds nothing).
 REPORTED_ERROR_EXIT = 4
+INPUT = "plot_report.py"  # the report or trace being drawn, for messages
 
 
-def new_figure(report, title, models):
-    width = 6.2 * len(models)
+def new_figure(report, title, models, panel_width=6.2):
+    width = panel_width * len(models)
     fig, axes = plt.subplots(1, len(models), figsize=(width, 4.8), squeeze=False)
     # Wrapped to the figure's width (about 11 characters of the title's font per inch), so that a
     # one-panel figure keeps its whole title.
@@ -124,7 +150,8 @@ def write_output(path, write):
 
 
 def save(fig, out, name):
-    fig.tight_layout(rect=(0, 0.08, 1, 1 - 0.045 * getattr(fig, "title_lines", 1)))
+    right = 1 - getattr(fig, "legend_width", 0)  # room for a legend beside the panels
+    fig.tight_layout(rect=(0, 0.08, right, 1 - 0.045 * getattr(fig, "title_lines", 1)))
     for ext in ("png", "svg"):
         write_output(out / f"{name}.{ext}", lambda f: fig.savefig(f, format=ext, dpi=120))
     plt.close(fig)
@@ -349,11 +376,297 @@ def plot_scaling_prediction(report, models, out):
     save(fig, out, "scaling_prediction")
 
 
+def category_seconds(breakdown):
+    """The critical path's seconds by category of a point's time_breakdown, the pipeline bubble
+    split into fill/drain and starvation (a report that gives only pipeline_bubble_s counts it as
+    fill/drain)."""
+    seconds = {key: breakdown.get(key, 0.0) for key, _, _ in CATEGORIES}
+    bubble = breakdown.get("pipeline_bubble")
+    if bubble:
+        seconds["fill_drain_s"] = bubble.get("fill_drain_s", 0.0)
+        seconds["starvation_s"] = bubble.get("starvation_s", 0.0)
+    else:
+        seconds["fill_drain_s"] = breakdown.get("pipeline_bubble_s", 0.0)
+    return seconds
+
+
+def breakdown_points(report, model):
+    """The measured points of `model` with a breakdown, serial first, then by series and p."""
+    def drawable(breakdown):
+        return isinstance(breakdown, dict) and breakdown.get("steps", 0) > 0 and breakdown.get("wall_s", 0) > 0
+    ps = [p for p in measured(report, model) if drawable(p.get("time_breakdown"))]
+    return sorted(ps, key=lambda p: (p["strategy"] != "serial", p["series"], p["p"]))
+
+
+def plot_breakdown(report, models, out):
+    fig, axes = new_figure(report, "Where a step's time goes: each point's critical path per step, by "
+                           "category, over the serial step time of its model\n(black tick: 1/p, "
+                           "perfect scaling; the bar's excess over it is the missing speedup)", models,
+                           # room for each bar's label
+                           panel_width=max([6.2] + [0.5 * len(breakdown_points(report, m)) for m in models]))
+    for ax, model in zip(axes, models):
+        ps = breakdown_points(report, model)
+        serial = next((p for p in ps if p["strategy"] == "serial"), None)
+        if serial is None:
+            reason = ("no serial point with a breakdown to divide by" if ps else
+                      "no point has a time breakdown\n(the report predates them)")
+            ax.text(0.5, 0.5, reason, ha="center", va="center", transform=ax.transAxes, fontsize=8)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.set_title(model)
+            continue
+        # The serial point's own breakdown: both sides of the ratio are the steps' wall time.
+        serial_step = serial["time_breakdown"]["wall_s"] / serial["time_breakdown"]["steps"]
+        xs = range(len(ps))
+        bottoms = [0.0] * len(ps)
+        for key, label, colour in CATEGORIES:
+            heights = [category_seconds(p["time_breakdown"])[key] / p["time_breakdown"]["steps"] / serial_step
+                       for p in ps]
+            if not any(h > 0 for h in heights):
+                continue
+            ax.bar(xs, heights, bottom=bottoms, color=colour, width=0.7, label=label)
+            bottoms = [b + h for b, h in zip(bottoms, heights)]
+        for x, p in zip(xs, ps):
+            ax.hlines(1 / p["p"], x - 0.42, x + 0.42, color="k", linewidth=2,
+                      label="1/p (perfect scaling)" if x == 0 else None)
+            ax.annotate(f"{bottoms[x]:.2f}", (x, bottoms[x]), xytext=(0, 3), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([p["id"].split("/", 1)[1] + (" (noisy)" if p.get("noise_warning") else "")
+                            for p in ps], rotation=45, ha="right", fontsize=8)
+        ax.set_ylim(0, max(bottoms + [1.0]) * 1.12)
+        ax.set_title(f"{model}: serial step {serial_step * 1e3:.3g} ms")
+        ax.set_xlabel("strategy / n<ranks>c<threads per rank>")
+        ax.set_ylabel("time per step / serial time per step")
+        ax.grid(alpha=0.3, axis="y")
+    handles = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(list(handles.values()), list(handles.keys()), loc="center right", fontsize=7,
+                   frameon=False)
+        fig.legend_width = 0.17
+    save(fig, out, "breakdown")
+
+
+# ---- Gantt chart of one step of a trace -----------------------------------------------------------
+
+def trace_events(trace, path):
+    """The events of a Chrome trace: a JSON array of them, or an object with traceEvents."""
+    events = trace.get("traceEvents") if isinstance(trace, dict) else trace
+    if not isinstance(events, list):
+        raise InputError("not a Chrome trace (expected an array of events or an object with "
+                         "\"traceEvents\")")
+    spans = [e for e in events if isinstance(e, dict) and e.get("ph") == "X"]
+    if not spans:
+        raise InputError("the trace has no complete events (\"ph\": \"X\") to draw")
+    for i, e in enumerate(spans):
+        for key in ("pid", "ts", "dur"):
+            if not isinstance(e.get(key), (int, float)):
+                raise InputError(f"complete event {i} ({e.get('name', '?')}): \"{key}\" is not a number")
+    return events, spans
+
+
+def track_names(events):
+    """(pid, tid) -> "rank 0 / thread 1", from the process_name and thread_name metadata."""
+    processes = {e["pid"]: e["args"]["name"] for e in events
+                 if e.get("ph") == "M" and e.get("name") == "process_name" and "name" in e.get("args", {})}
+    threads = {(e["pid"], e.get("tid")): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name" and "name" in e.get("args", {})}
+    def name(track):
+        pid, tid = track
+        return " / ".join(n for n in (processes.get(pid, f"pid {pid}"), threads.get(track, f"tid {tid}")) if n)
+    return name
+
+
+def step_of(event):
+    args = event.get("args")
+    return args.get("step") if isinstance(args, dict) else None
+
+
+def chosen_step(spans):
+    """The step to draw and its time window: the last step every track's spans name (args.step);
+    without step numbers, the last step as the track with the most update spans (one per step)
+    bounds it, from the end of its next-to-last update to the end of its last; with fewer than two
+    updates, the last 1/20 of the trace (train keeps 20 steps). Returns (step or None, start,
+    end, what)."""
+    tracks = {}
+    for e in spans:
+        tracks.setdefault((e["pid"], e.get("tid")), []).append(e)
+    stepped = [{step_of(e) for e in es if step_of(e) is not None} for es in tracks.values()]
+    stepped = [steps for steps in stepped if steps]
+    if stepped:
+        common = set.intersection(*stepped)
+        if common:
+            step = max(common)
+            mine = [e for e in spans if step_of(e) == step]
+            return (step, min(e["ts"] for e in mine), max(e["ts"] + e["dur"] for e in mine),
+                    f"step {step}")
+    updates = max(([e for e in es if e.get("cat") == "update_s"] for es in tracks.values()), key=len)
+    if len(updates) >= 2:
+        ends = sorted(e["ts"] + e["dur"] for e in updates)
+        return None, ends[-2], ends[-1], "the last step (between the last two updates)"
+    start = min(e["ts"] for e in spans)
+    end = max(e["ts"] + e["dur"] for e in spans)
+    return None, end - (end - start) / 20, end, "the last 1/20 of the trace (no step numbers)"
+
+
+def flow_arrows(events, rows, start, end):
+    """(x0, row0, x1, row1) of each flow ("ph" "s" to "f" of one id) whose ends lie in the window."""
+    begins = {}
+    arrows = []
+    for e in sorted((e for e in events if e.get("ph") in ("s", "f")), key=lambda e: e.get("ts", 0)):
+        key = (e.get("cat"), e.get("id"))
+        track = (e.get("pid"), e.get("tid"))
+        if e["ph"] == "s":
+            begins[key] = (e["ts"], track)
+        elif key in begins:
+            ts0, track0 = begins.pop(key)
+            if start <= ts0 <= end and start <= e["ts"] <= end and track0 in rows and track in rows:
+                arrows.append((ts0, rows[track0], e["ts"], rows[track]))
+    return arrows
+
+
+# A span is labelled only where its label fits: the tracks' axes are about this wide (of the 12-inch
+# figure, less the track names and the legend), a character of the 6-point label about this wide.
+GANTT_AXES_WIDTH_PT = 0.68 * 12 * 72
+GANTT_CHAR_PT = 3.6
+
+
+def span_label(event):
+    """A span's name, with its micro-batch when it has one: "c1 #2"."""
+    args = event.get("args") if isinstance(event.get("args"), dict) else {}
+    micro_batch = args.get("micro_batch")
+    return event.get("name", "") + (f" #{micro_batch}" if micro_batch is not None else "")
+
+
+def draw_spans(ax, spans, rows, step, start, end):
+    """The spans inside [start, end] as bars on their rows; returns the categories drawn in full
+    and whether any span of another step was drawn (faint)."""
+    used, faint = set(), False
+    for e in spans:
+        x0, x1 = max(e["ts"], start), min(e["ts"] + e["dur"], end)
+        if x1 <= x0:
+            continue
+        cat = e.get("cat", "other_s")
+        # A pipeline overlaps steps: the spans of other steps are drawn faint.
+        other_step = step is not None and step_of(e) is not None and step_of(e) != step
+        row = rows[(e["pid"], e.get("tid"))]
+        ax.broken_barh([((x0 - start) / 1e3, (x1 - x0) / 1e3)], (row - 0.4, 0.8),
+                       facecolors=CATEGORY_COLOUR.get(cat, "0.4"), alpha=0.3 if other_step else 1.0,
+                       edgecolor="white", linewidth=0.3)
+        faint = faint or other_step
+        if not other_step:
+            used.add(cat)
+        label = span_label(e)
+        if label and (x1 - x0) / (end - start) * GANTT_AXES_WIDTH_PT > GANTT_CHAR_PT * (len(label) + 1):
+            ax.text((x0 + x1 - 2 * start) / 2e3, row, label, ha="center", va="center", fontsize=6, clip_on=True)
+    return used, faint
+
+
+def counter_series(events, start, end):
+    """(label, [(ms from start, value)]) of every counter ("ph" "C": a name and args of series)
+    that has a value in the window: its last value before it, at 0, then those inside it."""
+    series = {}
+    for e in events:
+        if e.get("ph") != "C" or not isinstance(e.get("args"), dict) or not isinstance(e.get("ts"), (int, float)):
+            continue
+        for key, value in e["args"].items():
+            if isinstance(value, (int, float)):
+                label = f"{e.get('name', 'counter')}.{key}" if len(e["args"]) > 1 else e.get("name", key)
+                series.setdefault((str(e.get("pid")), label), []).append((e["ts"], value))
+    drawn = []
+    for (_, label), points in sorted(series.items()):
+        points.sort()
+        before = [value for ts, value in points if ts <= start]
+        inside = [((ts - start) / 1e3, value) for ts, value in points if start < ts <= end]
+        values = ([(0.0, before[-1])] if before else []) + inside
+        if values:
+            drawn.append((label, values))
+    return drawn
+
+
+def draw_counters(ax, series, width_ms):
+    for label, points in series:
+        xs = [x for x, _ in points] + [width_ms]
+        ys = [y for _, y in points] + [points[-1][1]]
+        ax.step(xs, ys, where="post", linewidth=1, label=label)
+    ax.set_ylabel("counters", fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
+
+
+def gantt_legend(ax, used, faint, arrows):
+    handles = [matplotlib.patches.Patch(color=CATEGORY_COLOUR[key], label=label)
+               for key, label, _ in CATEGORIES if key in used]
+    handles += [matplotlib.patches.Patch(color=CATEGORY_COLOUR.get(cat, "0.4"), label=cat)
+                for cat in sorted(used - set(CATEGORY_COLOUR))]
+    if arrows:
+        handles.append(matplotlib.lines.Line2D([], [], color="k", marker=">", label="flow (message)"))
+    if faint:
+        handles.append(matplotlib.patches.Patch(color="0.5", alpha=0.3, label="other steps' spans"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=7, frameon=False)
+
+
+def plot_gantt(trace_path, out):
+    try:
+        trace = json.loads(Path(trace_path).read_text())
+    except json.JSONDecodeError as e:
+        raise InputError(f"invalid JSON: {e}") from None
+    events, spans = trace_events(trace, trace_path)
+    step, start, end, what = chosen_step(spans)
+    name = track_names(events)
+    tracks = sorted({(e["pid"], e.get("tid")) for e in spans}, key=lambda t: (t[0], t[1] if t[1] is not None else -1))
+    rows = {track: i for i, track in enumerate(tracks)}
+    counters = counter_series(events, start, end)
+    height = 1.6 + 0.55 * len(tracks)
+    if counters:
+        fig, (ax, counter_ax) = plt.subplots(2, 1, sharex=True, figsize=(12, height + 1.6),
+                                             gridspec_kw={"height_ratios": [height, 1.4]})
+    else:
+        fig, ax = plt.subplots(figsize=(12, height))
+    width_ms = (end - start) / 1e3
+    used, faint = draw_spans(ax, spans, rows, step, start, end)
+    arrows = flow_arrows(events, rows, start, end)
+    for x0, r0, x1, r1 in arrows:
+        ax.annotate("", xy=((x1 - start) / 1e3, r1), xytext=((x0 - start) / 1e3, r0),
+                    arrowprops=dict(arrowstyle="->", color="k", linewidth=0.7, alpha=0.7))
+    ax.set_yticks(range(len(tracks)))
+    ax.set_yticklabels([name(t) for t in tracks], fontsize=8)
+    ax.set_ylim(len(tracks) - 0.5, -0.5)
+    ax.set_xlim(0, width_ms)
+    ax.grid(alpha=0.3, axis="x")
+    gantt_legend(ax, used, faint, arrows)
+    ax.set_title(f"{Path(trace_path).name}: {what}, {width_ms:.3g} ms, one row per track", fontsize=10)
+    if counters:
+        draw_counters(counter_ax, counters, width_ms)
+        counter_ax.set_xlabel(f"ms from the start of {what}")
+    else:
+        ax.set_xlabel(f"ms from the start of {what}")
+    fig.tight_layout()
+    stem = Path(trace_path).stem
+    for ext in ("png", "svg"):
+        write_output(out / f"{stem}-gantt.{ext}", lambda f: fig.savefig(f, format=ext, dpi=120))
+    plt.close(fig)
+    print(f"wrote {out / stem}-gantt.png and .svg: {what}, {len(tracks)} tracks, {len(arrows)} flows, "
+          f"{len(counters)} counters")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("report")
+    parser.add_argument("report", nargs="?")
+    parser.add_argument("--trace", help="a Chrome trace (train --trace): draw one step as a Gantt chart")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
+    if (args.report is None) == (args.trace is None):
+        parser.error("give a sweep REPORT or --trace FILE (one of them)")
+    global INPUT
+    INPUT = args.trace or args.report
+    if args.trace is not None:
+        out = Path(args.out)
+        plot_gantt(args.trace, out)
+        return 0
     report = json.loads(Path(args.report).read_text())
     if report.get("kind") != "sweep":
         sys.exit(f"plot_report.py: {args.report} is not a sweep report")
@@ -369,6 +682,7 @@ def main():
         plot_throughput(report, models, out)
         plot_time_to_accuracy(report, models, out)
         plot_scaling_prediction(report, models, out)
+        plot_breakdown(report, models, out)
     except OSError as e:
         sys.exit(f"plot_report.py: cannot write {e.filename or args.out}: {e.strerror}")
     return 0
@@ -381,10 +695,12 @@ def run():
     except OSError as e:
         where = e.filename if e.filename is not None else "plot_report.py"
         print(f"cnnbench: error: {where}: {e.strerror or e}", file=sys.stderr)
+    except InputError as e:
+        print(f"cnnbench: error: {INPUT}: {e}", file=sys.stderr)
     except json.JSONDecodeError as e:
-        print(f"cnnbench: error: {sys.argv[1]}: invalid JSON: {e}", file=sys.stderr)
+        print(f"cnnbench: error: {INPUT}: invalid JSON: {e}", file=sys.stderr)
     except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as e:
-        print(f"cnnbench: error: {sys.argv[1]}: cannot plot this report "
+        print(f"cnnbench: error: {INPUT}: cannot plot this file "
               f"({type(e).__name__.replace('Error', ' error')}: {e})", file=sys.stderr)
     return REPORTED_ERROR_EXIT
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check: on an offline machine with an NVIDIA GPU, build cnnbench for sm_90 against the
 # Debian packages carried in .gpu-deps/ (scripts/gpu-deps.sh), run the GPU tests, benchmark the
-# GPU strategy (and PyTorch, when importable) on FC-3 and LeNet-5, then 2 MPI ranks sharing the
-# GPU, all within a deadline. OUTDIR receives gpu-report.json and gpu-check-logs.tar.gz only.
+# GPU strategy (and PyTorch, when importable) on FC-3 and LeNet-5, check runs' time breakdown and
+# trace (scripts/gpu_trace_check.py), then 2 MPI ranks sharing the GPU, all within a deadline. OUTDIR receives gpu-report.json and gpu-check-logs.tar.gz only.
 #   usage: scripts/gpu-check.sh OUTDIR
 # Environment: GPU_CHECK_DEADLINE (seconds, default 480), GPU_CHECK_DRY_RUN=1 (no GPU: build for
 # real, stub the device steps), GPU_CHECK_ISOLATE (1: find nothing outside the carried packages;
@@ -111,9 +111,10 @@ trap 'fact signal INT; exit 130' INT
 fact deadline_s "$DEADLINE_S"
 # The stages in order; those not reached when the deadline passes are reported as skipped.
 printf '%s\n' nvidia-smi unpack-deps configure build cnnbench-info test_gpu_runtime test_gpu_kernels \
-  test_gpu_module test_gpu_strategy cnnbench-lenet5-b1024 cnnbench-lenet5-b256 \
+  test_gpu_timing test_gpu_module test_gpu_strategy cnnbench-lenet5-b1024 cnnbench-lenet5-b256 \
   cnnbench-lenet5-b64 cnnbench-lenet5-b1024-stream cnnbench-fc3-b1024 cnnbench-fc3-b256 \
-  cnnbench-fc3-b64 cnnbench-fc3-b1024-stream torch-baseline two-ranks > "$WORK/state/planned.txt"
+  cnnbench-fc3-b64 cnnbench-fc3-b1024-stream gpu-trace-lenet5 gpu-trace-fc3-stream \
+  torch-baseline two-ranks gpu-trace-2ranks > "$WORK/state/planned.txt"
 fact dry_run "$DRY_RUN"
 fact isolate "$ISOLATE"
 
@@ -239,7 +240,8 @@ rm -rf "$BUILD_DIR"
 stage configure 180 cmake -S "$SOURCE" -B "$BUILD_DIR" "${CONFIGURE_FLAGS[@]}" \
   || stage_failed configure "configure failed (see logs/configure.log)"
 grep "cnnbench:" "$LOGS/configure.log"
-TARGETS=(cnnbench_cli cnnbench_gpu test_gpu_runtime test_gpu_kernels test_gpu_module test_gpu_strategy)
+TARGETS=(cnnbench_cli cnnbench_gpu test_gpu_runtime test_gpu_kernels test_gpu_timing test_gpu_module
+         test_gpu_strategy)
 if grep -q "cnnbench: MPI on" "$LOGS/configure.log" && [[ ${#MPIRUN[@]} -gt 0 ]]; then
   TARGETS+=(test_gpu_ranks)
 else
@@ -289,6 +291,7 @@ gtest() {  # gtest NAME CAP DEVICE_ONLY
 say "GPU tests"
 gtest test_gpu_runtime 60 0
 gtest test_gpu_kernels 120 0
+gtest test_gpu_timing 60 0
 gtest test_gpu_module 60 0
 gtest test_gpu_strategy 240 1
 [[ " ${TARGETS[*]} " == *" test_gpu_ranks "* ]] && gtest test_gpu_ranks 240 1
@@ -314,6 +317,23 @@ for model in lenet5 fc3; do
     --batch 1024 --synthetic 60000 --steps "$(steps_for 1024)" \
     --report "$WORK/runs/cnnbench-$model-b1024-stream.json" --quiet
 done
+# Where the time goes: the breakdown adds up to train_seconds and the trace has the device track
+# (scripts/gpu_trace_check.py). trace_check NAME RANKS CMD...: runs CMD with --report and --trace.
+trace_check() {
+  local name=$1 ranks=$2
+  shift 2
+  if [[ $DRY_RUN == 1 ]]; then stub "$name"; return; fi
+  local report=$WORK/runs/$name.json trace=$WORK/runs/$name-trace.json
+  stage "$name" 60 bash -c '"${@:3}" --report "$1" --trace "$2" --quiet &&
+    "$PYTHON" "$SOURCE/scripts/gpu_trace_check.py" "$1" "$2" --ranks '"$ranks" \
+    _ "$report" "$trace" "$@" || true
+}
+export PYTHON SOURCE
+say "GPU time breakdown and trace"
+trace_check gpu-trace-lenet5 1 "$CLI" train --strategy gpu --model lenet5 --batch 256 \
+  --synthetic 60000 --steps 2000
+trace_check gpu-trace-fc3-stream 1 "$CLI" train --strategy gpu --gpu-data stream --model fc3 \
+  --batch 256 --synthetic 60000 --steps 2000
 if [[ $DRY_RUN != 1 ]] && "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
   say "PyTorch baseline"
   for model in lenet5 fc3; do
@@ -334,8 +354,11 @@ if [[ ${#MPIRUN[@]} -gt 0 ]]; then
         --report "$WORK/runs/cnnbench-$model-b$batch-2ranks.json" --quiet
     done
   done
+  trace_check gpu-trace-2ranks 2 "${MPIRUN[@]}" "$CLI" train --strategy gpu --model lenet5 \
+    --batch 256 --synthetic 60000 --steps 1000
 else
   not_run two-ranks "no MPI in this build or mpirun cannot start 2 ranks"
+  not_run gpu-trace-2ranks "no MPI in this build or mpirun cannot start 2 ranks"
 fi
 past_deadline && fact deadline_reached 1
 # The exit status: 0 only when every step that ran succeeded and no test was skipped.

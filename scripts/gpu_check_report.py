@@ -73,7 +73,8 @@ for name in planned:
 
 # gtest binaries: every test must have run and passed; SKIPPED is a failure here.
 tests = []
-for name in ("test_gpu_runtime", "test_gpu_kernels", "test_gpu_strategy", "test_gpu_ranks"):
+for name in ("test_gpu_runtime", "test_gpu_kernels", "test_gpu_timing", "test_gpu_strategy",
+             "test_gpu_ranks"):
     if name not in status_of:
         continue
     entry = {"binary": name, "stage": status_of[name]}
@@ -201,6 +202,12 @@ report = {
     },
     "runs": runs,
     "two_ranks_one_gpu": two_ranks,
+    # The time breakdown and trace checks (scripts/gpu_trace_check.py): their stage and what the
+    # run's breakdown said.
+    "trace_checks": [{"name": s["name"], "stage": s["status"],
+                      "time_breakdown": find(load(f"{work}/runs/{s['name']}.json"),
+                                             "time_breakdown")}
+                     for s in stages if s["name"].startswith("gpu-trace-")],
     "goal": {
         "lenet5_b1024_images_per_s": lenet["cnnbench_images_per_s"],
         "at_least_1M_images_per_s": (lenet["cnnbench_images_per_s"] or 0) >= 1e6

@@ -6,12 +6,16 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <iostream>
+#include <set>
 #include <string>
 #include <sys/wait.h>
 
 #include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/gpu.hpp"
+#include "cnnbench/report.hpp"
+#include "cnnbench/time_breakdown.hpp"
 #include "cnnbench/train.hpp"
 #include "gpu_device.hpp"
 
@@ -121,6 +125,76 @@ INSTANTIATE_TEST_SUITE_P(
                       GpuCase{ModelKind::lenet5, "stream", "off", 17},
                       GpuCase{ModelKind::fc3, "resident", "on", 64},
                       GpuCase{ModelKind::fc3, "stream", "on", 31}));
+
+// Where a GPU run's time went: the device stream's categories (timed by device timer stamps) add
+// up to the driver's train_seconds, measured on the host, within 5% (the host's launch of a
+// range's first kernel and its wait for the last are outside the device's steps); every layer,
+// the gather and the update got time; the trace has the device track with a span per kernel group.
+TEST(GpuStrategy, BreakdownAddsUpToTrainSecondsAndTheTraceHasTheDeviceTrack) {
+  const std::string reason = no_device_reason();
+  if (!reason.empty()) GTEST_SKIP() << reason;
+  struct Case {
+    ModelKind model;
+    const char* data_mode;
+    const char* graph;
+  };
+  for (const Case c :
+       {Case{ModelKind::lenet5, "resident", "on"}, Case{ModelKind::lenet5, "stream", "on"},
+        Case{ModelKind::lenet5, "resident", "off"}, Case{ModelKind::fc3, "resident", "on"}}) {
+    const std::string name =
+        std::string(model_name(c.model)) + " " + c.data_mode + " graph " + c.graph;
+    TrainConfig config;
+    config.model = c.model;
+    config.strategy = "gpu";
+    config.batch = 64;
+    config.steps = 1000;
+    config.pin = false;
+    config.options = {{"gpu-data", c.data_mode}, {"gpu-graph", c.graph}};
+    const Dataset data = make_synthetic(64 * 200, 5);
+    RunOptions options;
+    options.trace_steps = 20;
+    const RunResult result = run_training(config, data, options);
+    const TimeBreakdown& b = result.time_breakdown;
+
+    ASSERT_EQ(b.steps, 1000) << name;
+    ASSERT_EQ(b.workers.size(), 1u) << name;
+    EXPECT_EQ(b.workers[0].worker.kind, "device") << name;
+    const StepTimes& t = b.critical_path;
+    double categories = 0;
+    for (const double seconds : t.seconds) categories += seconds;
+    EXPECT_NEAR(categories, t.wall, 1e-6 * t.wall) << name;
+    EXPECT_NEAR(t.wall, result.train_seconds, 0.05 * result.train_seconds)
+        << name << ": the device's steps against the host's train_seconds";
+    double layers = 0;
+    for (std::size_t l = 0; l < b.layer_names.size(); ++l) {
+      EXPECT_GT(t.layer_seconds[l], 0.0) << name << " " << b.layer_names[l];
+      layers += t.layer_seconds[l];
+    }
+    EXPECT_NEAR(layers, t[TimeCategory::compute], 1e-6 * t.wall) << name;
+    EXPECT_GT(t[TimeCategory::data], 0.0) << name;
+    EXPECT_GT(t[TimeCategory::update], 0.0) << name;
+
+    // Track (rank 0, thread 1) is the device's: its spans are named by the kernel groups.
+    const nlohmann::json trace = chrome_trace_json(result.trace, b.layer_names);
+    std::set<std::string> device_names;
+    bool host_track = false;
+    for (const nlohmann::json& event : trace.at("traceEvents")) {
+      if (event.at("ph") != "X") continue;
+      if (event.at("tid") == 0) host_track = true;
+      if (event.at("tid") == 1) device_names.insert(event.at("name").get<std::string>());
+    }
+    EXPECT_TRUE(host_track) << name;
+    for (const std::string& expected : b.layer_names) {
+      EXPECT_TRUE(device_names.count(expected)) << name << ": no device span " << expected;
+    }
+    EXPECT_TRUE(device_names.count("data")) << name;
+    EXPECT_TRUE(device_names.count("update")) << name;
+    std::cout << "  " << name << ": train_seconds " << result.train_seconds << ", device steps "
+              << t.wall << ", compute " << t[TimeCategory::compute] << ", update "
+              << t[TimeCategory::update] << ", data " << t[TimeCategory::data] << ", other "
+              << t[TimeCategory::other] << '\n';
+  }
+}
 
 TEST(GpuStrategy, BadOptionsNameTheFlag) {
   const std::string reason = no_device_reason();

@@ -19,6 +19,7 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/sweep.hpp"
 #include "cnnbench/train.hpp"
+#include "../lib/sweep/runner.hpp"
 
 namespace cnnbench {
 namespace {
@@ -441,6 +442,113 @@ TEST(SweepLauncher, SlurmAllocationCpusFromItsVariable) {
   ::unsetenv("SLURM_JOB_CPUS_PER_NODE");
   EXPECT_EQ(slurm_allocation_cpus(), 0) << "outside an allocation";
   if (before != nullptr) ::setenv("SLURM_JOB_CPUS_PER_NODE", kept.c_str(), 1);
+}
+
+// The median repetition by brute force: the one with as many repetitions strictly faster as the
+// middle position allows, among equals the first.
+std::size_t median_by_counting(const std::vector<double>& times) {
+  const std::size_t middle = (times.size() - 1) / 2;
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    std::size_t faster = 0, equal_before = 0;
+    for (std::size_t j = 0; j < times.size(); ++j) {
+      faster += times[j] < times[i];
+      equal_before += j < i && times[j] == times[i];
+    }
+    if (faster + equal_before == middle) return i;
+  }
+  return times.size();
+}
+
+TEST(SweepRepetitions, MedianRepetitionIsTheMiddleOneByTime) {
+  for (const std::vector<double>& times :
+       std::vector<std::vector<double>>{{0.5}, {0.3, 0.1, 0.2}, {0.1, 0.4, 0.3, 0.2}, {0.2, 0.2, 0.1},
+                                        {0.9, 0.8, 0.7, 0.6, 0.5}, {0.1, 0.2}, {0.3, 0.3, 0.3, 0.3}}) {
+    EXPECT_EQ(median_repetition(times), median_by_counting(times)) << ::testing::PrintToString(times);
+  }
+  // Of an even count, the faster of the two middle ones: a repetition that ran.
+  EXPECT_EQ(median_repetition(std::vector<double>{0.1, 0.4, 0.3, 0.2}), 3u);
+  EXPECT_THROW(median_repetition(std::vector<double>{}), Error);
+}
+
+// A point keeps the breakdown, straggler and metrics of the repetition whose time is the median,
+// not of the last one run.
+TEST(SweepRepetitions, PointKeepsTheMedianRepetitionsBreakdown) {
+  const std::vector<double> times = {0.31, 0.52, 0.35, 0.44, 0.27};  // the median is neither first nor last
+  std::vector<Repetition> timed;
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    Repetition rep;
+    rep.seconds = times[i];
+    rep.steps = 10;
+    rep.final_loss = static_cast<double>(i);
+    rep.time_breakdown = {{"wall_s", times[i] - 0.01}, {"steps", 10}, {"repetition", i}};
+    rep.straggler = {{"kind", "thread"}, {"id", static_cast<int>(i)}, {"mean_excess", 1.0}};
+    rep.strategy_metrics = {{"repetition", i}};
+    timed.push_back(rep);
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const auto median = static_cast<std::size_t>(std::find(times.begin(), times.end(), sorted[2]) - times.begin());
+  PointRecord record;
+  keep_median_repetition(record, timed);
+  ASSERT_TRUE(record.median_repetition.has_value());
+  EXPECT_EQ(static_cast<std::size_t>(*record.median_repetition), median);
+  EXPECT_EQ(record.time_breakdown, timed[median].time_breakdown);
+  EXPECT_EQ(record.straggler, timed[median].straggler);
+  EXPECT_EQ(record.strategy_metrics, timed[median].strategy_metrics);
+  EXPECT_EQ(record.final_loss, timed[median].final_loss);
+  EXPECT_FALSE(record.noise_warning.has_value());  // no descheduled_s: an older report's breakdown
+}
+
+nlohmann::json breakdown_with_workers(const std::vector<std::pair<double, double>>& lost_and_wall) {
+  nlohmann::json workers = nlohmann::json::array();
+  for (std::size_t i = 0; i < lost_and_wall.size(); ++i) {
+    workers.push_back({{"kind", "thread"}, {"id", static_cast<int>(i)},
+                       {"descheduled_s", lost_and_wall[i].first}, {"wall_s", lost_and_wall[i].second}});
+  }
+  return {{"wall_s", 1.0}, {"descheduled_s", 0.0}, {"steps", 10}, {"workers", workers}};
+}
+
+TEST(SweepRepetitions, NoiseWarningNamesTheWorkerThatLostMostToDescheduling) {
+  // 9% and 10% exactly: no warning; above it, the worst worker by fraction (not by seconds).
+  EXPECT_FALSE(noise_warning(breakdown_with_workers({{0.09, 1.0}, {0.1, 1.0}})).has_value());
+  const auto warning = noise_warning(breakdown_with_workers({{0.3, 2.0}, {0.25, 1.0}, {0.0, 1.0}}));
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_NE(warning->find("thread 1"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("25%"), std::string::npos) << *warning;
+  // A worker of a multi-rank job is named with its rank.
+  nlohmann::json ranked = breakdown_with_workers({{0.0, 1.0}, {0.5, 1.0}});
+  ranked["workers"][1]["rank"] = 3;
+  EXPECT_NE(noise_warning(ranked).value_or("").find("rank 3 thread 1"), std::string::npos);
+  // Without workers, the critical path's own figures; without descheduled_s (reports made
+  // before it), nothing.
+  EXPECT_TRUE(noise_warning({{"wall_s", 2.0}, {"descheduled_s", 0.5}}).has_value());
+  EXPECT_FALSE(noise_warning({{"wall_s", 2.0}, {"compute_s", 2.0}, {"workers", nlohmann::json::array()}}).has_value());
+  EXPECT_FALSE(noise_warning(nlohmann::json()).has_value());
+  nlohmann::json older = breakdown_with_workers({{0.5, 1.0}});
+  older["workers"][0].erase("descheduled_s");
+  EXPECT_FALSE(noise_warning(older).has_value());
+}
+
+TEST(SweepRepetitions, PointKeepsANoiseWarningOfItsMedianRepetition) {
+  std::vector<Repetition> timed(3);
+  for (std::size_t i = 0; i < timed.size(); ++i) {
+    timed[i].seconds = 1.0 + static_cast<double>(i);
+    timed[i].time_breakdown = breakdown_with_workers({{i == 1 ? 0.4 : 0.0, 1.0}});
+  }
+  PointRecord record;
+  keep_median_repetition(record, timed);
+  ASSERT_TRUE(record.noise_warning.has_value());
+  EXPECT_EQ(*record.noise_warning, *noise_warning(timed[1].time_breakdown));
+  nlohmann::json written;
+  record.status = "ok";
+  to_json(written, record);
+  EXPECT_EQ(written.at("noise_warning"), *record.noise_warning);
+  EXPECT_EQ(written.at("median_repetition"), 1);
+}
+
+TEST(SweepPlan, TraceFileNamesFollowThePointIds) {
+  EXPECT_EQ(trace_file_name(PointSpec{ModelKind::lenet5, "cluster", 2, 4}), "lenet5-cluster-n4c2.json");
+  EXPECT_EQ(trace_file_name(PointSpec{ModelKind::fc3, "serial", 1, 1}), "fc3-serial-n1c1.json");
 }
 
 }  // namespace

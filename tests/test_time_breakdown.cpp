@@ -1,11 +1,17 @@
 // Where a step's time goes: the step timeline's bookkeeping and the critical path on made-up
 // times (exact), then the breakdown every strategy reports (serial, blas, stream in each
-// consistency mode, cluster at 1x1, 1x2 and 2x1 on simulated ranks): the categories add up to
-// the steps' wall time and the unexplained rest stays small; --trace's Chrome trace is valid. The sums are exact by design
-// (every phase closes where the previous one ended), so a loaded machine does not move them.
+// consistency mode and with copies, cluster at 1x1, 1x2 and 2x1 on simulated ranks): the
+// categories add up to train_seconds, the run's wall time measured apart from them, the
+// unexplained rest stays small and the layers with the named compute parts add up to compute_s;
+// a busy loop on a worker's core is told apart from an injected slowdown (descheduled_s).
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <map>
 #include <numeric>
 #include <string>
@@ -16,6 +22,7 @@
 #include "cnnbench/data.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/time_breakdown.hpp"
+#include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
 #include "simulated_ranks.hpp"
 
@@ -49,7 +56,7 @@ TEST(StepTimeline, PhasesAddUpToTheStepAndTheRestIsOther) {
 TEST(StepTimeline, SpansGoToTheRingOnlyWhenOneIsGiven) {
   StepTimeline timeline;
   timeline.reserve_steps(4);
-  SpanRing ring(3);
+  SpanRing ring(1, 3);
   timeline.begin_step(0);
   timeline.close(TimeCategory::data, 1 * ms);
   timeline.record_spans(&ring);
@@ -77,7 +84,7 @@ TEST(BreakdownBuilder, TakesTheBusiestWorkerOfEachStepAndNamesTheStraggler) {
   // Thread 2 computes twice as long as the others, who wait for it.
   for (int k = 0; k < 4; ++k) {
     const std::vector<StepTimes> step = {worker_step(1, 1), worker_step(1, 1), worker_step(2, 0)};
-    builder.add_step(step);
+    builder.add_step(step, 2.0);
   }
   const TimeBreakdown b = builder.result({"f1"});
   EXPECT_EQ(b.steps, 4);
@@ -95,14 +102,14 @@ TEST(BreakdownBuilder, ARankIsItsBusiestThreadAndOneWorkerHasNoExcess) {
                          "rank", {0, 0, 1, 1});
   const std::vector<StepTimes> step = {worker_step(1, 2), worker_step(3, 0), worker_step(1, 0),
                                        worker_step(1.5, 0)};
-  ranks.add_step(step);
+  ranks.add_step(step, 3.0);
   const TimeBreakdown b = ranks.result({});
   EXPECT_EQ(b.straggler.kind, "rank");
   EXPECT_EQ(b.straggler.id, 0);
   EXPECT_DOUBLE_EQ(b.straggler.mean_excess, 2.0);  // 3 against rank 1's 1.5
 
   BreakdownBuilder alone({{"thread", 0}}, "thread", {0});
-  alone.add_step(std::vector<StepTimes>{worker_step(1, 0)});
+  alone.add_step(std::vector<StepTimes>{worker_step(1, 0)}, 1.0);
   EXPECT_DOUBLE_EQ(alone.result({}).straggler.mean_excess, 1.0);
 }
 
@@ -119,34 +126,102 @@ TEST(BreakdownBuilder, ARankThatArrivedEarlyWaitedForTheLastNotForTheNetwork) {
   EXPECT_DOUBLE_EQ(by_rank[1][0][TimeCategory::communication_exposed], 0.5);
 }
 
+TEST(StepTimeline, ComputePartsAreComputeOutsideTheLayers) {
+  StepTimeline timeline;
+  timeline.reserve_steps(1);
+  timeline.begin_step(0);
+  timeline.close_part(ComputePart::clear_gradients, 1 * ms);
+  timeline.close_layer(0, 4 * ms);
+  timeline.close_part(ComputePart::injected, 7 * ms);
+  timeline.end_step(7 * ms);
+  const StepTimes& step = timeline.steps()[0];
+  EXPECT_DOUBLE_EQ(step[TimeCategory::compute], 7e-3);
+  EXPECT_DOUBLE_EQ(step.layer_seconds[0], 3e-3);
+  EXPECT_DOUBLE_EQ(step.part_seconds[static_cast<std::size_t>(ComputePart::clear_gradients)], 1e-3);
+  EXPECT_DOUBLE_EQ(step.part_seconds[static_cast<std::size_t>(ComputePart::injected)], 3e-3);
+}
+
+// Another rank's worker cuts the step at other instants: the critical path keeps its work and
+// fits its waits into this process's wall of the step, or shrinks it all when it worked longer.
+TEST(BreakdownBuilder, TheCriticalPathAddsUpToThisProcesssStepsAndRanges) {
+  BreakdownBuilder builder({{"rank", 0}, {"rank", 1}}, "rank", {0, 1});
+  StepTimes slow = worker_step(3, 0);
+  slow[TimeCategory::communication_exposed] = 0.5;
+  slow.wall = 3.5;
+  builder.add_step(std::vector<StepTimes>{worker_step(1, 2), slow}, 4.0);
+  TimeBreakdown b = builder.result({});
+  EXPECT_DOUBLE_EQ(b.critical_path.wall, 4.0);
+  EXPECT_DOUBLE_EQ(b.critical_path[TimeCategory::compute], 3.0);
+  EXPECT_DOUBLE_EQ(b.critical_path[TimeCategory::communication_exposed], 1.0);
+  builder.add_step(std::vector<StepTimes>{worker_step(1, 2), slow}, 1.75);  // half its wall
+  builder.end_range(6.0);  // 0.25 s of the range in no step
+  b = builder.result({});
+  EXPECT_DOUBLE_EQ(b.critical_path.wall, 6.0);
+  EXPECT_DOUBLE_EQ(b.critical_path[TimeCategory::compute], 4.5);
+  EXPECT_DOUBLE_EQ(b.critical_path[TimeCategory::communication_exposed], 1.25);
+  EXPECT_DOUBLE_EQ(b.critical_path[TimeCategory::other], 0.25);
+  EXPECT_DOUBLE_EQ(b.workers[1].total.wall, 7.0);  // a worker keeps its own steps
+}
+
+// Thread 1 is 1 s busier than the median of the others; 0.8 s more descheduled.
+TEST(BreakdownBuilder, TheStragglersExcessIsSplitIntoTheOSsShareAndTheRest) {
+  BreakdownBuilder builder({{"thread", 0}, {"thread", 1}, {"thread", 2}}, "thread", {0, 1, 2});
+  std::vector<StepTimes> step = {worker_step(2, 1), worker_step(3, 0), worker_step(2, 1)};
+  step[0].descheduled = 0.1;
+  step[1].descheduled = 0.9;
+  step[2].descheduled = 0.1;
+  builder.add_step(step, 3.0);
+  const TimeBreakdown b = builder.result({});
+  EXPECT_EQ(b.straggler.id, 1);
+  EXPECT_NEAR(b.straggler.descheduled_share, 0.8, 1e-12);
+  EXPECT_NE(straggler_line(b).find("; 80% of that was time the OS ran something else on its core"),
+            std::string::npos)
+      << straggler_line(b);
+  std::vector<double> scratch;
+  const std::vector<double> busy = {1, 2}, descheduled = {0, 3};
+  EXPECT_DOUBLE_EQ(descheduled_share_of_excess(busy, descheduled, 1, scratch), 1.0);  // clamped
+  EXPECT_DOUBLE_EQ(descheduled_share_of_excess(busy, descheduled, 0, scratch), 0.0);  // no excess
+}
+
 // ---- every strategy's breakdown adds up ---------------------------------------------------------
 
 double category_sum(const StepTimes& times) {
   return std::accumulate(times.seconds.begin(), times.seconds.end(), 0.0);
 }
 
-// The rules every breakdown keeps: its categories add up to its wall time (within 5%; by
-// construction, up to rounding), other_s stays under 10% of it, the layers' times are part of
-// compute, and so for every worker; the report carries it with the categories the schema names.
-void expect_breakdown_adds_up(const TimeBreakdown& b, std::int64_t steps, std::size_t workers,
-                              const std::string& what) {
+// per_layer and the named compute parts: what compute_s should be made of.
+double layers_and_parts(const StepTimes& times) {
+  return std::accumulate(times.layer_seconds.begin(), times.layer_seconds.end(), 0.0) +
+         std::accumulate(times.part_seconds.begin(), times.part_seconds.end(), 0.0);
+}
+
+// The rules every breakdown keeps: its categories add up to `train_seconds`, the run's wall time
+// measured around the strategy's calls (within 5%), other_s stays under 10% of it, the layers
+// and the named compute parts add up to compute_s (within 1%), and so for every worker against
+// its own wall; the report carries it with the fields the schema names.
+void expect_breakdown_adds_up(const TimeBreakdown& b, double train_seconds, std::int64_t steps,
+                              std::size_t workers, const std::string& what) {
   SCOPED_TRACE(what);
   ASSERT_TRUE(b.measured());
   EXPECT_EQ(b.steps, steps);
   const StepTimes& path = b.critical_path;
-  ASSERT_GT(path.wall, 0.0);
-  EXPECT_NEAR(category_sum(path), path.wall, 0.05 * path.wall);
-  EXPECT_LT(path[TimeCategory::other], 0.10 * path.wall);
+  ASSERT_GT(train_seconds, 0.0);
+  EXPECT_NEAR(category_sum(path), train_seconds, 0.05 * train_seconds);
+  EXPECT_NEAR(path.wall, train_seconds, 0.05 * train_seconds);
+  EXPECT_LT(path[TimeCategory::other], 0.10 * train_seconds);
   EXPECT_GT(path[TimeCategory::compute], 0.0);
-  const double layers = std::accumulate(path.layer_seconds.begin(), path.layer_seconds.end(), 0.0);
-  EXPECT_LE(layers, path[TimeCategory::compute] * (1 + 1e-9));
-  EXPECT_GT(layers, 0.0);
+  const double compute = path[TimeCategory::compute];
+  EXPECT_NEAR(layers_and_parts(path), compute, 0.01 * compute);
+  EXPECT_GT(std::accumulate(path.layer_seconds.begin(), path.layer_seconds.end(), 0.0), 0.0);
   ASSERT_EQ(b.workers.size(), workers);
   for (const WorkerBreakdown& worker : b.workers) {
-    EXPECT_NEAR(category_sum(worker.total), worker.total.wall, 0.05 * worker.total.wall)
-        << worker.worker.kind << " " << worker.worker.id;
-    EXPECT_LT(worker.total[TimeCategory::other], 0.10 * worker.total.wall)
-        << worker.worker.kind << " " << worker.worker.id;
+    const StepTimes& total = worker.total;
+    const std::string name = worker.worker.kind + " " + std::to_string(worker.worker.id);
+    EXPECT_NEAR(category_sum(total), total.wall, 0.05 * total.wall) << name;
+    EXPECT_LT(total[TimeCategory::other], 0.10 * total.wall) << name;
+    EXPECT_NEAR(layers_and_parts(total), total[TimeCategory::compute],
+                0.01 * total[TimeCategory::compute]) << name;
+    EXPECT_LE(total.descheduled, total.busy() + 1e-3) << name;  // a part of its working time
   }
   const nlohmann::json json = time_breakdown_json(b);
   double sum = 0;
@@ -155,9 +230,27 @@ void expect_breakdown_adds_up(const TimeBreakdown& b, std::int64_t steps, std::s
     ASSERT_TRUE(json.contains(key)) << key;
     sum += json[key].get<double>();
   }
-  EXPECT_NEAR(sum, json["wall_s"].get<double>(), 0.05 * json["wall_s"].get<double>());
+  EXPECT_NEAR(sum, train_seconds, 0.05 * train_seconds);
+  double parts = 0;
+  for (const auto& [name, seconds] : json.at("per_layer").items()) parts += seconds.get<double>();
+  for (const char* key : {"splitjoin_s", "clear_gradients_s", "injected_s"}) {
+    parts += json.at("compute_parts").at(key).get<double>();
+  }
+  EXPECT_NEAR(parts, json["compute_s"].get<double>(), 0.01 * json["compute_s"].get<double>());
+  EXPECT_GE(json.at("descheduled_s").get<double>(), 0.0);
+  EXPECT_GE(json.at("involuntary_switches").get<std::int64_t>(), 0);
   EXPECT_EQ(json["workers"].size(), workers);
+  for (const auto& worker : json["workers"]) {
+    EXPECT_TRUE(worker.contains("descheduled_s") && worker.contains("involuntary_switches"));
+  }
   EXPECT_EQ(json["per_layer"].size(), b.layer_names.size());
+  const nlohmann::json straggler = straggler_json(b);
+  EXPECT_GE(straggler.at("descheduled_share").get<double>(), 0.0);
+  EXPECT_LE(straggler.at("descheduled_share").get<double>(), 1.0);
+}
+
+void expect_run_adds_up(const RunResult& run, std::size_t workers, const std::string& what) {
+  expect_breakdown_adds_up(run.time_breakdown, run.train_seconds, run.steps_run, workers, what);
 }
 
 TrainConfig short_run(const std::string& strategy, int threads,
@@ -166,22 +259,23 @@ TrainConfig short_run(const std::string& strategy, int threads,
   c.model = ModelKind::lenet5;
   c.strategy = strategy;
   c.batch = 32;
-  c.steps = 24;
+  c.steps = 48;
   c.threads = threads;
   c.pin = false;  // tests share the machine's cores
   c.options = std::move(options);
   return c;
 }
 
-TimeBreakdown train_and_break_down(const TrainConfig& config) {
+RunResult train(const TrainConfig& config) {
   const Dataset data = make_synthetic(512, 3);
-  return run_training(config, data, RunOptions{}).time_breakdown;
+  return run_training(config, data, RunOptions{});
 }
 
 TEST(TimeBreakdown, SerialAndBlasAddUp) {
   for (const std::string strategy : {"serial", "blas"}) {
-    const TimeBreakdown b = train_and_break_down(short_run(strategy, 1));
-    expect_breakdown_adds_up(b, 24, 1, strategy);
+    const RunResult run = train(short_run(strategy, 1));
+    expect_run_adds_up(run, 1, strategy);
+    const TimeBreakdown& b = run.time_breakdown;
     EXPECT_EQ(b.layer_names, (std::vector<std::string>{"c1", "c2", "f1", "f2", "f3", "loss"}));
     EXPECT_GT(b.critical_path[TimeCategory::update], 0.0);
     EXPECT_GT(b.critical_path[TimeCategory::data], 0.0);
@@ -192,13 +286,21 @@ TEST(TimeBreakdown, StreamAddsUpInEveryConsistencyMode) {
   for (const std::string mode : {"strict", "group-async", "async"}) {
     std::map<std::string, std::string> options = {{"consistency", mode}};
     if (mode == "async") options["widths"] = "s=1";  // async takes the pipeline, not copies
-    const TimeBreakdown b = train_and_break_down(short_run("stream", 2, options));
-    expect_breakdown_adds_up(b, 24, 2, "stream " + mode);
-    for (const WorkerBreakdown& worker : b.workers) EXPECT_EQ(worker.worker.kind, "stage");
+    const RunResult run = train(short_run("stream", 2, options));
+    expect_run_adds_up(run, 2, "stream " + mode);
+    for (const WorkerBreakdown& worker : run.time_breakdown.workers) {
+      EXPECT_EQ(worker.worker.kind, "stage");
+    }
   }
+  // The paper's graph deals and merges tokens in its splitjoins: named apart from the layers.
+  const RunResult paper = train(short_run("stream", 2, {{"widths", "s=1"}}));
+  const auto splitjoin = static_cast<std::size_t>(ComputePart::splitjoin);
+  EXPECT_GT(paper.time_breakdown.critical_path.part_seconds[splitjoin], 0.0);
+  // Copies of the net: a stage per core all the same.
+  expect_run_adds_up(train(short_run("stream", 2, {{"widths", "s=2"}})), 2, "stream copies");
   // The pipeline of the paper's graph idles while it fills and drains.
   const TimeBreakdown pipeline =
-      train_and_break_down(short_run("stream", 2, {{"widths", "s=1"}, {"microbatches", "2"}}));
+      train(short_run("stream", 2, {{"widths", "s=1"}, {"microbatches", "2"}})).time_breakdown;
   double bubble = 0;
   for (const WorkerBreakdown& worker : pipeline.workers) {
     bubble += worker.total[TimeCategory::fill_drain] + worker.total[TimeCategory::starvation];
@@ -209,112 +311,195 @@ TEST(TimeBreakdown, StreamAddsUpInEveryConsistencyMode) {
 TEST(TimeBreakdown, ClusterOnOneRankAddsUp) {
   // The registry's cluster strategy runs on MPI's world; the simulated ranks below need no MPI.
   if (!CNNBENCH_HAVE_MPI) GTEST_SKIP() << "built without MPI: no cluster strategy in the registry";
-  expect_breakdown_adds_up(train_and_break_down(short_run("cluster", 1)), 24, 1, "cluster 1x1");
-  const TimeBreakdown b = train_and_break_down(short_run("cluster", 2));
-  expect_breakdown_adds_up(b, 24, 2, "cluster 1x2");
-  EXPECT_EQ(b.straggler.kind, "thread");
+  expect_run_adds_up(train(short_run("cluster", 1)), 1, "cluster 1x1");
+  const RunResult run = train(short_run("cluster", 2));
+  expect_run_adds_up(run, 2, "cluster 1x2");
+  EXPECT_EQ(run.time_breakdown.straggler.kind, "thread");
+  // An injected slowdown is compute of no layer, named as such.
+  const RunResult slowed = train(short_run("cluster", 2, {{"slowdown", "0:2"}}));
+  expect_run_adds_up(slowed, 2, "cluster 1x2 --slowdown 0:2");
+  const StepTimes& path = slowed.time_breakdown.critical_path;
+  EXPECT_GT(path.part_seconds[static_cast<std::size_t>(ComputePart::injected)],
+            0.25 * path[TimeCategory::compute]);
 }
 
-TEST(TimeBreakdown, ClusterOnTwoSimulatedRanksAddsUpTheSameOnEveryRank) {
-  const Dataset data = make_synthetic(1024, 3);  // 32 steps: one epoch's order holds them all
+// Each rank's breakdown and the wall time of its calls (as run_training measures it) over 48
+// steps in two ranges on two simulated ranks (enough that the gathering at the end of each range,
+// other_s, stays small on a loaded machine).
+struct TwoRanks {
+  std::vector<TimeBreakdown> breakdowns = std::vector<TimeBreakdown>(2);
+  std::vector<double> seconds = std::vector<double>(2, 0.0);
+};
+TwoRanks train_on_two_simulated_ranks(const TrainConfig& config) {
+  const Dataset data = make_synthetic(2048, 3);  // 64 steps: one epoch's order holds them all
   const std::vector<std::uint32_t> order = epoch_order(data.count, 3, 0, true);
-  const TrainConfig config = short_run("cluster", 1, {{"overlap", "off"}});
   testing::SimulatedJob job(2);
-  std::vector<TimeBreakdown> breakdowns(2);
+  TwoRanks out;
   testing::run_simulated_ranks(job, [&](int rank, std::unique_ptr<testing::SimulatedRank> group) {
     Model model(config.model);
     init_params(model.params, config.model, 1);
     auto strategy = make_cluster_strategy(std::move(group));
     strategy->prepare(model, data, config);
     const StepCallback ignore = [](std::int64_t, double) {};
-    strategy->run_steps({order.data(), 0, 10, 0}, ignore);
-    strategy->run_steps({order.data(), 10, 14, 10}, ignore);
-    breakdowns[static_cast<std::size_t>(rank)] = strategy->time_breakdown();
+    for (const StepRange range :
+         {StepRange{order.data(), 0, 20, 0}, StepRange{order.data(), 20, 28, 20}}) {
+      const double start = now_seconds();
+      strategy->run_steps(range, ignore);
+      out.seconds[static_cast<std::size_t>(rank)] += now_seconds() - start;
+    }
+    out.breakdowns[static_cast<std::size_t>(rank)] = strategy->time_breakdown();
   });
-  expect_breakdown_adds_up(breakdowns[0], 24, 2, "cluster 2x1");
-  EXPECT_EQ(breakdowns[0].straggler.kind, "rank");
-  EXPECT_EQ(breakdowns[0].workers[1].worker.kind, "rank");
-  EXPECT_EQ(breakdowns[0].workers[1].worker.id, 1);
-  // Every rank gathered every rank's steps: the same figures on each.
-  EXPECT_EQ(breakdowns[1].critical_path.wall, breakdowns[0].critical_path.wall);
-  EXPECT_EQ(breakdowns[1].straggler.id, breakdowns[0].straggler.id);
+  return out;
 }
 
-// The injected slowdown makes its copy the straggler. Its factor is not asserted tightly: the
-// copies' times are wall times on a machine other tests share.
+TEST(TimeBreakdown, ClusterOnTwoSimulatedRanksAddsUpOnEveryRank) {
+  const TwoRanks run = train_on_two_simulated_ranks(short_run("cluster", 1, {{"overlap", "off"}}));
+  // Every rank gathered every rank's steps and adds them up to its own wall time.
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    const TimeBreakdown& b = run.breakdowns[rank];
+    expect_breakdown_adds_up(b, run.seconds[rank], 48, 2,
+                             "cluster 2x1, rank " + std::to_string(rank));
+    EXPECT_EQ(b.straggler.kind, "rank");
+    EXPECT_EQ(b.workers[1].worker.kind, "rank");
+    EXPECT_EQ(b.workers[1].worker.id, 1);
+  }
+  EXPECT_EQ(run.breakdowns[1].straggler.id, run.breakdowns[0].straggler.id);
+}
+
+// ---- the OS's share: a busy loop on a worker's core against an injected slowdown ------------
+
+int allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+}
+
+// The share of PU `pu` a thread spinning there for 0.2 s gets: near 1 on a quiet machine.
+double share_of_pu_we_get(int pu) {
+  double share = 0;
+  std::thread probe([&] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(pu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) return;
+    const double start = now_seconds();
+    const ThreadCpu cpu = thread_cpu();
+    while (now_seconds() - start < 0.2) {
+    }
+    share = (thread_cpu().seconds - cpu.seconds) / (now_seconds() - start);
+  });
+  probe.join();
+  return share;
+}
+
+// A thread spinning on one PU while it lives: another runnable task on that core, which the
+// scheduler shares with whatever else is pinned there. Stopped and joined however the test ends.
+class BusyLoop {
+ public:
+  explicit BusyLoop(int pu) {
+    thread_ = std::thread([this, pu] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(pu, &set);
+      pinned_ = sched_setaffinity(0, sizeof set, &set) == 0;  // 0: the calling thread
+      started_.store(true);
+      while (!stop_.load(std::memory_order_relaxed)) {
+      }
+    });
+    while (!started_.load()) std::this_thread::yield();
+  }
+  ~BusyLoop() {
+    stop_.store(true);
+    thread_.join();
+  }
+  BusyLoop(const BusyLoop&) = delete;
+  BusyLoop& operator=(const BusyLoop&) = delete;
+  bool pinned() const { return pinned_; }
+
+ private:
+  std::atomic<bool> stop_{false}, started_{false};
+  bool pinned_ = false;  // written before started_
+  std::thread thread_;
+};
+
+// Threads pinned to cores 0 and 1, a busy loop on core 0: thread 0 is the straggler, and most
+// of its excess over thread 1 is time the OS ran the loop instead (descheduled_s); the summary
+// says so. Margins are loose: other processes share the machine.
+TEST(TimeBreakdown, ABusyLoopOnThread0sCoreIsTheOSsShareOfItsExcess) {
+  if (!CNNBENCH_HAVE_MPI) GTEST_SKIP() << "built without MPI: no cluster strategy in the registry";
+  if (allowed_cpus() < 2 || machine_topology().cores < 2) {
+    GTEST_SKIP() << "needs 2 cores (thread 0's shared with a busy loop, thread 1's not); this "
+                    "process may run on " << allowed_cpus() << " CPU(s)";
+  }
+  // Other processes the scheduler moves between the cores would share core 0's loop out
+  // over both cores and hide it.
+  const std::vector<std::vector<int>>& pus = machine_topology().core_pus;
+  for (const int core : {0, 1}) {
+    const double share = share_of_pu_we_get(pus[static_cast<std::size_t>(core)].front());
+    if (share < 0.8) {
+      GTEST_SKIP() << "the machine is loaded: a thread spinning on core " << core << " got "
+                   << static_cast<int>(100 * share) << "% of it, so a busy loop on core 0 "
+                   << "cannot be told from the other processes";
+    }
+  }
+  const BusyLoop busy(pus[0].front());
+  ASSERT_TRUE(busy.pinned());
+  TrainConfig config = short_run("cluster", 2);
+  config.pin = true;
+  config.steps = 300;  // ~0.5 s: many of the scheduler's time slices
+  const RunResult run = train(config);
+  const TimeBreakdown& b = run.time_breakdown;
+  ASSERT_EQ(b.workers.size(), 2u);
+  const StepTimes& thread0 = b.workers[0].total;
+  const StepTimes& thread1 = b.workers[1].total;
+  const std::string figures = "busy " + std::to_string(thread0.busy()) + " / " +
+                              std::to_string(thread1.busy()) + " s, descheduled " +
+                              std::to_string(thread0.descheduled) + " / " +
+                              std::to_string(thread1.descheduled) + " s";
+  EXPECT_EQ(b.straggler.id, 0) << figures;
+  const double excess = thread0.busy() - thread1.busy();
+  EXPECT_GT(excess, 0.0) << figures;
+  EXPECT_GT(thread0.descheduled - thread1.descheduled, 0.5 * excess) << figures;
+  EXPECT_GT(b.straggler.descheduled_share, 0.5) << figures;
+  EXPECT_NE(straggler_line(b).find("was time the OS ran something else on its core"),
+            std::string::npos)
+      << straggler_line(b);
+}
+
+// Rank 0 sleeps as a slower core would compute: its excess is injected compute, not the OS's
+// (a sleep uses no CPU, yet the thread was not descheduled: it asked to wait).
+TEST(TimeBreakdown, AnInjectedSlowdownIsComputeNotTheOSsShare) {
+  const TwoRanks run = train_on_two_simulated_ranks(
+      short_run("cluster", 1, {{"overlap", "off"}, {"slowdown", "0:3"}}));
+  const TimeBreakdown& b = run.breakdowns[0];
+  expect_breakdown_adds_up(b, run.seconds[0], 48, 2, "cluster 2x1 --slowdown 0:3");
+  EXPECT_EQ(b.straggler.kind, "rank");
+  EXPECT_EQ(b.straggler.id, 0);
+  const StepTimes& slowed = b.workers[0].total;
+  const double injected = slowed.part_seconds[static_cast<std::size_t>(ComputePart::injected)];
+  const double excess = slowed.busy() - b.workers[1].total.busy();
+  EXPECT_GT(injected, 0.5 * excess) << "injected " << injected << " s of an excess of " << excess;
+  EXPECT_LT(b.straggler.descheduled_share, 0.5);
+  EXPECT_EQ(straggler_line(b).find("the OS"), std::string::npos) << straggler_line(b);
+}
+
+// The injected slowdown makes its copy the straggler and is named injected_s. Its factor is not
+// asserted tightly: the copies' times are wall times on a machine other tests share.
 TEST(TimeBreakdown, StreamNamesTheSlowedCopy) {
   TrainConfig config = short_run("stream", 2, {{"slowdown", "1:2"}, {"widths", "s=2"}});
   config.batch = 128;
-  const TimeBreakdown b = train_and_break_down(config);
+  const RunResult run = train(config);
+  expect_run_adds_up(run, 2, "stream --slowdown 1:2");
+  const TimeBreakdown& b = run.time_breakdown;
+  double injected = 0;  // the slowed copy's spin, on whichever core runs it
+  for (const WorkerBreakdown& worker : b.workers) {
+    injected += worker.total.part_seconds[static_cast<std::size_t>(ComputePart::injected)];
+  }
+  EXPECT_GT(injected, 0.0);
   EXPECT_EQ(b.straggler.kind, "copy");
   EXPECT_EQ(b.straggler.id, 1);
   EXPECT_GT(b.straggler.mean_excess, 1.2);
   EXPECT_EQ(straggler_line(b).rfind("straggler: copy 1 was ", 0), 0u) << straggler_line(b);
-}
-
-// ---- --trace: the spans of the last steps as a Chrome trace ----------------------------------
-
-// The trace's format (complete events with ts/dur, monotonic per track, no negative durations,
-// every expected process) and its layers' spans adding up to the breakdown's per_layer (all of
-// them kept: the ring holds more steps than ran).
-void expect_valid_trace(const nlohmann::json& trace, const TimeBreakdown& b,
-                        const std::vector<int>& processes, const std::string& what) {
-  SCOPED_TRACE(what);
-  ASSERT_TRUE(trace.contains("traceEvents"));
-  std::map<std::pair<int, int>, double> track_end;
-  std::map<std::string, double> layer_seconds;
-  std::vector<int> seen;
-  for (const auto& event : trace["traceEvents"]) {
-    if (event["ph"] != "X") continue;
-    const double ts = event.at("ts"), dur = event.at("dur");
-    EXPECT_GE(dur, 0.0);
-    const std::pair<int, int> track{event.at("pid").get<int>(), event.at("tid").get<int>()};
-    if (track_end.count(track)) {
-      EXPECT_GE(ts, track_end[track] - 1e-3) << "track overlaps itself";
-    }
-    track_end[track] = ts + dur;
-    if (std::find(seen.begin(), seen.end(), track.first) == seen.end()) seen.push_back(track.first);
-    if (event["cat"] == "compute_s") layer_seconds[event["name"]] += 1e-6 * dur;
-  }
-  std::sort(seen.begin(), seen.end());
-  EXPECT_EQ(seen, processes);
-  // One worker: its spans are the critical path's.
-  if (b.workers.size() == 1) {
-    for (std::size_t l = 0; l < b.layer_names.size(); ++l) {
-      const double expected = b.critical_path.layer_seconds[l];
-      EXPECT_NEAR(layer_seconds[b.layer_names[l]], expected, 0.05 * expected) << b.layer_names[l];
-    }
-  }
-}
-
-TEST(Trace, SerialAndClusterWriteValidChromeTraces) {
-  const Dataset data = make_synthetic(512, 3);
-  RunOptions options;
-  options.trace_steps = 30;
-  std::vector<std::pair<std::string, int>> runs = {{"serial", 1}};
-  if (CNNBENCH_HAVE_MPI) runs.insert(runs.end(), {{"cluster", 1}, {"cluster", 2}});
-  for (const auto& [strategy, threads] : runs) {
-    const RunResult result = run_training(short_run(strategy, threads), data, options);
-    ASSERT_EQ(result.trace.size(), static_cast<std::size_t>(threads)) << strategy;
-    const nlohmann::json trace =
-        chrome_trace_json(result.trace, timed_layer_names(ModelKind::lenet5));
-    expect_valid_trace(trace, result.time_breakdown, {0},
-                       strategy + " x" + std::to_string(threads));
-  }
-}
-
-TEST(Trace, StreamWritesATrackPerCore) {
-  const Dataset data = make_synthetic(512, 3);
-  RunOptions options;
-  options.trace_steps = 30;
-  for (const std::string widths : {"s=2", "s=1"}) {
-    const RunResult result = run_training(short_run("stream", 2, {{"widths", widths}}), data, options);
-    ASSERT_EQ(result.trace.size(), 2u) << widths;
-    const nlohmann::json trace =
-        chrome_trace_json(result.trace, timed_layer_names(ModelKind::lenet5));
-    expect_valid_trace(trace, result.time_breakdown, {0}, "stream " + widths);
-  }
-  EXPECT_TRUE(chrome_trace_json({}, {})["traceEvents"].empty());
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // `cnnbench plot REPORT.json --out DIR`: draws a sweep report's plots (PNG + SVG) with
-// plots/plot_report.py, found next to the source tree the binary was built from or installed.
+// plots/plot_report.py, found next to the source tree the binary was built from or installed;
+// `cnnbench plot --trace TRACE.json --out DIR` a Gantt chart of one step of a train --trace.
 #include <spawn.h>
 #include <sys/wait.h>
 
@@ -20,6 +21,7 @@ namespace {
 
 struct PlotArgs {
   std::string report;
+  std::string trace;  // --trace: a Chrome trace instead of a sweep report
   std::string out = "plots";
   std::string script;
   std::string python;  // empty: the system's /usr/bin/python3 (where Debian puts matplotlib), else python3
@@ -52,23 +54,40 @@ std::filesystem::path find_plot_script(const std::string& given) {
        " nor in share/cnnbench; pass --script PATH or set CNNBENCH_PLOT_SCRIPT");
 }
 
-int run_plot(const PlotArgs& a) {
+// The images plots/plot_report.py writes into --out, without their .png/.svg: a sweep report's,
+// or NAME-gantt for a trace NAME.json.
+std::vector<std::string> plot_names(const PlotArgs& a) {
+  if (!a.trace.empty()) return {std::filesystem::path(a.trace).stem().string() + "-gantt"};
+  return {"speedup", "efficiency", "throughput", "time_to_accuracy", "scaling_prediction", "breakdown"};
+}
+
+// The script's command line: a sweep report, or --trace FILE, into --out.
+std::vector<std::string> script_words(const PlotArgs& a) {
+  if (!a.trace.empty()) return {"--trace", a.trace, "--out", a.out};
   const nlohmann::json report = read_report(a.report);
   if (report.at("kind") != "sweep") fail(a.report + ": plot draws sweep reports, this is a single run report");
-  // plots/plot_report.py writes these into --out; none of them may be the report it reads.
+  return {a.report, "--out", a.out};
+}
+
+int run_plot(const PlotArgs& a) {
+  // The script reads a trace itself and says what is wrong with one; a report is read here.
+  std::vector<std::string> arguments = script_words(a);
+  // None of the images may be the file they are drawn from.
   std::vector<std::string> files;
-  for (const char* name : {"speedup", "efficiency", "throughput", "time_to_accuracy", "scaling_prediction"}) {
-    for (const char* ext : {".png", ".svg"}) files.push_back(std::string(name) + ext);
+  for (const std::string& name : plot_names(a)) {
+    for (const char* ext : {".png", ".svg"}) files.push_back(name + ext);
   }
+  const std::string input = a.trace.empty() ? a.report : a.trace;
   check_outputs({{.option = "--out", .path = a.out, .folder = true, .files = files}},
-                {{"REPORT", a.report}});
+                {{a.trace.empty() ? "REPORT" : "--trace", input}});
   const std::filesystem::path script = find_plot_script(a.script);
   check_output_folder(a.out, "--out");
   const std::string python =
       !a.python.empty() ? a.python : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
   // The scaling-prediction plot asks this cnnbench for its curves (cnnbench scaling-model).
   ::setenv("CNNBENCH_EXECUTABLE", std::filesystem::read_symlink("/proc/self/exe").c_str(), 1);
-  std::vector<std::string> words = {python, script.string(), a.report, "--out", a.out};
+  std::vector<std::string> words = {python, script.string()};
+  words.insert(words.end(), arguments.begin(), arguments.end());
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
   argv.push_back(nullptr);
@@ -95,9 +114,14 @@ int run_plot(const PlotArgs& a) {
 
 void add_plot_command(CLI::App& root, Runner& runner) {
   auto args = std::make_shared<PlotArgs>();
-  CLI::App* cmd = root.add_subcommand("plot", "Draw a sweep report's plots (PNG + SVG) with matplotlib");
+  CLI::App* cmd = root.add_subcommand(
+      "plot", "Draw a sweep report's plots, or one step of a trace as a Gantt chart (PNG + SVG) with matplotlib");
   // Not CLI::ExistingFile: a missing report is a runtime error (exit 1) as in compare.
-  cmd->add_option("REPORT", args->report, "sweep report (JSON)")->required();
+  CLI::Option* report = cmd->add_option("REPORT", args->report, "sweep report (JSON)");
+  cmd->add_option("--trace", args->trace,
+                  "a Chrome trace (train --trace, sweep --trace-dir): draw one step of it per "
+                  "track as NAME-gantt.png/.svg instead of a report's plots")
+      ->excludes(report);
   cmd->add_option("--out", args->out, "folder for the images")
       ->check(output_path_rule(OutputKind::folder))
       ->capture_default_str();
@@ -105,7 +129,12 @@ void add_plot_command(CLI::App& root, Runner& runner) {
                   "plot script (default: $CNNBENCH_PLOT_SCRIPT, else plots/plot_report.py)")
       ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
-  cmd->callback([args, &runner] { runner = [args] { return run_plot(*args); }; });
+  cmd->callback([args, &runner] {
+    if (args->report.empty() && args->trace.empty()) {
+      throw CLI::RequiredError("REPORT (or --trace FILE)");
+    }
+    runner = [args] { return run_plot(*args); };
+  });
 }
 
 }  // namespace cnnbench::cli

@@ -40,6 +40,7 @@ struct SweepArgs : CommonArgs {
   int emulate_hosts = 0;  // --emulate-hosts N: cluster points over N emulated hosts
   std::string rate;       // --rate: their links' cap
   std::string out = "results/sweep.json";
+  std::string trace_dir;  // --trace-dir: a Chrome trace per point, from one extra traced repetition
   // Internal: one time-to-accuracy job of a cluster point, run by the sweep under the launcher.
   std::string tta_job, tta_out;
   std::vector<const OptionSpec*> given_options;  // the strategy options given on the command line
@@ -184,8 +185,10 @@ int run_sweep_command(const SweepArgs& a) {
   if (!a.tta_job.empty()) return run_time_to_accuracy_job(a);
   check_options_apply(a);
   // Before the first point, not after the last; never over the data or the hostfile.
-  check_outputs({{.option = "--out", .path = a.out}},
-                {{"--data", a.data_dir}, {"--hostfile", a.hostfile}});
+  std::vector<OutputPath> outputs = {{.option = "--out", .path = a.out}};
+  // Its files are checked against the plan's points when the sweep starts.
+  if (!a.trace_dir.empty()) outputs.push_back({.option = "--trace-dir", .path = a.trace_dir, .folder = true});
+  check_outputs(outputs, {{"--data", a.data_dir}, {"--hostfile", a.hostfile}});
   // Hours of measurements must not vanish under a repeated command: say how to keep or replace them.
   if (!a.resume && !a.force && std::filesystem::exists(a.out)) {
     fail(a.out + " already exists: pass --resume to keep its finished points and measure the rest, "
@@ -234,6 +237,7 @@ int run_sweep_command(const SweepArgs& a) {
   o.link_rate = a.rate;
   o.self = std::filesystem::read_symlink("/proc/self/exe");
   o.out = a.out;
+  if (!a.trace_dir.empty()) o.trace_dir = a.trace_dir;
   o.resume = a.resume;
   o.quiet = a.quiet;
   std::signal(SIGINT, on_sweep_stop_signal);
@@ -292,6 +296,10 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")
       ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();
+  cmd->add_option("--trace-dir", args->trace_dir,
+                  "after each point's timed repetitions run one more, traced, and write its Chrome "
+                  "trace here as MODEL-STRATEGY-nNcC.json (serial, blas, stream, cluster)")
+      ->check(output_path_rule(OutputKind::folder));
   cmd->add_flag("--resume", args->resume, "keep the finished points of --out and run the rest");
   cmd->add_flag("--force", args->force, "overwrite an existing --out report");
   cmd->add_option("--tta-job", args->tta_job)->group("");

@@ -1,4 +1,6 @@
 // The step timeline's bookkeeping: category names, adding steps up, the span ring.
+#include <sys/resource.h>
+
 #include <algorithm>
 
 #include "cnnbench/step_timeline.hpp"
@@ -20,6 +22,22 @@ const char* time_category_key(TimeCategory category) {
   return "other_s";
 }
 
+const char* compute_part_key(ComputePart part) {
+  switch (part) {
+    case ComputePart::splitjoin: return "splitjoin_s";
+    case ComputePart::clear_gradients: return "clear_gradients_s";
+    case ComputePart::injected: return "injected_s";
+  }
+  return "injected_s";
+}
+
+ThreadCpu thread_cpu() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  const auto seconds = [](const timeval& t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+  return {seconds(usage.ru_utime) + seconds(usage.ru_stime), usage.ru_nivcsw};
+}
+
 double StepTimes::busy() const {
   return wall - (*this)[TimeCategory::communication_exposed] -
          (*this)[TimeCategory::imbalance_wait] - (*this)[TimeCategory::fill_drain] -
@@ -29,9 +47,22 @@ double StepTimes::busy() const {
 StepTimes& StepTimes::operator+=(const StepTimes& other) {
   for (std::size_t c = 0; c < seconds.size(); ++c) seconds[c] += other.seconds[c];
   for (std::size_t l = 0; l < layer_seconds.size(); ++l) layer_seconds[l] += other.layer_seconds[l];
+  for (std::size_t p = 0; p < part_seconds.size(); ++p) part_seconds[p] += other.part_seconds[p];
   wall += other.wall;
+  descheduled += other.descheduled;
+  involuntary_switches += other.involuntary_switches;
   arrival += other.arrival;
   return *this;
+}
+
+void SpanRing::end_step() {
+  const std::size_t wanted = (steps_ + 1) * in_step_;
+  in_step_ = 0;
+  if (wanted <= spans_.size()) return;
+  std::vector<Span> grown = this->spans();
+  grown.resize(wanted);
+  next_ = std::min(next_, spans_.size());
+  spans_ = std::move(grown);
 }
 
 std::vector<Span> SpanRing::spans() const {
@@ -45,12 +76,24 @@ std::vector<Span> SpanRing::spans() const {
 void StepTimeline::begin_step(ClockTicks now) {
   current_ = StepTimes{};
   step_start_ = cursor_ = now;
+  step_ = next_step_++;
+}
+
+void StepTimeline::end_work() {
+  const double wall = 1e-9 * double(clock_ticks() - work_start_);
+  const ThreadCpu cpu = thread_cpu();
+  // Not clamped at 0: getrusage's microseconds may put a short region's CPU time a little over
+  // its wall, and clamping each region would bias the sum upwards.
+  current_.descheduled += wall - (cpu.seconds - work_cpu_.seconds);
+  const std::int64_t switches = cpu.involuntary_switches - work_cpu_.involuntary_switches;
+  current_.involuntary_switches += double(switches);
 }
 
 void StepTimeline::end_step(ClockTicks now) {
   add(TimeCategory::other, -1, now);
   current_.wall = seconds(step_start_, now);
   steps_.push_back(current_);
+  if (spans_ != nullptr) spans_->end_step();
 }
 
 }  // namespace cnnbench

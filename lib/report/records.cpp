@@ -133,7 +133,10 @@ const auto point_measured = std::tuple{
     field("time", &P::time), optional_field("images_per_s", &P::images_per_s),
     optional_field("steps", &P::steps), optional_field("batch", &P::batch),
     optional_field("final_loss", &P::final_loss), optional_field("strategy_metrics", &P::strategy_metrics),
-    optional_field("pin_map", &P::pin_map), optional_field("baseline_cores", &P::baseline_cores),
+    optional_field("pin_map", &P::pin_map), optional_field("median_repetition", &P::median_repetition),
+    optional_field("time_breakdown", &P::time_breakdown), optional_field("straggler", &P::straggler),
+    optional_field("noise_warning", &P::noise_warning), optional_field("trace", &P::trace),
+    optional_field("baseline_cores", &P::baseline_cores),
     optional_field("paired_baseline", &P::paired_baseline),
     optional_field("time_to_accuracy", &P::time_to_accuracy),
     optional_field("calibration", &P::calibration), optional_field("prediction", &P::prediction)};

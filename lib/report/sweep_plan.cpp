@@ -13,6 +13,12 @@ std::string PointSpec::id() const {
          std::to_string(cores);
 }
 
+std::string trace_file_name(const PointSpec& point) {
+  std::string name = point.id();
+  std::replace(name.begin(), name.end(), '/', '-');
+  return name + ".json";
+}
+
 std::vector<PointSpec> plan_points(const SweepOptions& options, const std::vector<int>& cores,
                                    const std::vector<int>& nodes, int machine_cores) {
   std::vector<std::string> strategies = options.strategies;

@@ -1,6 +1,7 @@
 // The run report's metrics.time_breakdown and metrics.straggler, and the summary's straggler
 // line, from the typed breakdown a strategy measured (docs/design.md, "Where the time goes").
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 #include "cnnbench/report.hpp"
@@ -22,6 +23,10 @@ nlohmann::json category_json(const StepTimes& times) {
   const double starvation = times[TimeCategory::starvation];
   out["pipeline_bubble_s"] = fill_drain + starvation;
   out["pipeline_bubble"] = {{"fill_drain_s", fill_drain}, {"starvation_s", starvation}};
+  // Overlaps the categories (it is part of the working ones): not in their sum. A sum of
+  // regions' wall minus CPU time read in microseconds may come out a hair below 0.
+  out["descheduled_s"] = std::max(0.0, times.descheduled);
+  out["involuntary_switches"] = static_cast<std::int64_t>(times.involuntary_switches);
   return out;
 }
 
@@ -35,9 +40,16 @@ nlohmann::json time_breakdown_json(const TimeBreakdown& breakdown) {
     per_layer[breakdown.layer_names[l]] = breakdown.critical_path.layer_seconds[l];
   }
   out["per_layer"] = per_layer;
+  nlohmann::json parts = nlohmann::json::object();
+  for (std::size_t p = 0; p < compute_part_count; ++p) {
+    parts[compute_part_key(static_cast<ComputePart>(p))] = breakdown.critical_path.part_seconds[p];
+  }
+  out["compute_parts"] = parts;
   out["meaning"] =
       "seconds summed over the measured steps along the critical path (each step's busiest "
-      "worker); the categories add up to wall_s, other_s is what no phase claimed";
+      "worker); the categories add up to wall_s, the measured wall time of the steps, other_s "
+      "is what no phase claimed; per_layer and compute_parts add up to compute_s; "
+      "descheduled_s is the part of the working time the OS ran something else instead";
   nlohmann::json workers = nlohmann::json::array();
   for (const WorkerBreakdown& worker : breakdown.workers) {
     nlohmann::json entry = category_json(worker.total);
@@ -53,7 +65,8 @@ nlohmann::json time_breakdown_json(const TimeBreakdown& breakdown) {
 nlohmann::json straggler_json(const TimeBreakdown& breakdown) {
   nlohmann::json out = {{"kind", breakdown.straggler.kind},
                         {"id", breakdown.straggler.id},
-                        {"mean_excess", breakdown.straggler.mean_excess}};
+                        {"mean_excess", breakdown.straggler.mean_excess},
+                        {"descheduled_share", breakdown.straggler.descheduled_share}};
   if (!breakdown.balanced_shares.empty()) out["balanced_shares"] = breakdown.balanced_shares;
   return out;
 }
@@ -64,6 +77,12 @@ std::string straggler_line(const TimeBreakdown& breakdown) {
   std::snprintf(text, sizeof text, "straggler: %s %d was %.2fx slower than the median",
                 s.kind.c_str(), s.id, s.mean_excess);
   std::string line = text;
+  if (s.mean_excess > 1 && s.descheduled_share >= 0.5) {
+    std::snprintf(text, sizeof text,
+                  "; %.0f%% of that was time the OS ran something else on its core",
+                  100 * s.descheduled_share);
+    line += text;
+  }
   if (!breakdown.balanced_shares.empty()) {
     line += "; balanced shares ";
     for (std::size_t i = 0; i < breakdown.balanced_shares.size(); ++i) {
@@ -71,44 +90,6 @@ std::string straggler_line(const TimeBreakdown& breakdown) {
     }
   }
   return line;
-}
-
-nlohmann::json chrome_trace_json(const std::vector<TraceTrack>& tracks,
-                                 const std::vector<std::string>& layer_names) {
-  // Times from the earliest span, in microseconds. The ranks of one machine share its steady
-  // clock; ranks on several machines are not aligned.
-  ClockTicks origin = 0;
-  bool first = true;
-  for (const TraceTrack& track : tracks) {
-    for (const Span& span : track.spans) {
-      if (first || span.start < origin) origin = span.start;
-      first = false;
-    }
-  }
-  nlohmann::json events = nlohmann::json::array();
-  std::vector<int> named_processes;
-  for (const TraceTrack& track : tracks) {
-    if (std::find(named_processes.begin(), named_processes.end(), track.process) ==
-        named_processes.end()) {
-      named_processes.push_back(track.process);
-      events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", track.process},
-                        {"args", {{"name", "rank " + std::to_string(track.process)}}}});
-    }
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", track.process},
-                      {"tid", track.thread},
-                      {"args", {{"name", "thread " + std::to_string(track.thread)}}}});
-    for (const Span& span : track.spans) {
-      const std::string category = time_category_key(span.category);
-      const bool layer = span.layer >= 0 && static_cast<std::size_t>(span.layer) < layer_names.size();
-      // "compute_s" -> "compute": a span is named by its layer, or by its category.
-      const std::string name =
-          layer ? layer_names[static_cast<std::size_t>(span.layer)] : category.substr(0, category.size() - 2);
-      events.push_back({{"ph", "X"}, {"name", name}, {"cat", category}, {"pid", track.process},
-                        {"tid", track.thread}, {"ts", 1e-3 * double(span.start - origin)},
-                        {"dur", 1e-3 * double(span.end - span.start)}});
-    }
-  }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
 }
 
 }  // namespace cnnbench

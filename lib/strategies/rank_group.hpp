@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
@@ -61,6 +62,15 @@ class RankGroup {
   // with a line naming the ranks that stopped answering (docs/cluster.md, "A lost link or a hung
   // rank"). 0, the start: wait as long as it takes. A group whose ranks cannot be lost ignores it.
   virtual void set_comm_timeout(double seconds) { (void)seconds; }
+
+  // Collective: what this rank adds to its steady clock (nanoseconds) to read rank 0's, from
+  // `rounds` ping-pongs of each rank with rank 0 (estimate_clock_offset, trace.hpp), so that a
+  // trace lines up ranks on different machines. 0 on rank 0, and for a group whose ranks share
+  // one clock.
+  virtual std::int64_t clock_offset_to_rank0(int rounds) {
+    (void)rounds;
+    return 0;
+  }
 
   // After an error on this rank: ends the whole job at once (other ranks may be blocked in a
   // collective and would wait forever), with a line on stderr naming this rank and the error.

@@ -194,11 +194,7 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   }
 
   strategy->prepare(result.model, train, config);
-  // A step of LeNet-5 closes about 16 phases per thread (more with overlap's callbacks).
-  constexpr std::int64_t spans_per_step = 64;
-  if (options.trace_steps > 0) {
-    strategy->keep_spans(static_cast<std::size_t>(options.trace_steps * spans_per_step));
-  }
+  if (options.trace_steps > 0) strategy->keep_trace(options.trace_steps);
   const bool primary = strategy->is_primary();
   for (const std::string& change : changes) {
     if (primary) std::fprintf(stderr, "cnnbench: warning: %s\n", change.c_str());
@@ -292,7 +288,10 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
   }
   result.strategy_metrics = strategy->metrics();
   result.time_breakdown = strategy->time_breakdown();
-  if (options.trace_steps > 0) result.trace = strategy->spans();
+  if (options.trace_steps > 0) {
+    result.trace = strategy->trace();
+    keep_last_whole_steps(result.trace.tracks, options.trace_steps);
+  }
   result.pins = strategy->pin_map();
   result.primary = primary;
   return result;

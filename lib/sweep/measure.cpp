@@ -61,7 +61,7 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
   const std::vector<int> cores = baseline_cores(point);
   struct Series {
     std::vector<double> times, warmup_times, rates;
-    Repetition last;
+    std::vector<Repetition> timed;
   };
   std::vector<Series> series(cores.size());
   // Every point but the baseline takes turns with serial repetitions of its own, so that its
@@ -89,11 +89,12 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
       }
       for (std::size_t k = 0; k < cores.size(); ++k) {
         Series& s = series[k];
-        s.last = in_process ? run_in_process(point, cores[k], steps) : run_launched(point, steps);
+        Repetition run = in_process ? run_in_process(point, cores[k], steps) : run_launched(point, steps);
         stop_check();
-        (r < options_.warmup ? s.warmup_times : s.times).push_back(s.last.seconds);
+        (r < options_.warmup ? s.warmup_times : s.times).push_back(run.seconds);
         if (r >= options_.warmup) {
-          s.rates.push_back(static_cast<double>(s.last.steps) * options_.batch / s.last.seconds);
+          s.rates.push_back(static_cast<double>(run.steps) * options_.batch / run.seconds);
+          s.timed.push_back(std::move(run));
         }
       }
     }
@@ -116,30 +117,48 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
     record.baseline_cores = per_core;
   }
   const std::vector<double>& times = series[best].times;
-  const Repetition& last = series[best].last;
   record.times_s = times;
   record.warmup_times_s = series[best].warmup_times;
   record.time = summarize(times);
   record.images_per_s = summarize(series[best].rates);
-  record.steps = last.steps;
+  record.steps = series[best].timed.front().steps;
   record.batch = options_.batch;
-  record.final_loss = last.final_loss;
-  record.strategy_metrics = last.strategy_metrics;
-  record.pin_map = last.pin_map;
+  keep_median_repetition(record, series[best].timed);
   if (pair) {
     PairedBaselineRecord paired;
     if (pair->core >= 0) paired.core = pair->core;
     paired.times_s = baseline_times;
     paired.warmup_times_s = baseline_warmup_times;
     paired.steps = static_cast<std::int64_t>(baseline_steps.front());
-    const double point_steps = static_cast<double>(last.steps);
+    const double point_steps = static_cast<double>(*record.steps);
     for (std::size_t i = 0; i < times.size(); ++i) {
       paired.ratios.push_back((baseline_times[i] / baseline_steps[i]) / (times[i] / point_steps));
     }
     record.paired_baseline = paired;
   }
+  if (options_.trace_dir) {
+    try {
+      record.trace = trace_point(point, cores[best], steps).string();
+    } catch (const Error& e) {
+      if (!options_.quiet) std::fprintf(stderr, "    warning: no trace of %s: %s\n", point.id().c_str(), e.what());
+    }
+  }
   if (options_.target_accuracy) record.time_to_accuracy = time_to_accuracy(point);
   return record;
+}
+
+void keep_median_repetition(PointRecord& record, std::span<const Repetition> timed) {
+  std::vector<double> times;
+  for (const Repetition& rep : timed) times.push_back(rep.seconds);
+  const std::size_t median = median_repetition(times);
+  const Repetition& chosen = timed[median];
+  record.median_repetition = static_cast<int>(median);
+  record.final_loss = chosen.final_loss;
+  record.strategy_metrics = chosen.strategy_metrics;
+  record.pin_map = chosen.pin_map;
+  record.time_breakdown = chosen.time_breakdown;
+  record.straggler = chosen.straggler;
+  record.noise_warning = noise_warning(chosen.time_breakdown);
 }
 
 // The measured serial point of the same model, on the core its repetitions were taken on.
@@ -219,14 +238,21 @@ TrainConfig SweepRunner::train_config(const PointSpec& point, std::int64_t steps
   return config;
 }
 
-Repetition SweepRunner::run_in_process(const PointSpec& point, int pin_core, std::int64_t steps) const {
+RunResult SweepRunner::train_in_process(const PointSpec& point, int pin_core, std::int64_t steps,
+                                        std::int64_t trace_steps) const {
   RunOptions run_options;
   run_options.stop_requested = options_.stop_requested;
   run_options.interrupt_folder = scratch_;
+  run_options.trace_steps = trace_steps;
   TrainConfig config = train_config(point, steps);
   if (pin_core >= 0) config.options[strategy_option::pin_core.name] = std::to_string(pin_core);
-  const RunResult result = run_training(config, train_, run_options);
+  RunResult result = run_training(config, train_, run_options);
   if (result.interrupted) throw SweepInterrupted{};
+  return result;
+}
+
+Repetition SweepRunner::run_in_process(const PointSpec& point, int pin_core, std::int64_t steps) const {
+  const RunResult result = train_in_process(point, pin_core, steps);
   if (result.diverged_at_step) {
     throw PointDiverged{divergence_text(*result.diverged_at_step, result.diverged_loss)};
   }
@@ -237,6 +263,10 @@ Repetition SweepRunner::run_in_process(const PointSpec& point, int pin_core, std
   rep.final_loss = result.step_losses.empty() ? 0.0 : result.step_losses.back();
   rep.strategy_metrics = result.strategy_metrics;
   rep.pin_map = pin_map_json(result.pins);
+  if (result.time_breakdown.measured()) {
+    rep.time_breakdown = time_breakdown_json(result.time_breakdown);
+    rep.straggler = straggler_json(result.time_breakdown);
+  }
   return rep;
 }
 
@@ -313,7 +343,32 @@ Repetition SweepRunner::run_launched(const PointSpec& point, std::int64_t steps)
   rep.final_loss = losses.empty() ? 0.0 : losses.back().get<double>();
   rep.strategy_metrics = run.at("strategy_metrics");
   rep.pin_map = run.at("pin_map");
+  rep.time_breakdown = run.at("metrics").value("time_breakdown", json());
+  rep.straggler = run.at("metrics").value("straggler", json());
   return rep;
+}
+
+// The steps of a point's trace: the last ones of its traced repetition, as many as train's
+// --trace-steps keeps by default.
+constexpr std::int64_t traced_steps = 20;
+
+// One more repetition of the point, traced, after its timed ones (a trace's ring costs a little
+// time per span, which the timed repetitions must not pay); returns the trace's path. The gpu
+// strategy records no spans: Error, before running.
+std::filesystem::path SweepRunner::trace_point(const PointSpec& point, int pin_core, std::int64_t steps) const {
+  CNNBENCH_CHECK(point.strategy != "gpu", "the gpu strategy records no spans yet");
+  const std::filesystem::path path = *options_.trace_dir / trace_file_name(point);
+  if (point.strategy == "cluster") {
+    std::vector<std::string> args = launched_train_command(point, steps);
+    // Absolute: the ranks of another host need not start in this folder.
+    args.insert(args.end(), {"--trace", std::filesystem::absolute(path).string(), "--trace-steps",
+                             std::to_string(traced_steps)});
+    launch_for_json(args, launched_report(), point.id() + " traced");
+    return path;
+  }
+  const RunResult result = train_in_process(point, pin_core, steps, traced_steps);
+  write_json(path, chrome_trace_json(result.trace, timed_layer_names(point.model)));
+  return path;
 }
 
 json SweepRunner::time_to_accuracy(const PointSpec& point) const {

@@ -83,6 +83,7 @@ SweepRecord SweepRunner::run() {
                         std::any_of(plan.begin(), plan.end(),
                                     [](const PointSpec& p) { return p.strategy == "cluster"; });
   if (launches) launcher_.check_usable();
+  if (options_.trace_dir) check_trace_outputs(plan);
   report_ = SweepRecord{};
   report_.context = collect_context();
   report_.config = config_json();
@@ -126,11 +127,22 @@ SweepRecord SweepRunner::run() {
   if (!options_.quiet && report_.baseline_warning) {
     std::fprintf(stderr, "warning: %s\n", report_.baseline_warning->message.c_str());
   }
+  if (!options_.quiet) warn_noisy_points();
   if (!options_.quiet && failed > 0) {
     std::fprintf(stderr, "%zu point%s failed or diverged: the report is marked incomplete; --resume measures %s again\n",
                  failed, failed == 1 ? "" : "s", failed == 1 ? "it" : "them");
   }
   return report_;
+}
+
+// --trace-dir's files, one per point of the plan, before the first point: writable, and none of
+// them the report.
+void SweepRunner::check_trace_outputs(const std::vector<PointSpec>& plan) const {
+  std::vector<std::string> files;
+  for (const PointSpec& point : plan) files.push_back(trace_file_name(point));
+  std::vector<OutputPath> outputs = {{.option = "--trace-dir", .path = *options_.trace_dir, .folder = true, .files = files}};
+  if (!options_.out.empty()) outputs.push_back({.option = "--out", .path = options_.out});
+  check_outputs(outputs);
 }
 
 void SweepRunner::load_data() {
@@ -238,7 +250,8 @@ std::map<std::string, PointRecord> SweepRunner::resumed_points() {
 }
 
 double SweepRunner::point_cost(const PointSpec& p) const {
-  const double reps = options_.repeat + options_.warmup + (options_.target_accuracy ? 3 : 0);
+  const double reps = options_.repeat + options_.warmup + (options_.target_accuracy ? 3 : 0) +
+                      (options_.trace_dir ? 1 : 0);
   const double launch = p.strategy == "cluster" ? 2e8 : 0.0;  // a launcher start, in FLOP-equivalents
   return reps * (model_spec(p.model).train_flops_per_image * options_.batch + launch);
 }
@@ -247,6 +260,18 @@ void SweepRunner::announce(std::size_t index, std::size_t total, const PointSpec
   if (options_.quiet) return;
   std::fprintf(stderr, "[%zu/%zu] %-22s %s\n", index + 1, total, point.id().c_str(),
                eta >= 0 ? ("ETA " + duration_text(eta)).c_str() : "");
+}
+
+// The closing summary names the points whose workers lost time to descheduling, so that a reader
+// of the last lines knows which numbers to retake on a quiet machine.
+void SweepRunner::warn_noisy_points() const {
+  std::string noisy;
+  for (const PointRecord& p : report_.points) {
+    if (p.noise_warning) noisy += (noisy.empty() ? "" : ", ") + p.id;
+  }
+  if (noisy.empty()) return;
+  std::fprintf(stderr, "warning: noisy points (a worker lost over %.0f%% of its wall time to descheduling; "
+                       "points[].noise_warning): %s\n", 100 * descheduled_warning_fraction, noisy.c_str());
 }
 
 // Repetitions shorter than this are dominated by timer resolution, thread start-up and noise.
@@ -278,7 +303,12 @@ void SweepRunner::finish_point() {
   if (tta.is_object() && tta.value("reached", false)) {
     std::fprintf(stderr, ", %.1f s to %.0f%%", tta["seconds"].get<double>(), 100 * tta["target"].get<double>());
   }
+  if (p.noise_warning) std::fprintf(stderr, ", NOISY");
   std::fprintf(stderr, "\n");
+  if (p.noise_warning) {
+    std::fprintf(stderr, "    warning: %s: its times measure the machine's load as much as the strategy\n",
+                 p.noise_warning->c_str());
+  }
   if (p.time.median < short_repetition_s) {
     std::fprintf(stderr, "    warning: a repetition takes %.0f ms, under %.0f ms: too short to time "
                          "reliably; raise --steps, or leave it out to calibrate to --min-time\n",

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,14 @@ struct Repetition {
   double final_loss = 0;
   nlohmann::json strategy_metrics = nlohmann::json::object();
   nlohmann::json pin_map = nlohmann::json::array();
+  // The run report's metrics.time_breakdown and metrics.straggler; null when not measured.
+  nlohmann::json time_breakdown, straggler;
 };
+
+// Fills in what `record` keeps of the repetition whose time is the median (median_repetition):
+// its index, strategy metrics, pin map, final loss, time breakdown, straggler and noise warning.
+// `timed` must not be empty.
+void keep_median_repetition(PointRecord& record, std::span<const Repetition> timed);
 
 // The serial point a point's repetitions take turns with, and the core it runs on (-1: unpinned).
 struct PairedBaseline {
@@ -56,6 +64,7 @@ class SweepRunner {
  private:
   // runner.cpp
   void load_data();
+  void check_trace_outputs(const std::vector<PointSpec>& plan) const;
   std::string sweep_option(const OptionSpec& spec) const;
   nlohmann::json options_json() const;
   nlohmann::json config_json() const;
@@ -63,6 +72,7 @@ class SweepRunner {
   double point_cost(const PointSpec& p) const;
   void announce(std::size_t index, std::size_t total, const PointSpec& point, double eta) const;
   void finish_point();
+  void warn_noisy_points() const;
   void save() const;
 
   // measure.cpp
@@ -76,6 +86,10 @@ class SweepRunner {
   // steps < 0 (the default): SweepOptions::steps.
   TrainConfig train_config(const PointSpec& point, std::int64_t steps = -1) const;
   CalibrationRecord calibrate_steps(const PointSpec& point, int pin_core) const;
+  // One run of the point in this process (pin_core >= 0: pinned there), keeping the spans of
+  // about its last trace_steps steps when > 0.
+  RunResult train_in_process(const PointSpec& point, int pin_core, std::int64_t steps,
+                             std::int64_t trace_steps = 0) const;
   Repetition run_in_process(const PointSpec& point, int pin_core, std::int64_t steps = -1) const;
   nlohmann::json launch_for_json(const std::vector<std::string>& args,
                                  const std::filesystem::path& output, const std::string& what) const;
@@ -84,6 +98,7 @@ class SweepRunner {
   std::filesystem::path launched_report() const;
   Repetition run_launched(const PointSpec& point, std::int64_t steps = -1) const;
   nlohmann::json time_to_accuracy(const PointSpec& point) const;
+  std::filesystem::path trace_point(const PointSpec& point, int pin_core, std::int64_t steps) const;
 
   const SweepOptions& options_;
   int machine_cores_ = 1;

@@ -1,8 +1,9 @@
 // `cnnbench train --strategy cluster` end to end under mpirun: only rank 0 reports and saves,
 // a checkpoint resumes on a different rank count and still equals serial, the report's time
-// breakdown adds up and names a slowed rank, its trace holds both ranks, killing one rank of a
-// running job ends the whole job within 30 s, and stopping one ends it after --comm-timeout;
-// allreduce-bench forces the algorithm asked for and labels Open MPI's fallbacks.
+// breakdown adds up (2 x 1 and 2 x 2) and names a slowed rank, its trace holds both ranks,
+// killing one rank of a running job ends the whole job within 30 s, and stopping one ends it
+// after --comm-timeout; allreduce-bench forces the algorithm asked for and labels Open MPI's
+// fallbacks.
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -126,10 +127,32 @@ bool is_running(pid_t pid) {
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
 }
 
-// Rank 0's report breaks every rank's steps down: the categories add up to the wall time (by
-// construction, so a loaded machine does not move it), the rest stays small, and the rank an
-// injected slowdown holds back is named the straggler. Its factor is a wall-time ratio on a
-// shared machine, so only a loose bound is asserted here.
+// The rules of a report's time breakdown: the categories add up to metrics.train_seconds (the
+// run's wall time, measured apart from them) within 5%, the rest stays under 10% of it, the
+// layers and the named compute parts add up to compute_s within 1%.
+void expect_breakdown_adds_up(const nlohmann::json& report) {
+  const auto& breakdown = report.at("metrics").at("time_breakdown");
+  double sum = 0;
+  for (const char* key : {"compute_s", "update_s", "reduce_s", "communication_exposed_s",
+                          "imbalance_wait_s", "pipeline_bubble_s", "data_s", "other_s"}) {
+    sum += breakdown.at(key).get<double>();
+  }
+  const double train_seconds = report.at("metrics").at("train_seconds");
+  EXPECT_GT(train_seconds, 0.0);
+  EXPECT_NEAR(sum, train_seconds, 0.05 * train_seconds) << breakdown.dump(1);
+  EXPECT_LT(breakdown.at("other_s").get<double>(), 0.10 * train_seconds) << breakdown.dump(1);
+  double parts = 0;
+  for (const char* group : {"per_layer", "compute_parts"}) {
+    for (const auto& [name, seconds] : breakdown.at(group).items()) parts += seconds.get<double>();
+  }
+  const double compute = breakdown.at("compute_s");
+  EXPECT_NEAR(parts, compute, 0.01 * compute) << breakdown.dump(1);
+}
+
+// Rank 0's report breaks every rank's steps down (expect_breakdown_adds_up), and the rank an
+// injected slowdown holds back is named the straggler, its excess injected compute rather than
+// the OS's (the slowed rank sleeps: no CPU, yet not descheduled). Its factor is a wall-time
+// ratio on a shared machine, so only a loose bound is asserted here.
 TEST(ClusterCli, TheReportBreaksTheStepsDownAndNamesTheSlowedRank) {
   const fs::path dir = fresh_folder("breakdown");
   run_ok(test::mpirun_command(2, {CNNBENCH_CLI, "train", "--strategy", "cluster", "--model",
@@ -140,15 +163,8 @@ TEST(ClusterCli, TheReportBreaksTheStepsDownAndNamesTheSlowedRank) {
          dir / "run.log");
   const auto report = nlohmann::json::parse(read_file(dir / "run.json"));
   const auto& breakdown = report.at("metrics").at("time_breakdown");
-  double sum = 0;
-  for (const char* key : {"compute_s", "update_s", "reduce_s", "communication_exposed_s",
-                          "imbalance_wait_s", "pipeline_bubble_s", "data_s", "other_s"}) {
-    sum += breakdown.at(key).get<double>();
-  }
-  const double wall = breakdown.at("wall_s");
-  EXPECT_GT(wall, 0.0);
-  EXPECT_NEAR(sum, wall, 0.05 * wall) << breakdown.dump(1);
-  EXPECT_LT(breakdown.at("other_s").get<double>(), 0.10 * wall) << breakdown.dump(1);
+  expect_breakdown_adds_up(report);
+  EXPECT_GT(breakdown.at("compute_parts").at("injected_s").get<double>(), 0.0);
   EXPECT_EQ(breakdown.at("steps"), 24);
   ASSERT_EQ(breakdown.at("workers").size(), 2u);
   for (const auto& worker : breakdown.at("workers")) EXPECT_EQ(worker.at("kind"), "rank");
@@ -156,6 +172,7 @@ TEST(ClusterCli, TheReportBreaksTheStepsDownAndNamesTheSlowedRank) {
   EXPECT_EQ(straggler.at("kind"), "rank");
   EXPECT_EQ(straggler.at("id"), 1) << straggler.dump();
   EXPECT_GT(straggler.at("mean_excess").get<double>(), 1.2) << straggler.dump();
+  EXPECT_LT(straggler.at("descheduled_share").get<double>(), 0.5) << straggler.dump();
   // Rank 0 wrote a trace with both ranks' threads in it.
   const auto trace = nlohmann::json::parse(read_file(dir / "trace.json"));
   std::vector<int> ranks;
@@ -208,6 +225,27 @@ TEST(ClusterCli, AllreduceBenchForcesTheAlgorithmAndLabelsTheFallbacks) {
     }
     EXPECT_EQ(report.at("fit").at("residuals").size(), sizes.size());
   }
+  fs::remove_all(dir);
+}
+
+// Two ranks of two threads: the breakdown adds up the same way, a worker per thread per rank.
+TEST(ClusterCli, TheBreakdownOfTwoRanksOfTwoThreadsAddsUp) {
+  const fs::path dir = fresh_folder("breakdown-2x2");
+  run_ok(test::mpirun_command(2, {CNNBENCH_CLI, "train", "--strategy", "cluster", "--model",
+                                  "lenet5", "--synthetic", "1024", "--batch", "64", "--steps",
+                                  "48", "--threads", "2", "--no-pin", "--oversubscribe",
+                                  "--quiet", "--report", (dir / "run.json").string()}),
+         dir / "run.log");
+  const auto report = nlohmann::json::parse(read_file(dir / "run.json"));
+  expect_breakdown_adds_up(report);
+  const auto& workers = report.at("metrics").at("time_breakdown").at("workers");
+  ASSERT_EQ(workers.size(), 4u);
+  for (const auto& worker : workers) {
+    EXPECT_EQ(worker.at("kind"), "thread");
+    EXPECT_GE(worker.at("descheduled_s").get<double>(), 0.0);
+    EXPECT_LE(worker.at("descheduled_s").get<double>(), worker.at("wall_s").get<double>());
+  }
+  EXPECT_EQ(report.at("metrics").at("straggler").at("kind"), "rank");
   fs::remove_all(dir);
 }
 

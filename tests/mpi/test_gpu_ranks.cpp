@@ -370,6 +370,17 @@ TEST(GpuRanksCli, ReportsEveryRankAndSavesOnce) {
     EXPECT_FALSE(rank.at("device_name").get<std::string>().empty()) << rank.dump();
   }
   EXPECT_EQ(report.at("pin_map").size(), 2u) << "rank 0's report lists both ranks' host threads";
+  // Where the time went: a device worker per rank, whose gradients' way through the host is
+  // communication (or, on the rank that got there first, waiting for the other).
+  const auto& breakdown = report.at("metrics").at("time_breakdown");
+  ASSERT_EQ(breakdown.at("workers").size(), 2u) << breakdown.dump();
+  for (const auto& worker : breakdown.at("workers")) {
+    EXPECT_EQ(worker.at("kind"), "device") << worker.dump();
+    EXPECT_GT(worker.at("communication_exposed_s").get<double>() +
+                  worker.at("imbalance_wait_s").get<double>(),
+              0.0)
+        << worker.dump();
+  }
   EXPECT_NO_THROW(read_safetensors(out / "model.safetensors"));
 
   const pid_t too_many = test::spawn_logged(

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""A tiny real sweep (fc3, 3 steps, 2 repetitions, cores 1,2) validates against
-results/schema/sweep-report.schema.json, the schema really constrains it, compare passes the report
+"""A tiny real sweep (fc3, 3 steps, 3 repetitions, cores 1,2) validates against
+results/schema/sweep-report.schema.json, the schema really constrains it, every point keeps the
+time breakdown of its median repetition and --trace-dir a trace per point, compare passes the report
 against itself and catches it made 2x slower, --resume keeps finished points, and the plot script
 draws every image; the committed reference report validates too."""
 import argparse
@@ -31,6 +32,41 @@ def errors_of(validator, report):
     return sorted(validator.iter_errors(report), key=lambda e: list(e.path))
 
 
+def check_breakdowns(ok, traces):
+    """Each measured point's breakdown is its median repetition's: the index it names holds the
+    median time, and the breakdown's steps are that repetition's own (so its wall time is within
+    the repetition's: the repetition also loads and gathers). Each point but gpu's has a trace."""
+    for p in ok:
+        k = p.get("median_repetition")
+        breakdown = p.get("time_breakdown")
+        if p["strategy"] == "gpu" and breakdown is None:
+            continue
+        if k is None or breakdown is None or "straggler" not in p:
+            check(False, f"{p['id']}: median_repetition, time_breakdown and straggler are kept")
+            return
+        times = p["times_s"]
+        if sorted(times)[(len(times) - 1) // 2] != times[k]:
+            check(False, f"{p['id']}: median_repetition {k} is the repetition of the median time {times}")
+            return
+        if breakdown["steps"] != p["steps"] or not 0 < breakdown["wall_s"] <= times[k]:
+            check(False, f"{p['id']}: the breakdown ({breakdown['steps']} steps, {breakdown['wall_s']} s) is "
+                         f"of a repetition of {p['steps']} steps within {times[k]} s")
+            return
+        total = sum(breakdown[c] for c in ("compute_s", "update_s", "reduce_s", "communication_exposed_s",
+                                           "imbalance_wait_s", "pipeline_bubble_s", "data_s", "other_s"))
+        if abs(total - breakdown["wall_s"]) > 1e-6 * breakdown["wall_s"] + 1e-9:
+            check(False, f"{p['id']}: the categories add up to wall_s ({total} vs {breakdown['wall_s']})")
+            return
+    check(True, "every measured point keeps its median repetition's time breakdown and straggler")
+    traced = [p for p in ok if p["strategy"] != "gpu"]
+    names = sorted(Path(p.get("trace", "")).name for p in traced)
+    expected = sorted(p["id"].replace("/", "-") + ".json" for p in traced)
+    check(names == expected and all(Path(traces, n).is_file() for n in expected),
+          f"--trace-dir holds a trace per point, named after it ({names})")
+    spans = [e for n in expected for e in json.loads(Path(traces, n).read_text())["traceEvents"] if e["ph"] == "X"]
+    check(len(spans) > 0 and all(e["dur"] >= 0 for e in spans), "the traces hold spans")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cli", required=True)
@@ -43,10 +79,11 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp, "tiny.json")
-        sweep = [args.cli, "sweep", "--model", "fc3", "--steps", "3", "--repeat", "2", "--warmup", "1",
+        traces = Path(tmp, "traces")
+        sweep = [args.cli, "sweep", "--model", "fc3", "--steps", "3", "--repeat", "3", "--warmup", "1",
                  "--cores", "1,2", "--nodes", "1", "--strategies", "serial,blas,stream,gpu",
                  "--synthetic", "512", "--target-accuracy", "0.3", "--eval-every", "5",
-                 "--tta-max-steps", "10", "--quiet", "--out", str(out)]
+                 "--tta-max-steps", "10", "--quiet", "--trace-dir", str(traces), "--out", str(out)]
         subprocess.run(sweep, check=True)
         report = json.loads(out.read_text())
         errors = errors_of(validator, report)
@@ -58,16 +95,17 @@ def main():
         check(ids[0] == "fc3/serial/n1c1", "the serial baseline comes first")
         check({"fc3/blas/n1c2", "fc3/stream/n1c2", "fc3/gpu/n1c1"} <= set(ids), "every point is listed")
         ok = [p for p in report["points"] if p["status"] == "ok"]
-        check(all(len(p["times_s"]) == 2 and len(p["warmup_times_s"]) == 1 for p in ok),
-              "every measured point keeps 2 raw repetitions and 1 warm-up")
+        check(all(len(p["times_s"]) == 3 and len(p["warmup_times_s"]) == 1 for p in ok),
+              "every measured point keeps 3 raw repetitions and 1 warm-up")
+        check_breakdowns(ok, traces)
         serial = next(p for p in ok if p["strategy"] == "serial")
         for p in ok:
             unpaired = serial["time"]["median"] / p["time"]["median"]
             expected = unpaired
             if p is not serial:
                 pair = p.get("paired_baseline")
-                if pair is None or len(pair["times_s"]) != 2 or len(pair["warmup_times_s"]) != 1:
-                    check(False, f"{p['id']}: 2 paired serial repetitions and 1 warm-up")
+                if pair is None or len(pair["times_s"]) != 3 or len(pair["warmup_times_s"]) != 1:
+                    check(False, f"{p['id']}: 3 paired serial repetitions and 1 warm-up")
                     break
                 ratios = [b / t for b, t in zip(pair["times_s"], p["times_s"])]
                 if any(abs(r - q) > 1e-9 * r for r, q in zip(ratios, pair["ratios"])):
@@ -134,7 +172,7 @@ def main():
 
         plots = Path(tmp, "plots")
         subprocess.run([args.cli, "plot", str(out), "--out", str(plots)], check=True, capture_output=True)
-        names = ["speedup", "efficiency", "throughput", "time_to_accuracy", "scaling_prediction"]
+        names = ["speedup", "efficiency", "throughput", "time_to_accuracy", "scaling_prediction", "breakdown"]
         missing = [f"{n}.{e}" for n in names for e in ("png", "svg")
                    if not (plots / f"{n}.{e}").is_file() or (plots / f"{n}.{e}").stat().st_size < 1000]
         check(not missing, f"plot draws every image as PNG and SVG (missing: {missing})")

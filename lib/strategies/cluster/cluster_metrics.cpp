@@ -138,19 +138,27 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
 
 namespace {
 // StepTimes as the doubles of one row of the gathered table, and back.
-constexpr std::size_t step_fields = time_category_count + max_timed_layers + 2;
+constexpr std::size_t layers_at = time_category_count;
+constexpr std::size_t parts_at = layers_at + max_timed_layers;
+constexpr std::size_t step_fields = parts_at + compute_part_count + 4;
 void put_step(const StepTimes& step, double* row) {
   std::copy(step.seconds.begin(), step.seconds.end(), row);
-  std::copy(step.layer_seconds.begin(), step.layer_seconds.end(), row + time_category_count);
-  row[step_fields - 2] = step.wall;
-  row[step_fields - 1] = step.arrival;
+  std::copy(step.layer_seconds.begin(), step.layer_seconds.end(), row + layers_at);
+  std::copy(step.part_seconds.begin(), step.part_seconds.end(), row + parts_at);
+  row[step_fields - 4] = step.wall;
+  row[step_fields - 3] = step.arrival;
+  row[step_fields - 2] = step.descheduled;
+  row[step_fields - 1] = step.involuntary_switches;
 }
 StepTimes get_step(const double* row) {
   StepTimes step;
   std::copy_n(row, time_category_count, step.seconds.begin());
-  std::copy_n(row + time_category_count, max_timed_layers, step.layer_seconds.begin());
-  step.wall = row[step_fields - 2];
-  step.arrival = row[step_fields - 1];
+  std::copy_n(row + layers_at, max_timed_layers, step.layer_seconds.begin());
+  std::copy_n(row + parts_at, compute_part_count, step.part_seconds.begin());
+  step.wall = row[step_fields - 4];
+  step.arrival = row[step_fields - 3];
+  step.descheduled = row[step_fields - 2];
+  step.involuntary_switches = row[step_fields - 1];
   return step;
 }
 }  // namespace
@@ -197,14 +205,15 @@ BreakdownBuilder cluster_breakdown_builder(int ranks, int threads_per_rank) {
 }
 
 std::vector<TraceTrack> gather_trace_tracks(RankGroup& group, const std::vector<TraceTrack>& own) {
-  // A rank's tracks as bytes (the ranks run one binary): per track its thread, its span count
-  // and its spans.
+  // A rank's tracks as bytes (the ranks run one binary): per track its thread, its span count,
+  // its first whole step and its spans.
   std::string mine;
   const auto append = [&](const void* data, std::size_t bytes) {
     mine.append(static_cast<const char*>(data), bytes);
   };
   for (const TraceTrack& track : own) {
-    const std::int64_t header[2] = {track.thread, static_cast<std::int64_t>(track.spans.size())};
+    const std::int64_t header[3] = {track.thread, static_cast<std::int64_t>(track.spans.size()),
+                                    track.first_whole_step};
     append(header, sizeof header);
     append(track.spans.data(), track.spans.size() * sizeof(Span));
   }
@@ -213,12 +222,12 @@ std::vector<TraceTrack> gather_trace_tracks(RankGroup& group, const std::vector<
   if (group.rank() != 0) return all;
   for (std::size_t r = 0; r < texts.size(); ++r) {
     const std::string& text = texts[r];
-    for (std::size_t at = 0; at + 2 * sizeof(std::int64_t) <= text.size();) {
-      std::int64_t header[2];
+    for (std::size_t at = 0; at + 3 * sizeof(std::int64_t) <= text.size();) {
+      std::int64_t header[3];
       std::memcpy(header, text.data() + at, sizeof header);
       at += sizeof header;
       TraceTrack track{static_cast<int>(r), static_cast<int>(header[0]),
-                       std::vector<Span>(static_cast<std::size_t>(header[1]))};
+                       std::vector<Span>(static_cast<std::size_t>(header[1])), "", header[2]};
       std::memcpy(track.spans.data(), text.data() + at, track.spans.size() * sizeof(Span));
       at += track.spans.size() * sizeof(Span);
       all.push_back(std::move(track));

@@ -36,6 +36,36 @@ void sleep_seconds(double seconds) {
   if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
+// The first `moved` ticks of a step's waits on communication (the latest wait first) become
+// imbalance_wait, as separate_rank_imbalance moves them in the report; a call's span inside a
+// wait is cut where its wait is, so that spans still nest.
+void split_imbalance(std::vector<Span>& spans, std::int64_t step, ClockTicks moved) {
+  const auto waiting = [&](const Span& span) {
+    return span.step == step && span.category == TimeCategory::communication_exposed;
+  };
+  std::vector<Span> waits;
+  for (const Span& span : spans) {
+    if (waiting(span) && span.label < 0) waits.push_back(span);
+  }
+  std::vector<Span> rests;
+  for (auto wait = waits.rbegin(); wait != waits.rend() && moved > 0; ++wait) {
+    const ClockTicks cut = wait->start + std::min(moved, wait->end - wait->start);
+    moved -= cut - wait->start;
+    for (Span& span : spans) {
+      const bool inside = span.start >= wait->start && span.end <= wait->end;
+      if (!inside || !waiting(span) || span.start >= cut) continue;
+      if (span.end > cut) {
+        Span rest = span;
+        rest.start = cut;
+        rests.push_back(rest);
+        span.end = cut;
+      }
+      span.category = TimeCategory::imbalance_wait;
+    }
+  }
+  spans.insert(spans.end(), rests.begin(), rests.end());
+}
+
 class ClusterStrategy final : public Strategy {
  public:
   explicit ClusterStrategy(std::unique_ptr<RankGroup> group)
@@ -67,16 +97,21 @@ class ClusterStrategy final : public Strategy {
   }
 
   void run_steps(const StepRange& range, const StepCallback& on_step) override {
+    const ClockTicks range_start = clock_ticks();
     guarded([&] {
       for (ThreadState& state : threads_) {
         state.timeline.reserve_steps(static_cast<std::size_t>(range.count));
+        state.timeline.number_steps_from(range.global_first);
       }
+      first_step_since_gather_ = range.global_first;
       for (std::int64_t i = 0; i < range.count; ++i) {
+        exchange_->set_trace_step(range.global_first + i);
         const double loss_sum = run_step(range.order + (range.first + i) * config_.batch);
         on_step(i, loss_sum / config_.batch);
       }
       gather_counters_and_pins();
     });
+    breakdown_.end_range(1e-9 * double(clock_ticks() - range_start));
   }
 
   void sync_to(Model& model) override {
@@ -85,21 +120,20 @@ class ClusterStrategy final : public Strategy {
   }
 
   nlohmann::json metrics() const override { return metrics_; }
-  void keep_spans(std::size_t spans_per_thread) override {
+  void keep_trace(std::int64_t steps) override {
+    trace_steps_ = steps;
+    std::vector<SpanRing*> rings;
     for (ThreadState& state : threads_) {
-      state.spans = std::make_unique<SpanRing>(spans_per_thread);
+      state.spans =
+          std::make_unique<SpanRing>(static_cast<std::size_t>(steps), spans_per_step_guess);
       state.timeline.record_spans(state.spans.get());
+      rings.push_back(state.spans.get());
     }
+    exchange_->trace_calls(std::move(rings));
+    imbalance_moves_.assign(threads_.size(),
+                            std::vector<ImbalanceMove>(static_cast<std::size_t>(steps) + 1));
   }
-  std::vector<TraceTrack> spans() override {
-    std::vector<TraceTrack> own;
-    for (std::size_t t = 0; t < threads_.size(); ++t) {
-      if (threads_[t].spans) own.push_back({rank_, static_cast<int>(t), threads_[t].spans->spans()});
-    }
-    std::vector<TraceTrack> all;
-    guarded([&] { all = gather_trace_tracks(*group_, own); });
-    return all;
-  }
+  Trace trace() override;
   TimeBreakdown time_breakdown() const override {
     TimeBreakdown out = breakdown_.result(timed_layer_names(config_.model));
     out.balanced_shares = balanced_shares_;
@@ -341,10 +375,13 @@ class ClusterStrategy final : public Strategy {
     StepTimeline& timeline = state.timeline;
     // Until a worker took the share (a worker that a loaded machine kept off its core).
     timeline.close(TimeCategory::imbalance_wait);
+    // Up to the injected sleep the share only computes: the calls backward makes into the
+    // exchange with overlap never block (they try its lock and start nonblocking sums).
+    timeline.begin_work();
     const double start = now_seconds();
     state.loss_sum = 0;
     if (!node_step_->update_clears_gradients()) std::fill(state.grads.begin(), state.grads.end(), 0.0f);
-    timeline.close(TimeCategory::compute);  // backward's accumulator, cleared
+    timeline.close_part(ComputePart::clear_gradients);  // backward's accumulator
     const float grad_scale = 1.0f / static_cast<float>(config_.batch);
     if (count > 0) {
       gather_batch(state.x.data(), state.y.data(), *data_, indices, count);
@@ -373,10 +410,11 @@ class ClusterStrategy final : public Strategy {
       return overlapping_ ? exchange_->callback_seconds(worker) : 0.0;
     };
     double compute = now_seconds() - start - communication();
+    timeline.end_work();  // a sleep is no descheduling
     if (rank_ == options_.slow_rank) {
       sleep_seconds((options_.slow_factor - 1.0) * compute);
       compute = now_seconds() - start - communication();
-      timeline.close(TimeCategory::compute);  // as a core this much slower would compute
+      timeline.close_part(ComputePart::injected);  // as a core this much slower would compute
     }
     state.compute_seconds = compute;
   }
@@ -402,13 +440,32 @@ class ClusterStrategy final : public Strategy {
     for (const ThreadState& state : threads_) timelines.push_back(&state.timeline);
     auto steps = gather_step_times(*group_, timelines);
     std::vector<StepTimes> flat;
-    for (auto& by_rank : steps) {
-      if (ranks_ > 1) separate_rank_imbalance(by_rank);
+    for (std::size_t k = 0; k < steps.size(); ++k) {
+      auto& by_rank = steps[k];
+      if (ranks_ > 1) {
+        own_steps_before_ = by_rank[static_cast<std::size_t>(rank_)];  // reuses its capacity
+        separate_rank_imbalance(by_rank);
+        note_imbalance_moves(first_step_since_gather_ + static_cast<std::int64_t>(k),
+                             own_steps_before_, by_rank[static_cast<std::size_t>(rank_)]);
+      }
       flat.clear();
       for (const auto& rank : by_rank) flat.insert(flat.end(), rank.begin(), rank.end());
-      breakdown_.add_step(flat);
+      // This rank's threads share the step's boundaries: its wall on this rank's clock.
+      breakdown_.add_step(flat, by_rank[static_cast<std::size_t>(rank_)][0].wall);
     }
     for (ThreadState& state : threads_) state.timeline.clear_steps();
+  }
+
+  // What the breakdown moved from this rank's threads' communication to imbalance_wait in
+  // `step`, for the trace (the last trace_steps_ + 1 steps).
+  void note_imbalance_moves(std::int64_t step, const std::vector<StepTimes>& before,
+                            const std::vector<StepTimes>& after) {
+    for (std::size_t t = 0; t < imbalance_moves_.size(); ++t) {
+      std::vector<ImbalanceMove>& moves = imbalance_moves_[t];
+      const double moved =
+          after[t][TimeCategory::imbalance_wait] - before[t][TimeCategory::imbalance_wait];
+      moves[static_cast<std::size_t>(step) % moves.size()] = {step, ClockTicks(1e9 * moved)};
+    }
   }
 
   // ---- metrics and pin map, gathered at points every rank reaches ----------------------------
@@ -475,6 +532,16 @@ class ClusterStrategy final : public Strategy {
   std::unique_ptr<NodeStep> node_step_;  // after exchange_: it holds a reference to it
   std::unique_ptr<ClusterShares> shares_;
 
+  // --trace: the steps kept, and per thread what the breakdown called imbalance in a step.
+  struct ImbalanceMove {
+    std::int64_t step = -1;
+    ClockTicks ticks = 0;
+  };
+  std::int64_t trace_steps_ = 0;
+  std::int64_t first_step_since_gather_ = 0;
+  std::vector<std::vector<ImbalanceMove>> imbalance_moves_;
+  std::vector<StepTimes> own_steps_before_;  // a step's, before separate_rank_imbalance
+
   RankCounters counters_;
   ClusterNetwork network_;  // the ranks' hosts and link rate, gathered once
   BreakdownBuilder breakdown_;
@@ -482,6 +549,35 @@ class ClusterStrategy final : public Strategy {
   nlohmann::json metrics_ = nlohmann::json::object();
   std::vector<PinRecord> all_pins_;
 };
+
+// Collective. Each rank's own spans with the waits the breakdown calls imbalance relabelled,
+// moved onto rank 0's clock, then every rank's tracks on rank 0.
+Trace ClusterStrategy::trace() {
+  if (trace_steps_ == 0) return {};
+  constexpr int clock_rounds = 16;
+  std::int64_t offset = 0;
+  guarded([&] { offset = group_->clock_offset_to_rank0(clock_rounds); });
+  std::vector<TraceTrack> own;
+  for (std::size_t t = 0; t < threads_.size(); ++t) {
+    const SpanRing& ring = *threads_[t].spans;
+    own.push_back({rank_, static_cast<int>(t), ring.spans(), "", ring.first_whole_step()});
+    for (const ImbalanceMove& move : imbalance_moves_[t]) {
+      if (move.step >= 0 && move.ticks > 0) {
+        split_imbalance(own.back().spans, move.step, move.ticks);
+      }
+    }
+  }
+  keep_last_whole_steps(own, trace_steps_);
+  shift_spans(own, offset);
+  Trace out;
+  guarded([&] { out.tracks = gather_trace_tracks(*group_, own); });
+  for (TraceTrack& track : out.tracks) {
+    track.name = "cluster/rank" + std::to_string(track.process) + "/thread" +
+                 std::to_string(track.thread);
+  }
+  out.labels = exchange_->trace_labels();
+  return out;
+}
 
 }  // namespace
 

@@ -101,10 +101,40 @@ std::size_t GradientExchange::sum_threads(std::size_t begin, std::size_t end) {
   return (threads + 1) * (end - begin);
 }
 
+// The names the MPI group's calls have (the simulated group in the tests stands in for them).
+std::vector<std::string> GradientExchange::trace_labels() const {
+  std::vector<std::string> labels;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    labels.push_back("MPI_Iallreduce bucket " + std::to_string(b) + " (" + buckets_[b].name + ")");
+  }
+  labels.insert(labels.end(), {"MPI_Testall progress", "MPI_Iallreduce loss and times",
+                               "MPI_Testall wait for sums", "MPI_Iallreduce+wait gradient",
+                               "MPI_Iallreduce+wait loss and times"});
+  return labels;
+}
+
+void GradientExchange::record_call(int thread, std::int32_t label, std::size_t bytes,
+                                   ClockTicks start) {
+  if (rings_.empty()) return;
+  Span span;
+  span.start = start;
+  span.end = clock_ticks();
+  span.step = step_;
+  span.category = TimeCategory::communication_exposed;
+  span.label = label;
+  span.bytes = static_cast<std::int64_t>(bytes);
+  span.peers = static_cast<std::int16_t>(group_.size());
+  rings_[static_cast<std::size_t>(thread)]->push(span);
+}
+
 void GradientExchange::sum_over_ranks(std::vector<double>& exchange) {
   if (group_.size() == 1) return;
+  ClockTicks start = clock_ticks();
   group_.sum(node_gradient(), count_);
+  record_call(0, label_of(Call::sum_gradient), count_ * sizeof(float), start);
+  start = clock_ticks();
   group_.sum(exchange.data(), exchange.size());
+  record_call(0, label_of(Call::sum_exchange), exchange.size() * sizeof(double), start);
 }
 
 void GradientExchange::begin_step() {
@@ -144,7 +174,7 @@ void GradientExchange::gradients_ready(int thread, int first_tensor, int last_te
   }
   if (thread == 0 || group_.any_thread_may_call()) {
     std::unique_lock lock(group_mutex_, std::try_to_lock);
-    if (lock.owns_lock()) start_ready_buckets();
+    if (lock.owns_lock()) start_ready_buckets(thread);
   }
   progress.callback_seconds += now_seconds() - start;
 }
@@ -168,16 +198,23 @@ double GradientExchange::reduced_floats(int thread) const {
   return progress_[static_cast<std::size_t>(thread)].reduced_floats;
 }
 
-void GradientExchange::start_ready_buckets() {
+void GradientExchange::start_ready_buckets(int thread) {
   const double start = now_seconds();
   while (next_bucket_to_start_ >= 0 &&
          bucket_summed_[static_cast<std::size_t>(next_bucket_to_start_)].load(std::memory_order_acquire)) {
     const GradientBucket& bucket = buckets_[static_cast<std::size_t>(next_bucket_to_start_)];
     if (buckets_started_++ == 0) first_start_time_ = start;
+    const ClockTicks call = clock_ticks();
     group_.start_sum(node_gradient() + bucket.begin, bucket.end - bucket.begin);
+    record_call(thread, next_bucket_to_start_, (bucket.end - bucket.begin) * sizeof(float), call);
     --next_bucket_to_start_;
   }
-  if (buckets_started_ > 0) group_.progress_sums();
+  if (buckets_started_ > 0) {
+    const ClockTicks call = clock_ticks();
+    group_.progress_sums();
+    // Most tests of the requests return at once: only the ones that took a microsecond show.
+    if (clock_ticks() - call >= 1000) record_call(thread, label_of(Call::progress), 0, call);
+  }
   calls_seconds_ += now_seconds() - start;
 }
 
@@ -185,10 +222,14 @@ OverlapTimes GradientExchange::finish_step(std::vector<double>& exchange) {
   std::lock_guard lock(group_mutex_);
   const double start = now_seconds();
   const double calls_before = calls_seconds_;
-  start_ready_buckets();  // every bucket is summed over the threads by now: starts what is left
+  start_ready_buckets(0);  // every bucket is summed over the threads by now: starts what is left
   CNNBENCH_CHECK(next_bucket_to_start_ < 0, "cluster: a layer's gradients were never announced");
+  ClockTicks call = clock_ticks();
   group_.start_sum(exchange.data(), exchange.size());
+  record_call(0, label_of(Call::start_exchange), exchange.size() * sizeof(double), call);
+  call = clock_ticks();
   group_.wait_for_sums();
+  record_call(0, label_of(Call::wait), 0, call);
   const double end = now_seconds();
   calls_seconds_ = calls_before;  // the wait is counted once, as exposed time
   return {end - start + calls_before, end - first_start_time_, calls_before};

@@ -14,6 +14,7 @@
 #include "../rank_group.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/models.hpp"
+#include "cnnbench/step_timeline.hpp"
 
 namespace cnnbench {
 
@@ -83,9 +84,21 @@ class GradientExchange {
   // After the map: starts what is left and `exchange`, waits for all of it.
   OverlapTimes finish_step(std::vector<double>& exchange);
 
+  // --trace: a span per call into the group (Span::label indexes trace_labels(), bytes and
+  // peers set), in the ring of the thread that made it, stamped with step `step`.
+  void trace_calls(std::vector<SpanRing*> thread_rings) { rings_ = std::move(thread_rings); }
+  void set_trace_step(std::int64_t step) { step_ = step; }
+  std::vector<std::string> trace_labels() const;
+
  private:
-  // Called with group_mutex_ held.
-  void start_ready_buckets();
+  // Called with group_mutex_ held, by thread `thread`.
+  void start_ready_buckets(int thread);
+  // The labels after the buckets' (one per bucket, by index).
+  enum class Call { progress, start_exchange, wait, sum_gradient, sum_exchange };
+  std::int32_t label_of(Call call) const {
+    return static_cast<std::int32_t>(buckets_.size()) + static_cast<std::int32_t>(call);
+  }
+  void record_call(int thread, std::int32_t label, std::size_t bytes, ClockTicks start);
 
   // Per thread, this step; cache-line aligned, as each thread writes its own.
   struct alignas(64) ThreadProgress {
@@ -110,6 +123,8 @@ class GradientExchange {
   int buckets_started_ = 0;        // guarded by group_mutex_
   double first_start_time_ = 0;    // guarded by group_mutex_
   double calls_seconds_ = 0;       // guarded by group_mutex_
+  std::vector<SpanRing*> rings_;   // --trace only, per thread
+  std::int64_t step_ = 0;
 };
 
 }  // namespace cnnbench

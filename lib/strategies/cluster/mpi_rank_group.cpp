@@ -18,6 +18,7 @@
 #include "cnnbench/balance.hpp"
 #include "cnnbench/cluster.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/trace.hpp"
 
 namespace cnnbench {
 
@@ -74,6 +75,31 @@ class MpiRankGroup final : public RankGroup {
   int node_size() const override { return node_size_; }
   bool any_thread_may_call() const override { return any_thread_may_call_; }
   void set_comm_timeout(double seconds) override { comm_timeout_s_ = seconds; }
+
+  // Rank 0 answers each rank in turn with its clock; the others time their pings. Blocking
+  // point-to-point calls on the probe communicator: every rank is here, so nothing waits long.
+  std::int64_t clock_offset_to_rank0(int rounds) override {
+    constexpr int clock_tag = 2;
+    if (size_ == 1) return 0;
+    if (rank_ == 0) {
+      for (int r = 1; r < size_; ++r) {
+        for (int i = 0; i < rounds; ++i) {
+          char ping = 0;
+          MPI_Recv(&ping, 1, MPI_CHAR, r, clock_tag, probe_, MPI_STATUS_IGNORE);
+          const std::int64_t now = clock_ticks();
+          MPI_Send(&now, 1, MPI_INT64_T, r, clock_tag, probe_);
+        }
+      }
+      return 0;
+    }
+    return estimate_clock_offset(rounds, clock_ticks, [&] {
+      char ping = 0;
+      std::int64_t reference = 0;
+      MPI_Send(&ping, 1, MPI_CHAR, 0, clock_tag, probe_);
+      MPI_Recv(&reference, 1, MPI_INT64_T, 0, clock_tag, probe_, MPI_STATUS_IGNORE);
+      return reference;
+    });
+  }
 
   void sum_in_rank_order(float* data, std::size_t count) override {
     sum_typed(data, count, MPI_FLOAT, float_scratch_);

@@ -38,7 +38,7 @@ float* NodeStep::momentum_of(int replica) {
 void NodeStep::sum_threads_in_parallel() {
   pool_.run_tasks_anywhere(threads_per_rank_, [&](int slice) {
     const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
-    exchange_.sum_threads(range.begin, range.end);
+    measured(slice, [&] { exchange_.sum_threads(range.begin, range.end); });
   });
   const auto threads = static_cast<std::size_t>(threads_per_rank_);
   for (std::size_t t = 0; t < threads; ++t) {
@@ -55,8 +55,10 @@ void NodeStep::sum_every_buffer_into_every_replica() {
   for (const ThreadState& state : threads_) parts.push_back(state.grads.data());
   const std::size_t n = model_.params.size();
   pool_.run_on_each([&](int replica) {
-    sum_sgd_step(params_of(replica), parts.data(), threads_per_rank_, momentum_of(replica), n,
-                 sgd_);
+    measured(replica, [&] {
+      sum_sgd_step(params_of(replica), parts.data(), threads_per_rank_, momentum_of(replica), n,
+                   sgd_);
+    });
   });
   const double floats = static_cast<double>((parts.size() + 2) * n);
   for (ThreadState& state : threads_) state.reduced_floats += floats;
@@ -66,8 +68,10 @@ void NodeStep::sum_every_buffer_into_every_replica() {
 void NodeStep::sum_first_bucket_in_parallel() {
   std::vector<double> floats(static_cast<std::size_t>(threads_per_rank_), 0.0);
   pool_.run_tasks_anywhere(threads_per_rank_, [&](int slice) {
-    floats[static_cast<std::size_t>(slice)] =
-        static_cast<double>(exchange_.sum_first_bucket_slice(slice, threads_per_rank_));
+    measured(slice, [&] {
+      floats[static_cast<std::size_t>(slice)] =
+          static_cast<double>(exchange_.sum_first_bucket_slice(slice, threads_per_rank_));
+    });
   });
   exchange_.first_bucket_summed();
   for (std::size_t t = 0; t < floats.size(); ++t) threads_[t].reduced_floats += floats[t];
@@ -84,8 +88,10 @@ void NodeStep::sum_and_step_slices_of_the_shared_model() {
   pool_.run_tasks_anywhere(threads, [&](int slice) {
     const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
     float* const* parts = slice_parts_.data() + static_cast<std::size_t>(slice * threads);
-    sum_sgd_step_and_clear(model_.params.data() + range.begin, parts, threads,
-                           model_.momentum.data() + range.begin, range.size(), sgd_);
+    measured(slice, [&] {
+      sum_sgd_step_and_clear(model_.params.data() + range.begin, parts, threads,
+                             model_.momentum.data() + range.begin, range.size(), sgd_);
+    });
   });
   for (std::size_t t = 0; t < slices_.size(); ++t) {
     threads_[t].reduced_floats += static_cast<double>((slices_.size() + 2) * slices_[t].size());
@@ -100,15 +106,18 @@ void NodeStep::apply_update() {
   const std::size_t n = model_.params.size();
   if (replicated()) {
     pool_.run_on_each([&](int replica) {
-      sgd_step(params_of(replica), grads, momentum_of(replica), n, sgd_);
+      measured(replica,
+               [&] { sgd_step(params_of(replica), grads, momentum_of(replica), n, sgd_); });
     });
     for (ThreadState& state : threads_) state.reduced_floats += 3.0 * static_cast<double>(n);
     return;
   }
   pool_.run_tasks_anywhere(threads_per_rank_, [&](int slice) {
     const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
-    sgd_step(model_.params.data() + range.begin, grads + range.begin,
-             model_.momentum.data() + range.begin, range.size(), sgd_);
+    measured(slice, [&] {
+      sgd_step(model_.params.data() + range.begin, grads + range.begin,
+               model_.momentum.data() + range.begin, range.size(), sgd_);
+    });
   });
   for (std::size_t t = 0; t < slices_.size(); ++t) {
     threads_[t].reduced_floats += 3.0 * static_cast<double>(slices_[t].size());

@@ -57,6 +57,16 @@ class NodeStep {
   void apply_update();
 
  private:
+  // Runs work() as a working region of thread state t's step: its timeline measures what of it
+  // the OS spent running something else (StepTimeline::begin_work), on whichever worker runs it.
+  template <class Work>
+  void measured(int t, Work&& work) {
+    StepTimeline& timeline = threads_[static_cast<std::size_t>(t)].timeline;
+    timeline.begin_work();
+    work();
+    timeline.end_work();
+  }
+
   WorkerPool& pool_;
   std::vector<ThreadState>& threads_;
   Model& model_;

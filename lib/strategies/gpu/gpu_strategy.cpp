@@ -5,6 +5,9 @@
 // second stream, double-buffered, so the copy of step i+1 runs under the compute of step i.
 // Under mpirun every rank drives one device and computes its share of each global batch; the
 // gradients meet in pinned host memory, are summed over the ranks, and go back for the update.
+// Where the time goes: the device stamps its timer at each kernel group's end (device_timing.hpp),
+// read back with the losses; the device stream is the breakdown's worker and a trace track
+// (thread 1) beside the host thread's (thread 0).
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -12,14 +15,17 @@
 #include <string>
 #include <vector>
 
+#include "../cluster/cluster_metrics.hpp"
 #include "../rank_group.hpp"
 #include "../rank_share.hpp"
 #include "../strategy_options.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/time_breakdown.hpp"
 #include "cnnbench/topology.hpp"
 #include "cuda_api.hpp"
 #include "device_count.hpp"
 #include "device_memory.hpp"
+#include "device_timing.hpp"
 #include "device_upload.hpp"
 #include "graph_runner.hpp"
 #include "module.hpp"
@@ -32,6 +38,9 @@ namespace cnnbench::gpu {
 namespace {
 
 enum class DataMode { resident, stream };
+
+// The trace's threads of a rank: the host thread that enqueues, and the device stream.
+constexpr int host_track = 0, device_track = 1;
 
 int device_count_or_fail() {
   const DeviceCount devices = count_devices();
@@ -107,6 +116,35 @@ class GpuStrategy final : public Strategy {
                              sizeof(float) * momentum_.size(), cudaMemcpyDeviceToHost));
   }
 
+  void keep_trace(std::int64_t steps) override {
+    trace_steps_ = steps;
+    host_spans_ = std::make_unique<SpanRing>(static_cast<std::size_t>(steps), spans_per_step_guess);
+    device_spans_ = std::make_unique<SpanRing>(static_cast<std::size_t>(steps), spans_per_step_guess);
+    device_timeline_.record_spans(device_spans_.get());
+  }
+
+  // Collective on a multi-rank job (every rank's tracks on rank 0). The ranks of one machine
+  // share its steady clock; GPU ranks on several machines are not aligned.
+  Trace trace() override {
+    if (trace_steps_ == 0) return {};
+    std::vector<TraceTrack> own;
+    const int rank = ranks_->rank();
+    own.push_back({rank, host_track, host_spans_->spans(), "", host_spans_->first_whole_step()});
+    own.push_back({rank, device_track, device_spans_->spans(), "", device_spans_->first_whole_step()});
+    keep_last_whole_steps(own, trace_steps_);
+    Trace out;
+    guarded([&] { out.tracks = gather_trace_tracks(*ranks_, own); });
+    for (TraceTrack& track : out.tracks) {
+      track.name = "gpu/rank" + std::to_string(track.process) +
+                   (track.thread == device_track ? "/device" : "/host");
+    }
+    return out;
+  }
+
+  TimeBreakdown time_breakdown() const override {
+    return breakdown_.result(timed_layer_names(model_kind_));
+  }
+
   nlohmann::json metrics() const override {
     nlohmann::json m = {{strategy_option::device.name, device_},
                         {"device_name", device_name_},
@@ -154,6 +192,7 @@ class GpuStrategy final : public Strategy {
                    "the GPU strategy expects 28x28 images, got " + std::to_string(train.rows) +
                        "x" + std::to_string(train.cols));
     data_ = &train;
+    model_kind_ = model.kind;
     batch_ = config.batch;
     share_ = rank_share(batch_, ranks_->size(), ranks_->rank());
     if (config.pin) {
@@ -192,11 +231,29 @@ class GpuStrategy final : public Strategy {
     } else {
       allocate_batch_slots();
     }
+    plan_kernel_groups(model.kind == ModelKind::lenet5);
     if (multi_rank_) gather_rank_metrics();
+  }
+
+  // Where a step's stamps go (device_timing.hpp), and the breakdown's workers: the device stream
+  // of each rank.
+  void plan_kernel_groups(bool lenet5) {
+    stamps_plan_ = plan_step_stamps(lenet5, multi_rank_);
+    for (StepLaunch& launch : launch_) launch.stamps_per_step = stamps_plan_.per_step();
+    std::vector<WorkerId> workers;
+    std::vector<int> unit_of;
+    for (int r = 0; r < ranks_->size(); ++r) {
+      workers.push_back({"device", 0, multi_rank_ ? r : -1});
+      unit_of.push_back(r);
+    }
+    breakdown_ = BreakdownBuilder(std::move(workers), multi_rank_ ? "rank" : "device",
+                                  std::move(unit_of));
   }
 
   void run_range(const StepRange& range, const StepCallback& on_step) {
     if (range.count <= 0) return;
+    const ClockTicks range_start = clock_ticks();
+    host_step_ = range.global_first;
     CNNBENCH_CUDA(cudaSetDevice(device_));
     reserve_range(range.count);
     range_allreduce_seconds_ = 0;
@@ -209,8 +266,15 @@ class GpuStrategy final : public Strategy {
     CNNBENCH_CUDA(cudaMemcpyAsync(loss_sums_host_.data(), loss_sums_.data(),
                                   sizeof(double) * static_cast<std::size_t>(range.count),
                                   cudaMemcpyDeviceToHost, compute_.get()));
+    CNNBENCH_CUDA(cudaMemcpyAsync(stamps_host_.data(), stamps_.data(),
+                                  sizeof(std::uint64_t) * stamps_per_range(range.count),
+                                  cudaMemcpyDeviceToHost, compute_.get()));
+    const ClockTicks wait_start = clock_ticks();
     CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
+    const ClockTicks synchronized = clock_ticks();
+    host_span(wait_start, synchronized, TimeCategory::other, host_step_ - 1);  // the range's last
     account_timings(range.count);
+    replay_device_stamps(range.count, range_start, synchronized);
     steps_run_ += range.count;
     if (multi_rank_) {
       // Each rank holds the loss sums of its shares; the global batch's are their sum.
@@ -220,6 +284,55 @@ class GpuStrategy final : public Strategy {
     for (std::int64_t i = 0; i < range.count; ++i) {
       on_step(i, loss_sums_host_.data()[i] / batch_);
     }
+    // The read-back, the replay, the ranks' metrics and the callbacks after the last stamp.
+    breakdown_.end_range(1e-9 * double(clock_ticks() - range_start));
+  }
+
+  std::size_t stamps_per_range(std::int64_t steps) const {
+    return static_cast<std::size_t>(steps) * static_cast<std::size_t>(stamps_plan_.per_step());
+  }
+  // The range's stamps into the device timeline, then (collective) every rank's steps into the
+  // breakdown. The device's clock meets the host's at the last stamp: the step counter's advance,
+  // the losses' and the stamps' copies ran between it and `synchronized`, a few microseconds.
+  void replay_device_stamps(std::int64_t count, ClockTicks range_start, ClockTicks synchronized) {
+    const std::size_t n = stamps_per_range(count);
+    const std::uint64_t last = stamps_host_.data()[n - 1];
+    const DeviceRangeStamps stamps{std::span<const std::uint64_t>(stamps_host_.data(), n),
+                                   range_start, synchronized - static_cast<ClockTicks>(last)};
+    device_timeline_.reserve_steps(static_cast<std::size_t>(count));
+    device_timeline_.number_steps_from(host_step_ - count);
+    replay_device_range(device_timeline_, stamps_plan_.groups, stamps, count,
+                        mode_ == DataMode::stream);
+    auto steps = gather_step_times(*ranks_, {&device_timeline_});
+    std::vector<StepTimes> flat;
+    for (auto& by_rank : steps) {
+      if (multi_rank_) separate_rank_imbalance(by_rank);
+      flat.clear();
+      for (const auto& rank : by_rank) flat.insert(flat.end(), rank.begin(), rank.end());
+      // Every rank's device steps cover its range: its wall on this rank's clock.
+      breakdown_.add_step(flat, by_rank[static_cast<std::size_t>(ranks_->rank())][0].wall);
+    }
+    device_timeline_.clear_steps();
+  }
+
+  // A span of the host thread's track, when a trace keeps them.
+  // A span of the host thread's track, when a trace keeps them, in the step the host is at.
+  void host_span(ClockTicks start, ClockTicks end, TimeCategory category) {
+    host_span(start, end, category, host_step_);
+  }
+  void host_span(ClockTicks start, ClockTicks end, TimeCategory category, std::int64_t step) {
+    if (!host_spans_) return;
+    Span span;
+    span.start = start;
+    span.end = end;
+    span.step = step;
+    span.category = category;
+    host_spans_->push(span);
+  }
+  // The host has enqueued step host_step_: its later spans belong to the next one.
+  void host_step_done() {
+    if (host_spans_) host_spans_->end_step();
+    ++host_step_;
   }
 
   PinRecord own_pin_record() const {
@@ -286,7 +399,10 @@ class GpuStrategy final : public Strategy {
         indices_ = DeviceBuffer<std::uint32_t>(index_count);
         indices_host_ = PinnedBuffer<std::uint32_t>(index_count);
       }
+      stamps_ = DeviceBuffer<std::uint64_t>(stamps_per_range(count));  // (steps, groups + 1)
+      stamps_host_ = PinnedBuffer<std::uint64_t>(stamps_.size());
       for (int slot = 0; slot < 2; ++slot) {
+        launch_[slot].stamps = stamps_.data();
         launch_[slot].buffers.step_loss_sums = loss_sums_.data();
         if (mode_ == DataMode::resident) launch_[slot].source.indices = indices_.data();
       }
@@ -305,6 +421,7 @@ class GpuStrategy final : public Strategy {
     const auto share = static_cast<std::size_t>(share_.count);
     const auto index_count = static_cast<std::size_t>(range.count) * share;
     const std::uint32_t* order = range.order + range.first * batch_;
+    const ClockTicks gather_start = clock_ticks();
     // The copy goes from pinned memory (range.order is pageable; the previous range's copy has
     // finished: run_range waits for compute_). The gather reads (steps, S) indices: this rank's
     // columns of the range's (steps, B), all of it on one rank.
@@ -316,6 +433,7 @@ class GpuStrategy final : public Strategy {
                     order + i * batch_ + share_.offset, sizeof(std::uint32_t) * share);
       }
     }
+    host_span(gather_start, clock_ticks(), TimeCategory::data);
     CNNBENCH_CUDA(cudaEventRecord(copy_start_[0].get(), compute_.get()));
     CNNBENCH_CUDA(cudaMemcpyAsync(indices_.data(), indices_host_.data(),
                                   sizeof(std::uint32_t) * index_count, cudaMemcpyHostToDevice,
@@ -335,7 +453,9 @@ class GpuStrategy final : public Strategy {
       // The host slot is free once its previous copy is done; the device slot once the step
       // that read it (i - 2) has finished.
       if (i >= 2) CNNBENCH_CUDA(cudaEventSynchronize(copy_end_[i - 2].get()));
+      const ClockTicks gather_start = clock_ticks();
       gather_batch_bytes(slot_host_[slot].data(), order + i * batch_ + share_.offset);
+      host_span(gather_start, clock_ticks(), TimeCategory::data);
       if (i >= 2) CNNBENCH_CUDA(cudaStreamWaitEvent(copy_.get(), compute_end_[i - 2].get(), 0));
       CNNBENCH_CUDA(cudaEventRecord(copy_start_[i].get(), copy_.get()));
       CNNBENCH_CUDA(cudaMemcpyAsync(slot_device_[slot].data(), slot_host_[slot].data(),
@@ -366,12 +486,19 @@ class GpuStrategy final : public Strategy {
 
   // One step from batch slot `slot`. On one rank it is all enqueued; with several ranks the host
   // waits for this rank's gradients, sums them over the ranks, and enqueues the update.
+  // The host track shows the enqueues as `other`, the wait for this rank's gradients and their
+  // sum over the ranks as `communication_exposed`.
   void run_step(int slot) {
+    const ClockTicks enqueue_start = clock_ticks();
     if (!multi_rank_) {
       enqueue_part(slot, StepPart::whole_step);
+      host_span(enqueue_start, clock_ticks(), TimeCategory::other);
+      host_step_done();
       return;
     }
     enqueue_part(slot, StepPart::forward_backward);
+    const ClockTicks wait_start = clock_ticks();
+    host_span(enqueue_start, wait_start, TimeCategory::other);
     CNNBENCH_CUDA(cudaStreamSynchronize(compute_.get()));
     const double start = now_seconds();
     ranks_->sum_in_rank_order(grads_host_.data(), grads_host_.size());
@@ -379,7 +506,11 @@ class GpuStrategy final : public Strategy {
     allreduce_seconds_ += seconds;
     range_allreduce_seconds_ += seconds;
     allreduce_steps_ += 1;
+    const ClockTicks update_start = clock_ticks();
+    host_span(wait_start, update_start, TimeCategory::communication_exposed);
     enqueue_part(slot, StepPart::update);
+    host_span(update_start, clock_ticks(), TimeCategory::other);
+    host_step_done();
   }
 
   // With graphs on, the first time a slot runs a part it runs eagerly (that loads every kernel
@@ -394,15 +525,20 @@ class GpuStrategy final : public Strategy {
     const StepLaunch& step = launch_[slot];
     const std::size_t grad_bytes = sizeof(float) * grads_.size();
     if (part != StepPart::update) enqueue_forward_backward(step, compute_.get(), blas_->get());
+    // With several ranks the two copies are the communication groups before the update's.
     if (part == StepPart::forward_backward) {
       CNNBENCH_CUDA(cudaMemcpyAsync(grads_host_.data(), grads_.data(), grad_bytes,
                                     cudaMemcpyDeviceToHost, compute_.get()));
+      enqueue_stamp(step, compute_.get(), stamps_plan_.gradients_to_host_slot);
     }
     if (part == StepPart::update) {
       CNNBENCH_CUDA(cudaMemcpyAsync(grads_.data(), grads_host_.data(), grad_bytes,
                                     cudaMemcpyHostToDevice, compute_.get()));
+      enqueue_stamp(step, compute_.get(), stamps_plan_.gradients_back_slot);
     }
-    if (part != StepPart::forward_backward) enqueue_update(step, compute_.get());
+    if (part != StepPart::forward_backward) {
+      enqueue_update(step, compute_.get(), stamps_plan_.update_slot);
+    }
   }
 
   // compute_seconds leaves out the time the device waited for the ranks' gradient sum.
@@ -451,6 +587,7 @@ class GpuStrategy final : public Strategy {
   int device_ = 0;
   DataMode mode_ = DataMode::resident;
   int batch_ = 0;
+  ModelKind model_kind_ = ModelKind::lenet5;
   const Dataset* data_ = nullptr;
   int pinned_pu_ = -1;
   std::optional<AffinityGuard> caller_affinity_;
@@ -471,9 +608,19 @@ class GpuStrategy final : public Strategy {
   std::array<DeviceBuffer<std::uint8_t>, 2> slot_device_;
   DeviceBuffer<double> loss_sums_;
   PinnedBuffer<double> loss_sums_host_;
+  DeviceBuffer<std::uint64_t> stamps_;  // device timer per step and kernel group (device_timing)
+  PinnedBuffer<std::uint64_t> stamps_host_;
   std::array<StepLaunch, 2> launch_{};  // per batch slot (resident uses slot 0)
   GraphRunner<CudaApi> graphs_{2 * step_parts, true};  // [slot * step_parts + StepPart]
   std::vector<Event> copy_start_, copy_end_, compute_start_, compute_end_;
+  StepStampPlan stamps_plan_;  // which stamp slot ends which kernel group
+
+  // Where the time goes
+  StepTimeline device_timeline_;           // the device stream's steps of the current range
+  BreakdownBuilder breakdown_;
+  std::unique_ptr<SpanRing> host_spans_, device_spans_;  // --trace only
+  std::int64_t trace_steps_ = 0;
+  std::int64_t host_step_ = 0;  // the global step the host enqueues (its spans' step)
 
   // Metrics
   double dataset_upload_seconds_ = 0, copy_seconds_ = 0, copy_bytes_ = 0;

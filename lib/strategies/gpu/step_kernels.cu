@@ -17,9 +17,30 @@ __global__ void for_each_kernel(std::int64_t n, Body body) {
   }
 }
 
+// The device's global nanosecond timer into stamps[*step * per_step + slot]. A kernel, not a CUDA
+// event: a captured graph would record every step into the same events, while the device's step
+// counter gives each step its own row with no host call per step.
+__global__ void stamp_kernel(std::uint64_t* stamps, const int* step, int per_step, int slot) {
+  std::uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  stamps[static_cast<std::int64_t>(*step) * per_step + slot] = now;
+}
+
+void launch_stamp(std::uint64_t* stamps, const int* step, int per_step, int slot,
+                  cudaStream_t stream) {
+  stamp_kernel<<<1, 1, 0, stream>>>(stamps, step, per_step, slot);
+  check_launch("stamp", __FILE__, __LINE__);
+}
+
 struct CudaExecutor {
   cudaStream_t stream = nullptr;
   cublasHandle_t blas = nullptr;
+  const StepLaunch* step = nullptr;
+  int next_slot = 0;  // of step->stamps: where the next group's end goes
+
+  void end_group(KernelGroup /*group*/) {
+    launch_stamp(step->stamps, step->buffers.step, step->stamps_per_step, next_slot++, stream);
+  }
 
   template <class Body>
   void for_each(const char* name, std::int64_t n, Body body) {
@@ -42,7 +63,8 @@ struct CudaExecutor {
 };
 
 void enqueue_forward_backward(const StepLaunch& step, cudaStream_t stream, cublasHandle_t blas) {
-  CudaExecutor exec{stream, blas};
+  enqueue_stamp(step, stream, 0);
+  CudaExecutor exec{stream, blas, &step, 1};
   gather_batch_step(exec, step.source, step.buffers);
   if (step.lenet5) {
     lenet5_forward_backward(exec, step.lenet5_params, step.lenet5_grads, step.buffers,
@@ -52,11 +74,15 @@ void enqueue_forward_backward(const StepLaunch& step, cudaStream_t stream, cubla
   }
 }
 
-void enqueue_update(const StepLaunch& step, cudaStream_t stream) {
-  CudaExecutor exec{stream, nullptr};
+void enqueue_update(const StepLaunch& step, cudaStream_t stream, int slot) {
+  CudaExecutor exec{stream, nullptr, &step, slot};
   sgd_update_step(exec, step.params, step.grads, step.momentum, step.param_count, step.lr,
                   step.momentum_factor, step.weight_decay);
-  advance_step(exec, step.buffers.step);
+  advance_step(exec, step.buffers.step);  // after the update's stamp, which reads the counter
+}
+
+void enqueue_stamp(const StepLaunch& step, cudaStream_t stream, int slot) {
+  launch_stamp(step.stamps, step.buffers.step, step.stamps_per_step, slot, stream);
 }
 
 }  // namespace cnnbench::gpu

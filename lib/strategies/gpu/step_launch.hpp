@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -24,11 +25,19 @@ struct StepLaunch {
   Lenet5Tensors lenet5_params{}, lenet5_grads{};
   float grad_scale = 1.0f;  // 1 / global batch
   float lr = 0.01f, momentum_factor = 0.9f, weight_decay = 0.0f;
+  // The range's device timer stamps (device_timing.hpp): (steps, stamps_per_step), the row of
+  // buffers.step; slot 0 is the step's start, slot k the end of its k-th kernel group.
+  std::uint64_t* stamps = nullptr;
+  int stamps_per_step = 0;
 };
 
-// gather + forward + backward (gradients overwritten) + the step's loss sum.
+// gather + forward + backward (gradients overwritten) + the step's loss sum; stamps slots 0 (the
+// step's start) to the number of its kernel groups.
 void enqueue_forward_backward(const StepLaunch& step, cudaStream_t stream, cublasHandle_t blas);
-// SGD update of the parameters, then the step counter advances.
-void enqueue_update(const StepLaunch& step, cudaStream_t stream);
+// SGD update of the parameters, its group's end stamped into `slot`, then the step counter
+// advances.
+void enqueue_update(const StepLaunch& step, cudaStream_t stream, int slot);
+// The device timer into the current step's `slot`, after the work enqueued before it.
+void enqueue_stamp(const StepLaunch& step, cudaStream_t stream, int slot);
 
 }  // namespace cnnbench::gpu

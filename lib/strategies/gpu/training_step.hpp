@@ -3,6 +3,7 @@
 // host executor of the tests runs plain loops. Exec provides
 //   for_each(const char* name, std::int64_t n, Body body)   // body(i) for i in [0, n)
 //   gemm(const char* name, const GemmCall& call)
+//   end_group(KernelGroup group)   // what was enqueued since the previous boundary was `group`
 // Bodies of one for_each write disjoint elements and never read what the same for_each writes.
 #pragma once
 
@@ -10,9 +11,19 @@
 #include <cstdint>
 
 #include "cnnbench/models.hpp"
+#include "cnnbench/step_timeline.hpp"
 #include "kernel_bodies.hpp"
 
 namespace cnnbench::gpu {
+
+// The unit a step is timed by (metrics.time_breakdown, the trace's device track): the kernels of
+// one layer's forward, of its backward, the loss, the gather, the update. A compute group names
+// its layer, an index into timed_layer_names (the serial strategy's layers).
+struct KernelGroup {
+  TimeCategory category = TimeCategory::other;
+  int layer = -1;
+  bool operator==(const KernelGroup&) const = default;
+};
 
 // The shapes are the serial models' (cnnbench/models.hpp), so the two cannot drift apart.
 inline constexpr int image_size = Fc3Sizes::input;
@@ -98,6 +109,7 @@ void gather_batch_step(Exec& exec, const BatchSource& source, const StepBuffers&
                                                      : nullptr;
                   gather_sample_at(x, y, images, labels, row, image_size, i);
                 });
+  exec.end_group({TimeCategory::data});
 }
 
 // out (B,out) = inp weight^T + bias, then ReLU when relu.
@@ -151,21 +163,30 @@ struct DenseHeadSizes {
 // Forward, loss and backward of the dense layers (Tensors: Fc3Tensors or Lenet5Tensors, named
 // f1w..f3b alike); gradients overwritten, scaled by grad_scale. dinp (B,in) is skipped when
 // nullptr; inp is no ReLU output (the image, or a max-pool output whose mask comes after routing).
+// f1_layer: f1's index in timed_layer_names; f2, f3 and the loss follow it.
 template <class Exec, class Tensors>
 void dense_head_forward_backward(Exec& exec, const Tensors& p, const Tensors& g,
                                  const StepBuffers& w, float* dinp, const float* inp,
-                                 const DenseHeadSizes& s, float grad_scale) {
+                                 const DenseHeadSizes& s, float grad_scale, int f1_layer) {
   const int B = w.batch;
+  const int f1 = f1_layer, f2 = f1_layer + 1, f3 = f1_layer + 2, loss = f1_layer + 3;
   dense_forward_step(exec, w.h1, inp, p.f1w, p.f1b, B, s.in, s.hidden1, true);
+  exec.end_group({TimeCategory::compute, f1});
   dense_forward_step(exec, w.h2, w.h1, p.f2w, p.f2b, B, s.hidden1, s.hidden2, true);
+  exec.end_group({TimeCategory::compute, f2});
   dense_forward_step(exec, w.logits, w.h2, p.f3w, p.f3b, B, s.hidden2, classes, false);
+  exec.end_group({TimeCategory::compute, f3});
   loss_step(exec, w, grad_scale);
+  exec.end_group({TimeCategory::compute, loss});
   dense_backward_step(exec, w.dh2, g.f3w, g.f3b, w.dlogits, w.h2, p.f3w, w.ones, B, s.hidden2,
                       classes, true);
+  exec.end_group({TimeCategory::compute, f3});
   dense_backward_step(exec, w.dh1, g.f2w, g.f2b, w.dh2, w.h1, p.f2w, w.ones, B, s.hidden1,
                       s.hidden2, true);
+  exec.end_group({TimeCategory::compute, f2});
   dense_backward_step(exec, dinp, g.f1w, g.f1b, w.dh1, inp, p.f1w, w.ones, B, s.in, s.hidden1,
                       false);
+  exec.end_group({TimeCategory::compute, f1});
 }
 
 // Forward + backward of FC-3 on the gathered batch; gradients overwritten, scaled by grad_scale.
@@ -174,7 +195,7 @@ void fc3_forward_backward(Exec& exec, const Fc3Tensors& p, const Fc3Tensors& g,
                           const StepBuffers& w, float grad_scale) {
   constexpr DenseHeadSizes sizes{Fc3Sizes::input, Fc3Sizes::hidden1, Fc3Sizes::hidden2};
   dense_head_forward_backward(exec, p, g, w, static_cast<float*>(nullptr), w.x, sizes,
-                              grad_scale);
+                              grad_scale, /*f1_layer=*/0);
 }
 
 // out = ReLU(conv(inp)) for one of LeNet-5's convolutions.
@@ -234,19 +255,25 @@ void lenet5_forward_backward(Exec& exec, const Lenet5Tensors& p, const Lenet5Ten
   const int B = w.batch;
   const ConvDims c1 = lenet5_c1_dims(B), c2 = lenet5_c2_dims(B);
   const int c1_planes = B * L::c1_channels, c2_planes = B * L::c2_channels;
+  // Layers as timed_layer_names counts them: c1, c2 (each with its ReLU and max-pool), then f1.
+  constexpr int c1_layer = 0, c2_layer = 1, f1_layer = 2;
   conv_relu_forward_step(exec, w.a1, w.x, p.c1w, p.c1b, c1);
   maxpool_forward_step(exec, w.p1, w.a1, c1_planes, L::side, L::side);
+  exec.end_group({TimeCategory::compute, c1_layer});
   conv_relu_forward_step(exec, w.a2, w.p1, p.c2w, p.c2b, c2);
   // (B,16,5,5) = flatten (B,400)
   maxpool_forward_step(exec, w.p2, w.a2, c2_planes, L::a2_side, L::a2_side);
+  exec.end_group({TimeCategory::compute, c2_layer});
   // p2 is a max-pool output, not a ReLU output: its mask is applied after routing, below.
   constexpr DenseHeadSizes sizes{L::flat, L::hidden1, L::hidden2};
-  dense_head_forward_backward(exec, p, g, w, w.dp2, w.p2, sizes, grad_scale);
+  dense_head_forward_backward(exec, p, g, w, w.dp2, w.p2, sizes, grad_scale, f1_layer);
   maxpool_relu_backward_step(exec, w.da2, w.dp2, w.a2, c2_planes, L::a2_side, L::a2_side);
   conv_backward_step(exec, w.dp1, g.c2w, g.c2b, w.da2, w.p1, p.c2w, w.conv_partials, c2);
+  exec.end_group({TimeCategory::compute, c2_layer});
   maxpool_relu_backward_step(exec, w.da1, w.dp1, w.a1, c1_planes, L::side, L::side);
   conv_backward_step(exec, static_cast<float*>(nullptr), g.c1w, g.c1b, w.da1, w.x, p.c1w,
                      w.conv_partials, c1);
+  exec.end_group({TimeCategory::compute, c1_layer});
 }
 
 // PyTorch's SGD over the flat buffers.
@@ -256,6 +283,7 @@ void sgd_update_step(Exec& exec, float* params, const float* grads, float* momen
   exec.for_each("sgd_update", static_cast<std::int64_t>(n), [=] CNNBENCH_HD(std::int64_t i) {
     sgd_at(params, grads, momentum, lr, mu, weight_decay, i);
   });
+  exec.end_group({TimeCategory::update});
 }
 
 // The next step reads the next row of indices and writes the next loss slot.

@@ -58,6 +58,7 @@ class SerialStrategy final : public Strategy {
   }
 
   void run_steps(const StepRange& range, const StepCallback& on_step) override {
+    const ClockTicks range_start = clock_ticks();
     const int batch = config_.batch;
     const float grad_scale = 1.0f / static_cast<float>(batch);
     Model& m = *model_;
@@ -66,9 +67,13 @@ class SerialStrategy final : public Strategy {
     std::fill(m.grads.begin(), m.grads.end(), 0.0f);
     float* const grads = m.grads.data();
     timeline_.reserve_steps(static_cast<std::size_t>(range.count));
+    timeline_.number_steps_from(range.global_first);
     for (std::int64_t i = 0; i < range.count; ++i) {
       const std::uint32_t* indices = range.order + (range.first + i) * batch;
       timeline_.begin_step();
+      // The whole step is work on this thread, unless OpenBLAS's own threads take part of it
+      // (and this one waits for them): then the OS's share is not measured.
+      if (threads_ == 1) timeline_.begin_work();
       gather_batch(x_.data(), y_.data(), *data_, indices, batch);
       timeline_.close(TimeCategory::data);
       const double loss_sum = forward_backward(m.kind, m.params.data(), grads, x_.data(),
@@ -76,11 +81,13 @@ class SerialStrategy final : public Strategy {
       sum_sgd_step_and_clear(m.params.data(), &grads, 1, m.momentum.data(), m.params.size(),
                              config_.sgd);
       timeline_.close(TimeCategory::update);
+      if (threads_ == 1) timeline_.end_work();
       timeline_.end_step();
       on_step(i, loss_sum / batch);
     }
-    for (const StepTimes& step : timeline_.steps()) breakdown_.add_step({&step, 1});
+    for (const StepTimes& step : timeline_.steps()) breakdown_.add_step({&step, 1}, step.wall);
     timeline_.clear_steps();
+    breakdown_.end_range(1e-9 * double(clock_ticks() - range_start));
   }
 
   void sync_to(Model& model) override {
@@ -89,13 +96,15 @@ class SerialStrategy final : public Strategy {
   }
 
   nlohmann::json metrics() const override { return {{"blas_threads", threads_}}; }
-  void keep_spans(std::size_t spans_per_thread) override {
-    spans_ = std::make_unique<SpanRing>(spans_per_thread);
+  void keep_trace(std::int64_t steps) override {
+    spans_ = std::make_unique<SpanRing>(static_cast<std::size_t>(steps), spans_per_step_guess);
     timeline_.record_spans(spans_.get());
   }
-  std::vector<TraceTrack> spans() override {
+  Trace trace() override {
     if (!spans_) return {};
-    return {{0, 0, spans_->spans()}};
+    Trace out;
+    out.tracks.push_back({0, 0, spans_->spans(), name() + "/main", spans_->first_whole_step()});
+    return out;
   }
   TimeBreakdown time_breakdown() const override {
     return breakdown_.result(timed_layer_names(config_.model));

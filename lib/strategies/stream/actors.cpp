@@ -89,9 +89,11 @@ void CopyActor::fire(Firing& firing) {
   const double start = now_seconds();
   work(firing);
   if (slow) {  // as a core this much slower would: keep it busy
-    const double until = now_seconds() + (plan_.slow_factor - 1.0) * (now_seconds() - start);
+    const double spin_start = now_seconds();
+    const double until = spin_start + (plan_.slow_factor - 1.0) * (spin_start - start);
     while (now_seconds() < until) {
     }
+    firing.count_as_part(ComputePart::injected, now_seconds() - spin_start);
   }
   flow_.add_busy(copy_, now_seconds() - start);
 }

@@ -232,7 +232,7 @@ class LayerActor final : public CopyActor {
     double block_seconds = 0;
     if constexpr (is_forward) {
       pass.out = out.as<float>().data();
-      forward(pass, in.header().version, block_seconds);
+      forward(pass, in.header().version, firing, block_seconds);
       out.header() = in.header();
       out.header().version = oldest_version(in.header().version, pass.version);
     } else {
@@ -240,9 +240,11 @@ class LayerActor final : public CopyActor {
       backward(pass, block_seconds);
       out.header() = in.header();
       if (block_) {
-        const double start = now_seconds();
+        const ClockTicks start = clock_ticks();
         block_->finish_backward(pass.sequence, pass.version, copy_);
-        block_seconds += now_seconds() - start;
+        const ClockTicks end = clock_ticks();
+        block_seconds += 1e-9 * double(end - start);
+        firing.carved_span(start, end);  // the block's update, when this call completed its group
       }
     }
     if (block_seconds > 0) firing.count_as(TimeCategory::update, block_seconds);
@@ -261,13 +263,18 @@ class LayerActor final : public CopyActor {
     return layer.saves_output() ? stream::retained(port, window) : port;
   }
 
-  void forward(LayerPass& pass, std::int64_t token_version, double& block_seconds) {
+  // In strict with several copies the block's update runs here, in the first copy to need the
+  // new weights (ParamBlock::finish_backward).
+  void forward(LayerPass& pass, std::int64_t token_version, stream::Firing& firing,
+               double& block_seconds) {
     pass.version = token_version;
     if (block_) {
-      const double start = now_seconds();
+      const ClockTicks start = clock_ticks();
       pass.version = block_->version_for(pass.sequence);
       pass.weights = block_->weights_for(pass.sequence);
-      block_seconds += now_seconds() - start;
+      const ClockTicks end = clock_ticks();
+      block_seconds += 1e-9 * double(end - start);
+      firing.carved_span(start, end);
     }
     layer_.forward(pass);
     saved_->inputs.keep(pass.sequence, pass.version, pass.in);

@@ -101,21 +101,25 @@ class StreamStrategy final : public Strategy {
 
   void run_steps(const StepRange& range, const StepCallback& on_step) override {
     CNNBENCH_CHECK(executor_ != nullptr, "stream: run_steps before prepare");
+    const ClockTicks range_start = clock_ticks();
     run_.range = range;
     run_.on_step = &on_step;
     source_->restart_at(range.global_first * run_.microbatches);
+    if (trace_steps_ > 0 && !ran_) {
+      executor_->keep_spans(static_cast<std::size_t>(trace_steps_), range.global_first);
+    }
+    ran_ = true;
     executor_->run(range.count);
     run_.on_step = nullptr;
-    breakdown_.add_steps(executor_->last_run_core_times(), range.count);
+    const std::vector<StepTimes>& cores = executor_->last_run_core_times();
+    breakdown_.add_steps(cores, range.count, cores.front().wall);  // every core's wall is the run's
+    breakdown_.end_range(1e-9 * double(clock_ticks() - range_start));
   }
 
   TimeBreakdown time_breakdown() const override;
-  void keep_spans(std::size_t spans_per_thread) override {
-    if (executor_) executor_->keep_spans(spans_per_thread);
-  }
-  std::vector<TraceTrack> spans() override {
-    return executor_ ? executor_->spans() : std::vector<TraceTrack>{};
-  }
+  // The executor numbers its iterations from the first step it runs.
+  void keep_trace(std::int64_t steps) override { trace_steps_ = steps; }
+  Trace trace() override;
 
   void sync_to(Model& model) override {
     for (const auto& block : blocks_) block->store(model);
@@ -165,6 +169,8 @@ class StreamStrategy final : public Strategy {
   std::vector<std::uint32_t> profile_order_;
   std::vector<double> profiled_;
   BreakdownBuilder breakdown_;
+  std::int64_t trace_steps_ = 0;  // --trace-steps, 0: no trace
+  bool ran_ = false;
 };
 
 // The straggler among copies of the net is the copy whose actors were busiest over the run
@@ -174,12 +180,15 @@ TimeBreakdown StreamStrategy::time_breakdown() const {
   TimeBreakdown out = breakdown_.result(timed_layer_names(run_.model));
   if (run_.balance_dynamic) out.balanced_shares = flow_.shares();
   if (!executor_ || widths_.sample_groups < 2) return out;
-  std::vector<double> copy_busy(static_cast<std::size_t>(widths_.sample_groups), 0.0);
+  const auto copies = static_cast<std::size_t>(widths_.sample_groups);
+  std::vector<double> copy_busy(copies, 0.0), copy_descheduled(copies, 0.0);
   const stream::Graph& graph = executor_->graph();
   for (std::size_t a = 0; a < graph.actors.size(); ++a) {
     if (const auto* actor = dynamic_cast<const CopyActor*>(graph.actors[a].get())) {
       const stream::ActorStats& stats = executor_->actor_stats()[a];
-      copy_busy[static_cast<std::size_t>(actor->copy())] += stats.busy_seconds - stats.carved_seconds;
+      const auto copy = static_cast<std::size_t>(actor->copy());
+      copy_busy[copy] += stats.busy_seconds - stats.carved_seconds;
+      copy_descheduled[copy] += stats.descheduled_seconds;
     }
   }
   std::vector<double> scratch;
@@ -188,6 +197,33 @@ TimeBreakdown StreamStrategy::time_breakdown() const {
     const double excess = excess_over_median_of_others(copy_busy, c, scratch);
     if (c == 0 || excess > out.straggler.mean_excess) {
       out.straggler = {"copy", static_cast<int>(c), excess};
+    }
+  }
+  out.straggler.descheduled_share = descheduled_share_of_excess(
+      copy_busy, copy_descheduled, static_cast<std::size_t>(out.straggler.id), scratch);
+  return out;
+}
+
+// The executor's trace with each firing's copy of the net and micro-batch: an actor that fires
+// k times per micro-batch of a step fires for micro-batch i in its firings i k .. i k + k - 1.
+Trace StreamStrategy::trace() {
+  if (!executor_ || trace_steps_ == 0) return {};
+  Trace out = executor_->trace(trace_steps_);
+  const stream::Graph& graph = executor_->graph();
+  const stream::Schedule& schedule = executor_->schedule();
+  const auto actors = static_cast<std::int32_t>(graph.actors.size());
+  for (TraceTrack& track : out.tracks) {
+    for (Span& span : track.spans) {
+      if (span.label < 0 || span.firing < 0) continue;
+      const auto a = static_cast<std::size_t>(span.label % actors);
+      if (const auto* actor = dynamic_cast<const CopyActor*>(graph.actors[a].get())) {
+        span.copy = static_cast<std::int16_t>(actor->copy());
+      }
+      const std::int64_t per_micro_batch = schedule.steady[a] / run_.microbatches;
+      if (per_micro_batch < 1 || schedule.steady[a] % run_.microbatches != 0) continue;
+      const std::int64_t in_step =
+          std::max<std::int64_t>(0, span.firing - schedule.init[a]) % schedule.steady[a];
+      span.micro_batch = static_cast<std::int16_t>(in_step / per_micro_batch);
     }
   }
   return out;

@@ -3,10 +3,12 @@
 // the breakdown (time_breakdown.hpp) adds the workers' steps up along the critical path.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace cnnbench {
@@ -30,6 +32,25 @@ const char* time_category_key(TimeCategory category);
 // The most layers a model names in the breakdown (LeNet-5: c1 c2 f1 f2 f3 and the loss).
 constexpr std::size_t max_timed_layers = 8;
 
+// Compute that belongs to no layer; with the layers' times it adds up to compute_s.
+enum class ComputePart : std::uint8_t {
+  splitjoin,        // the stream graph's split and join actors: dealing and merging tokens
+  clear_gradients,  // zeroing a gradient buffer before backward accumulates into it
+  injected,         // --slowdown: the time a core that much slower would have taken on top
+};
+constexpr std::size_t compute_part_count = 3;
+// "splitjoin_s", "clear_gradients_s", "injected_s" as the report names them.
+const char* compute_part_key(ComputePart part);
+
+// The calling thread's CPU time (user + system) and involuntary context switches so far, from
+// one getrusage(RUSAGE_THREAD) call: ~1.4 us on the 2-core EPYC VM, where
+// clock_gettime(CLOCK_THREAD_CPUTIME_ID) alone took 2.5-3.4 us and gives no switches.
+struct ThreadCpu {
+  double seconds = 0;
+  std::int64_t involuntary_switches = 0;
+};
+ThreadCpu thread_cpu();
+
 // Steady-clock nanoseconds: a read costs ~20 ns and never allocates.
 using ClockTicks = std::int64_t;
 inline ClockTicks clock_ticks() {
@@ -42,7 +63,12 @@ inline ClockTicks clock_ticks() {
 struct StepTimes {
   std::array<double, time_category_count> seconds{};
   std::array<double, max_timed_layers> layer_seconds{};  // also counted in compute
+  std::array<double, compute_part_count> part_seconds{};  // also counted in compute
   double wall = 0;
+  // Of the time the worker spent working (not waiting), what it spent off its core although it
+  // was runnable: wall minus CPU time of its working regions; and the OS's preemptions there.
+  double descheduled = 0;
+  double involuntary_switches = 0;
   // Seconds from the step's start until the worker reached the step's collective (the sum over
   // the ranks); the breakdown compares ranks' arrivals to tell imbalance from communication.
   double arrival = 0;
@@ -56,33 +82,60 @@ struct StepTimes {
   StepTimes& operator+=(const StepTimes& other);
 };
 
-// One phase of one step as a trace shows it: where it lay on the clock and what it was.
+// One phase of one step as a trace shows it: where it lay on the clock, what it was and which
+// step it belongs to. Strategies fill the fields that mean something to them (an actor's firing,
+// a communication call's bytes); -1 is "none". Another strategy adds its spans the same way:
+// a thread's spans go to its own SpanRing (one writer), stamped with the step; names beyond a
+// layer or a category go in Trace::labels (trace.hpp) and the span points at them with `label`.
 struct Span {
   ClockTicks start = 0, end = 0;
+  std::int64_t step = -1;         // the step's global index (args.step)
+  std::int64_t firing = -1;       // stream: the actor's firings before this one (flow events)
+  std::int64_t bytes = -1;        // a communication call's payload
+  std::int32_t label = -1;        // index into Trace::labels (an actor, an MPI call); -1: none
+  std::int16_t peers = -1;        // a communication call's ranks
+  std::int16_t micro_batch = -1;  // stream: the micro-batch of its step
+  std::int16_t copy = -1;         // stream: the copy of the net
   TimeCategory category = TimeCategory::other;
   std::int8_t layer = -1;  // the layer of a compute span, else -1
 };
 
 // One thread's spans as a trace shows them: process = rank, thread = the thread in the rank.
+// Steps from first_whole_step on have all their spans here (the ring overwrote older ones).
 struct TraceTrack {
   int process = 0, thread = 0;
   std::vector<Span> spans;
+  std::string name;  // the thread's name in the trace ("core 1"); empty: "thread N"
+  std::int64_t first_whole_step = 0;
 };
 
-// The last `capacity` spans of one thread, oldest overwritten first; sized once.
+// The spans of one thread's last steps, oldest overwritten first. Sized up front for `steps`
+// steps; end_step grows it while a step holds more spans than that allows (the first steps of a
+// run), so recording a span never allocates.
 class SpanRing {
  public:
-  explicit SpanRing(std::size_t capacity) : spans_(capacity) {}
+  SpanRing(std::size_t steps, std::size_t spans_per_step)
+      : steps_(steps), spans_(std::max<std::size_t>(1, steps * spans_per_step)) {}
   void push(const Span& span) {
-    spans_[next_ % spans_.size()] = span;
+    Span& slot = spans_[next_ % spans_.size()];
+    if (next_ >= spans_.size()) overwritten_through_ = std::max(overwritten_through_, slot.step);
+    slot = span;
     ++next_;
+    ++in_step_;
   }
+  // A step ended: keep room for the kept steps and one being recorded, all of its size.
+  void end_step();
   // The recorded spans, oldest first.
   std::vector<Span> spans() const;
+  // The first step none of whose spans were overwritten.
+  std::int64_t first_whole_step() const { return overwritten_through_ + 1; }
 
  private:
+  std::size_t steps_;
   std::vector<Span> spans_;
   std::size_t next_ = 0;
+  std::size_t in_step_ = 0;  // spans pushed since the last end_step
+  std::int64_t overwritten_through_ = -1;
 };
 
 // One worker's phases, step by step. Every call closes the phase that began at the previous
@@ -104,6 +157,19 @@ class StepTimeline {
   void close_layer(int layer, ClockTicks now = clock_ticks()) {
     add(TimeCategory::compute, layer, now);
   }
+  // [cursor, now) was compute outside the layers, `part` of it.
+  void close_part(ComputePart part, ClockTicks now = clock_ticks()) {
+    current_.part_seconds[static_cast<std::size_t>(part)] += seconds(cursor_, now);
+    add(TimeCategory::compute, -1, now);
+  }
+  // The calling thread works on this step from now until end_work(): a region that never
+  // blocks (compute, update), so whatever of it the thread's CPU time lacks, the OS ran
+  // something else. Waits stay outside: a blocked wait uses no CPU and is no descheduling.
+  void begin_work() {
+    work_start_ = clock_ticks();
+    work_cpu_ = thread_cpu();
+  }
+  void end_work();
   // This step reached its collective now (see StepTimes::arrival).
   void mark_arrival(ClockTicks now = clock_ticks()) { current_.arrival = seconds(step_start_, now); }
   // [cursor, now) was `other`; the step is stored.
@@ -116,6 +182,8 @@ class StepTimeline {
 
   // Spans also go to `ring` (a trace); nullptr, the default, records none.
   void record_spans(SpanRing* ring) { spans_ = ring; }
+  // The global index of the next step begun (Span::step); then counted on by begin_step.
+  void number_steps_from(std::int64_t step) { next_step_ = step; }
 
  private:
   static double seconds(ClockTicks from, ClockTicks to) { return 1e-9 * double(to - from); }
@@ -123,12 +191,27 @@ class StepTimeline {
     const double s = seconds(cursor_, now);
     current_.seconds[static_cast<std::size_t>(category)] += s;
     if (layer >= 0) current_.layer_seconds[static_cast<std::size_t>(layer)] += s;
-    if (spans_ != nullptr) spans_->push({cursor_, now, category, static_cast<std::int8_t>(layer)});
+    if (spans_ != nullptr) push_span(category, layer, now);
     cursor_ = now;
+  }
+
+  // A trace leaves out gaps under a microsecond that no phase claimed: half the spans otherwise.
+  void push_span(TimeCategory category, int layer, ClockTicks now) {
+    if (category == TimeCategory::other && now - cursor_ < 1000) return;
+    Span span;
+    span.start = cursor_;
+    span.end = now;
+    span.step = step_;
+    span.category = category;
+    span.layer = static_cast<std::int8_t>(layer);
+    spans_->push(span);
   }
 
   StepTimes current_;
   ClockTicks step_start_ = 0, cursor_ = 0;
+  ClockTicks work_start_ = 0;
+  ThreadCpu work_cpu_;
+  std::int64_t step_ = 0, next_step_ = 0;
   std::vector<StepTimes> steps_;
   SpanRing* spans_ = nullptr;
 };

@@ -31,7 +31,16 @@ struct Straggler {
   std::string kind;
   int id = 0;
   double mean_excess = 1.0;
+  // How much of the straggler's excess busy time over the median of the others its excess
+  // descheduled time explains, 0..1: near 1 the OS ran something else on its core.
+  double descheduled_share = 0;
 };
+
+// (descheduled - median of the others' descheduled) / (busy - median of the others' busy) of
+// `unit`, within 0..1; 0 when it has no excess.
+double descheduled_share_of_excess(std::span<const double> busy,
+                                   std::span<const double> descheduled, std::size_t unit,
+                                   std::vector<double>& scratch);
 
 struct TimeBreakdown {
   std::int64_t steps = 0;
@@ -57,11 +66,18 @@ class BreakdownBuilder {
   // unit_of[w]: the unit of worker w, 0..units-1.
   BreakdownBuilder(std::vector<WorkerId> workers, std::string unit_kind, std::vector<int> unit_of);
 
-  // One step: step[w] is worker w's times.
-  void add_step(std::span<const StepTimes> step) { add_steps(step, 1); }
+  // One step: step[w] is worker w's times, `wall` the step's wall time on this process's clock.
+  // The critical path takes the busiest worker's work as it was measured and, where that
+  // worker's step was cut at other instants (another rank leaves a collective a little later),
+  // scales its waits to what `wall` leaves of it: the path adds up to this process's steps.
+  void add_step(std::span<const StepTimes> step, double wall) { add_steps(step, 1, wall); }
   // `steps` steps summed, where the workers' steps cannot be told apart (a pipeline's overlap):
   // its critical path is the busiest worker over all of them.
-  void add_steps(std::span<const StepTimes> summed, std::int64_t steps);
+  void add_steps(std::span<const StepTimes> summed, std::int64_t steps, double wall);
+  // The steps added since the last call ran inside `seconds` of this process's wall time (the
+  // strategy's whole call): the part no step holds (the driver's callbacks between steps, the
+  // gathering at the end of the range) is the critical path's other_s.
+  void end_range(double seconds);
   std::size_t workers() const { return workers_.size(); }
   TimeBreakdown result(std::vector<std::string> layer_names) const;
 
@@ -72,8 +88,10 @@ class BreakdownBuilder {
   int units_ = 1;
   std::int64_t steps_ = 0;
   StepTimes critical_;
-  std::vector<double> unit_busy_sum_;  // per unit, over the steps
-  std::vector<double> unit_busy_;      // scratch of add_steps
+  double range_wall_ = 0;  // of the steps added since the last end_range
+  // Per unit, over the steps: its busiest worker's busy and descheduled time.
+  std::vector<double> unit_busy_sum_, unit_descheduled_sum_;
+  std::vector<std::size_t> unit_busiest_;  // scratch of add_steps
 };
 
 // Moves each rank's wait for the last rank to arrive at a step's collective from

@@ -70,6 +70,14 @@ struct PointRecord {
   std::optional<int> batch;
   std::optional<double> final_loss;
   nlohmann::json strategy_metrics, pin_map;  // as the strategy reports them; null when absent
+  // The repetition that stands for the point: the one whose time is the median
+  // (median_repetition(times_s), an index into times_s); strategy_metrics, pin_map, final_loss,
+  // time_breakdown and straggler are its. time_breakdown and straggler are the run report's
+  // metrics.time_breakdown and metrics.straggler (null when the strategy measures none).
+  std::optional<int> median_repetition;
+  nlohmann::json time_breakdown, straggler;
+  std::optional<std::string> noise_warning;  // noise_warning(time_breakdown), when it warns
+  std::optional<std::string> trace;           // sweep --trace-dir: the point's Chrome trace file
   std::optional<BaselineCoresRecord> baseline_cores;
   std::optional<PairedBaselineRecord> paired_baseline;
   nlohmann::json time_to_accuracy;  // measure_time_to_accuracy's result; null when not measured

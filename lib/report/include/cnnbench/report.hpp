@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cnnbench/time_breakdown.hpp"
+#include "cnnbench/trace.hpp"
 
 namespace cnnbench {
 
@@ -41,11 +42,11 @@ nlohmann::json straggler_json(const TimeBreakdown& breakdown);
 // The summary's line: "straggler: rank 1 was 1.90x slower than the median; balanced shares 44/20".
 std::string straggler_line(const TimeBreakdown& breakdown);
 
-// --trace: the tracks in the Chrome Trace Event Format (Perfetto, chrome://tracing): a process
-// per rank, a track per thread, a complete event ("X", ts/dur in microseconds) per span, named
-// by its layer or its category.
-nlohmann::json chrome_trace_json(const std::vector<TraceTrack>& tracks,
-                                 const std::vector<std::string>& layer_names);
+// --trace: the trace in the Chrome Trace Event Format (Perfetto, chrome://tracing): a process
+// per rank, a track per thread, a complete event ("X", ts/dur in microseconds, cat = the
+// breakdown's category key, args.step) per span, named by its label, its layer or its category;
+// flow events ("s"/"f") and counter events ("C"). docs/design.md, "Where the time goes".
+nlohmann::json chrome_trace_json(const Trace& trace, const std::vector<std::string>& layer_names);
 
 // Writes JSON (indented) to path with write_output, or to stdout when path is "-".
 void write_json(const std::filesystem::path& path, const nlohmann::json& value);

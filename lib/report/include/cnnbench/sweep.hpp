@@ -42,6 +42,22 @@ struct AmdahlFit {
 // f = sum(x y) / sum(x^2), x = 1 - 1/p, y = 1/S - 1/p. Error when no point has p > 1.
 AmdahlFit fit_amdahl(std::span<const int> cores, std::span<const double> speedups);
 
+// ---- one point's repetitions -------------------------------------------------------------------
+
+// The repetition whose time is the median: the middle one of an odd count, the faster of the two
+// middle ones of an even count (a real repetition, not an average of two). Ties: the first.
+// `times` must not be empty.
+std::size_t median_repetition(std::span<const double> times);
+
+// A worker that lost more than this fraction of its wall time to descheduling (another process
+// or a hypervisor had its core) makes the point's times a measure of the machine's load.
+inline constexpr double descheduled_warning_fraction = 0.10;
+// "thread 1 lost 23% of its wall time (0.12 of 0.52 s) to descheduling" for the worker of a run
+// report's metrics.time_breakdown that lost the largest fraction, when above
+// descheduled_warning_fraction (the critical path's own descheduled_s when it lists no workers);
+// nothing when no worker did, or when the breakdown records no descheduled_s (older reports).
+std::optional<std::string> noise_warning(const nlohmann::json& time_breakdown);
+
 // ---- Mann-Whitney U rank test ------------------------------------------------------------------
 
 struct MannWhitney {
@@ -208,6 +224,9 @@ struct SweepOptions {
   std::filesystem::path self;          // this cnnbench binary
   std::filesystem::path out;           // the report, rewritten atomically after every point
   bool resume = false;                 // keep the finished points of an existing `out`
+  // --trace-dir: after its timed repetitions each point runs one more, traced, and writes its
+  // Chrome trace to trace_dir / trace_file_name(point); the timed repetitions are untraced.
+  std::optional<std::filesystem::path> trace_dir;
   bool quiet = false;
   std::function<bool()> stop_requested;  // Ctrl-C: finish nothing more, mark incomplete
 };
@@ -224,6 +243,8 @@ struct PointSpec {
   int total_cores() const { return cores * nodes; }
   std::string id() const;  // "fc3/stream/n1c2"
 };
+// The name of a point's trace in sweep --trace-dir: "fc3-stream-n1c2.json".
+std::string trace_file_name(const PointSpec& point);
 std::vector<PointSpec> plan_points(const SweepOptions& options, const std::vector<int>& cores,
                                    const std::vector<int>& nodes, int machine_cores);
 

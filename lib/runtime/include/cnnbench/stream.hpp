@@ -13,6 +13,7 @@
 
 #include "cnnbench/step_timeline.hpp"
 #include "cnnbench/topology.hpp"
+#include "cnnbench/trace.hpp"
 
 namespace cnnbench::stream {
 
@@ -169,12 +170,30 @@ class Firing {
   }
   TimeCategory carved_category() const { return carved_category_; }
   double carved_seconds() const { return carved_seconds_; }
+  // Where the carved time lay (the last part counted), for the trace's nested span.
+  void carved_span(ClockTicks start, ClockTicks end) {
+    carved_start_ = start;
+    carved_end_ = end;
+  }
+  ClockTicks carved_start() const { return carved_start_; }
+  ClockTicks carved_end() const { return carved_end_; }
+  // Seconds of this firing that were compute outside the actor's layer (an injected slowdown);
+  // one part per firing.
+  void count_as_part(ComputePart part, double seconds) {
+    part_ = part;
+    part_seconds_ += seconds;
+  }
+  ComputePart part() const { return part_; }
+  double part_seconds() const { return part_seconds_; }
 
  private:
   std::span<Channel* const> inputs_;
   std::span<Channel* const> outputs_;
   TimeCategory carved_category_ = TimeCategory::other;
   double carved_seconds_ = 0;
+  ClockTicks carved_start_ = 0, carved_end_ = 0;
+  ComputePart part_ = ComputePart::injected;
+  double part_seconds_ = 0;
 };
 
 // ---- composites -------------------------------------------------------------------------------
@@ -339,6 +358,9 @@ struct ActorStats {
   // Of busy_seconds, what the firings counted as another category (Firing::count_as).
   double carved_seconds = 0;
   double fastest_firing_seconds = 0;  // 0 until it fired
+  // Of busy_seconds, the time the OS ran something else on the core: each stretch of firings'
+  // descheduled time shared out over its firings by their wall time.
+  double descheduled_seconds = 0;
 };
 struct ChannelStats {
   std::int64_t empty_stalls = 0;  // times the consumer found too few tokens
@@ -376,10 +398,12 @@ class Executor {
   // Each core's time over the last run() (wall = the run's), by category (TimeCategory of its
   // actors; idle as ExecutorOptions says): they add up to the wall time.
   const std::vector<StepTimes>& last_run_core_times() const { return last_run_core_times_; }
-  // --trace: keep each core's last `spans_per_core` spans (its firings and the waits before
-  // them) from the next run on; spans() hands them over, a track per core.
-  void keep_spans(std::size_t spans_per_core);
-  std::vector<TraceTrack> spans() const;
+  // --trace: from the next run on keep each core's spans of the last `steps` iterations (its
+  // firings, their carved parts and the waits before them), the executor's first iteration
+  // being step first_step; trace() hands the last `steps` whole ones over, a track per core, with
+  // flows and queue depths (Trace::labels names the spans: the actors, then their carved parts).
+  void keep_spans(std::size_t steps, std::int64_t first_step);
+  Trace trace(std::int64_t steps) const;
   double wall_seconds() const { return wall_seconds_; }  // summed over run() calls
   // 1 - busy / (cores x wall): the share of core time spent waiting.
   double bubble_fraction() const;
@@ -388,6 +412,11 @@ class Executor {
 
  private:
   void run_core(int core, std::int64_t iterations, bool with_init, ClockTicks run_start);
+  struct WorkStretch;
+  void end_stretch(WorkStretch& stretch, std::span<const int> actors, StepTimes& times);
+  void record_firing(SpanRing& spans, int actor, const Firing& firing, ClockTicks gap_start,
+                     ClockTicks start, ClockTicks end, TimeCategory gap);
+  std::int64_t step_of_firing(int actor, std::int64_t firing) const;
   TimeCategory idle_category(std::int64_t fired, bool idled, std::int64_t init_firings,
                              std::int64_t steady_firings) const;
   static void count_firing(StepTimes& times, const Actor& actor, const Firing& firing,
@@ -407,6 +436,8 @@ class Executor {
   std::vector<StepTimes> last_run_core_times_;
   std::vector<ClockTicks> core_last_firing_end_;  // of the current run, per core
   std::vector<std::unique_ptr<SpanRing>> core_spans_;  // --trace only
+  std::vector<std::int64_t> actor_fired_;  // firings since the executor was made, per actor
+  std::int64_t first_step_ = 0;            // the step of the first iteration
   std::vector<PinRecord> pins_;
   double wall_seconds_ = 0;
   bool initialised_ = false;

@@ -19,6 +19,7 @@
 #include "cnnbench/progress.hpp"
 #include "cnnbench/time_breakdown.hpp"
 #include "cnnbench/topology.hpp"
+#include "cnnbench/trace.hpp"
 
 namespace cnnbench {
 
@@ -130,11 +131,11 @@ class Strategy {
   // Where the time of the steps run so far went (docs/design.md, "Where the time goes"); on a
   // multi-rank job every rank's figures, gathered where the ranks last met.
   virtual TimeBreakdown time_breakdown() const { return {}; }
-  // Keep each thread's last `spans_per_thread` spans for a trace (called after prepare; a
+  // Keep every thread's spans of the last `steps` steps for a trace (called after prepare; a
   // strategy that records none ignores it), and hand them over: collective on a multi-rank job,
-  // every rank's tracks on rank 0.
-  virtual void keep_spans(std::size_t /*spans_per_thread*/) {}
-  virtual std::vector<TraceTrack> spans() { return {}; }
+  // every rank's tracks on rank 0, on rank 0's clock.
+  virtual void keep_trace(std::int64_t /*steps*/) {}
+  virtual Trace trace() { return {}; }
   virtual std::vector<PinRecord> pin_map() const { return {}; }
   // False on every MPI rank but rank 0: only the primary prints, saves checkpoints and reports.
   virtual bool is_primary() const { return true; }
@@ -187,7 +188,7 @@ struct RunOptions {
   // true ends the run there (not an interruption). every_steps 0: never.
   std::int64_t every_steps = 0;
   std::function<bool(std::int64_t global_step, const Model& model)> on_every_steps;
-  // --trace: keep the spans of about the last trace_steps steps of every thread (0: none).
+  // --trace: keep the spans of the last trace_steps whole steps of every thread (0: none).
   std::int64_t trace_steps = 0;
 };
 
@@ -229,7 +230,7 @@ struct RunResult {
   std::string save_error;  // with RunOptions::save_error_in_result: why `saved` was not written
   nlohmann::json strategy_metrics;
   TimeBreakdown time_breakdown;
-  std::vector<TraceTrack> trace;  // with RunOptions::trace_steps, on the primary
+  Trace trace;  // with RunOptions::trace_steps, on the primary: the same whole steps per track
   std::vector<PinRecord> pins;
   std::vector<ProcessRecord> processes;  // every process of the job, in rank order
   bool primary = true;              // false on MPI ranks other than 0
