@@ -13,7 +13,7 @@
 # and "tables" prints docs/cluster.md's tables from them: the forced algorithms at 4 hosts against
 # cnnbench scaling-model's prediction from that link's default-algorithm profile, and each cluster
 # run against its prediction (serial step = ranks x busy time per step of the same ranks in shared
-# memory). Needs root (scripts/emulate-hosts.sh). Every emulated host set comes down on exit.
+# memory; the link's tbf bucket priced with the 2 uncapped hosts' profile). Needs root (scripts/emulate-hosts.sh). Every emulated host set comes down on exit.
 #
 # usage: bench/allreduce_model.sh [--cli PATH] --out DIR [--parts "profiles forced train tables"]
 set -euo pipefail
@@ -134,20 +134,24 @@ for rate in ["1gbit", "100mbit"]:
                   f"{row[algorithm] * 1e3:.0f} ms | {100 * (row[algorithm] / size['seconds'] - 1):+.0f}% |")
 
 print()
-print("| model | ranks | link | compute per step | predicted step | measured step | error | algorithm (largest bucket) | hidden share |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| model | ranks | link | compute per step | predicted step | measured step | error | algorithm (largest bucket) | hidden share | token bucket |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for name in ["lenet5", "fc3"]:
     for ranks in [2, 4]:
         shm = json.load(open(f"{out}/train-{name}-shm{ranks}-none.json"))
         breakdown = shm["metrics"]["time_breakdown"]
         compute = breakdown["busy_s"] / breakdown["steps"]
         for rate in ["1gbit", "100mbit"]:
-            model = scaling_model("--allreduce", f"{out}/profile-{ranks}-{rate}.json", "--model", name,
+            # The link without its cap: 2 uncapped hosts (at 4 the scheduler, not the link, is
+            # what allreduce-bench measures).
+            capped, uncapped = f"{out}/profile-{ranks}-{rate}.json", f"{out}/profile-2-none.json"
+            model = scaling_model("--allreduce", capped, "--allreduce", uncapped, "--profile", capped,
+                                  "--uncapped", uncapped, "--model", name,
                                   "--serial-step", repr(ranks * compute), "--max-nodes", "4",
                                   "--check-run", f"{out}/train-{name}-{ranks}-{rate}.json")
             p = model["checks"][0]["prediction"]
             print(f"| {name} | {ranks} x 1 | {rate} | {compute * 1e3:.2f} ms | {p['predicted_step_s'] * 1e3:.1f} ms | "
                   f"{p['measured_step_s'] * 1e3:.1f} ms | {100 * p['relative_error']:+.0f}% | {p['algorithm']} | "
-                  f"{p['hidden_fraction']:.2f} |")
+                  f"{p['hidden_fraction']:.2f} | {'refilled' if p['within_token_bucket'] else 'capped'} |")
 EOF
 fi

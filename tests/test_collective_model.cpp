@@ -266,6 +266,35 @@ TEST(CollectiveModel, StepPredictionByHand) {
   EXPECT_THROW(predict_step(model, Scaling::strong, fabric), Error);
 }
 
+TEST(CollectiveModel, TrafficWithinTheTokenBucketGoesUncapped) {
+  // 2 nodes, one 100 kB bucket: each link carries 2(2-1)/2 x 100 kB = 100 kB per step.
+  StepModel model;
+  model.serial_step_s = 0.02;
+  model.bucket_bytes = {1e5};
+  HierarchicalFabric fabric;
+  fabric.nodes = 2;
+  // At p = 2 recursive doubling is cheapest (one alpha + n beta; the ring pays two alphas).
+  fabric.network = {{1e-3, 1e-8}, 0};                 // capped: 1e-3 + 1e-3 = 2 ms
+  fabric.uncapped = CollectiveCost{{1e-5, 1e-9}, 0};  // 1e-5 + 1e-4 = 0.11 ms
+  // Burst 500 kB, 125 MB/s: 100 kB fits and refills in 0.8 ms < the 10.11 ms step.
+  fabric.token_bucket = TokenBucket{5e5, 1.25e8};
+  StepPrediction p = predict_step(model, Scaling::strong, fabric);
+  EXPECT_TRUE(p.within_token_bucket);
+  EXPECT_NEAR(p.step_s, 0.01 + 1.1e-4, 1e-12);
+  // A 67 kB burst at 12.5 MB/s (100mbit's): the 100 kB refill within the step (8 ms), the
+  // 33 kB beyond the burst wait for tokens: 33e3 / 12.5e6 = 2.64 ms more.
+  fabric.token_bucket = TokenBucket{67000, 1.25e7};
+  p = predict_step(model, Scaling::strong, fabric);
+  EXPECT_TRUE(p.within_token_bucket);
+  EXPECT_NEAR(token_bucket_wait(*fabric.token_bucket, 1e5), 2.64e-3, 1e-15);
+  EXPECT_NEAR(p.step_s, 0.01 + 1.1e-4 + 2.64e-3, 1e-12);
+  // The rate cannot refill 100 kB within the step (1 MB/s: 0.1 s): the capped cost holds.
+  fabric.token_bucket = TokenBucket{5e5, 1e6};
+  p = predict_step(model, Scaling::strong, fabric);
+  EXPECT_FALSE(p.within_token_bucket);
+  EXPECT_NEAR(p.step_s, 0.01 + 2e-3, 1e-12);
+}
+
 TEST(CollectiveModel, NodesBelowHalfEfficiency) {
   // 10 ms serial step, one 1 MB bucket, nothing hidden, alpha 10 us, beta 1 ns/B, no gamma.
   // Strong efficiency is 0.01 / (0.01 + p c(p)), below 1/2 once p c(p) > 0.01; the cheapest

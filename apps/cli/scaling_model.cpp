@@ -31,6 +31,7 @@ struct ScalingArgs {
   int max_nodes = 1024;
   std::vector<std::string> runs;  // measured cluster run reports to check
   std::string profile;            // the profile the runs are checked against
+  std::string uncapped;           // the same link without its tbf cap, for runs with a link rate
   std::string report = "-";
 };
 
@@ -172,7 +173,8 @@ nlohmann::json profile_json(const Profile& profile, const StepModel& model, cons
 
 // A measured cluster run against the prediction for its node count: the step is
 // metrics.train_seconds / steps, the hidden share its own overlap_detail.hidden_fraction.
-nlohmann::json check_run(const std::string& path, const Profile& profile, StepModel model, const ScalingArgs& a) {
+nlohmann::json check_run(const std::string& path, const Profile& profile, const Profile* uncapped,
+                         StepModel model, const ScalingArgs& a) {
   const nlohmann::json run = read_report(path);
   const nlohmann::json& metrics = run.at("metrics");
   if (run.at("config").at("strategy") != "cluster" || !run.contains("strategy_metrics")) {
@@ -188,7 +190,15 @@ nlohmann::json check_run(const std::string& path, const Profile& profile, StepMo
                            ? schedule.get<std::vector<double>>()
                            : allreduce_schedule_bytes(parse_model(run.at("config").at("model").get<std::string>()),
                                                       cluster.at("overlap_active").get<bool>());
-  const StepPrediction p = predict_step(model, Scaling::strong, fabric_of(profile, nodes, a.ranks_per_node));
+  HierarchicalFabric fabric = fabric_of(profile, nodes, a.ranks_per_node);
+  // A tbf-capped link (emulated hosts): a step's traffic that fits the bucket is not held back.
+  const nlohmann::json& rate = cluster.at("network").at("link_rate");
+  const std::optional<double> bits_per_s = rate.is_string() ? parse_tc_rate(rate.get<std::string>()) : std::nullopt;
+  if (uncapped != nullptr && bits_per_s) {
+    fabric.token_bucket = TokenBucket{tbf_burst_bytes(*bits_per_s), *bits_per_s / 8};
+    fabric.uncapped = uncapped->network;
+  }
+  const StepPrediction p = predict_step(model, Scaling::strong, fabric);
   return {{"run", path},
           {"prediction",
            {{"predicted_step_s", p.step_s},
@@ -196,6 +206,7 @@ nlohmann::json check_run(const std::string& path, const Profile& profile, StepMo
             {"relative_error", (p.step_s - measured) / measured},
             {"algorithm", p.algorithm},
             {"hidden_fraction", model.hidden_fraction},
+            {"within_token_bucket", p.within_token_bucket},
             {"profile", profile.name}}}};
 }
 
@@ -232,10 +243,15 @@ int run_scaling_model(const ScalingArgs& a) {
       if (profile.name == a.profile) chosen = &profile;
     }
     if (!a.profile.empty() && chosen->name != a.profile) fail("--profile " + a.profile + ": no such profile");
+    const Profile* uncapped = nullptr;
+    for (const Profile& profile : profiles) {
+      if (profile.name == a.uncapped) uncapped = &profile;
+    }
+    if (!a.uncapped.empty() && uncapped == nullptr) fail("--uncapped " + a.uncapped + ": no such profile");
     nlohmann::json checks = nlohmann::json::array();
     for (const std::string& run : a.runs) {
       try {
-        checks.push_back(check_run(run, *chosen, model, a));
+        checks.push_back(check_run(run, *chosen, uncapped, model, a));
       } catch (const nlohmann::json::exception& e) {
         fail(run + ": not a cluster run report this cnnbench can read (" + e.what() + ")");
       }
@@ -277,6 +293,9 @@ void add_scaling_model_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--check-run", args->runs, "measured cluster run reports to predict and compare")
       ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--profile", args->profile, "the profile --check-run uses (default: the first)");
+  cmd->add_option("--uncapped", args->uncapped,
+                  "the profile of the same link without its rate cap: --check-run prices a run over a "
+                  "tbf-capped link with it when the step's traffic fits the token bucket");
   cmd->add_option("--report", args->report, "where to write the JSON ('-' = stdout)")
       ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();

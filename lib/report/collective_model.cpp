@@ -336,11 +336,13 @@ std::optional<double> parse_tc_rate(std::string_view rate) {
 
 // ---- step prediction -------------------------------------------------------------------------------
 
-StepPrediction predict_step(const StepModel& model, Scaling scaling, const HierarchicalFabric& fabric) {
-  CNNBENCH_CHECK(model.serial_step_s > 0, "step prediction needs a positive serial step time");
-  CNNBENCH_CHECK(model.hidden_fraction >= 0 && model.hidden_fraction <= 1,
-                 "step prediction: the hidden fraction must lie in [0, 1], got " +
-                     std::to_string(model.hidden_fraction));
+double token_bucket_wait(const TokenBucket& bucket, double bytes) {
+  return std::max(0.0, bytes - bucket.burst_bytes) / bucket.rate_bytes_per_s;
+}
+
+namespace {
+
+StepPrediction predict_step_on(const StepModel& model, Scaling scaling, const HierarchicalFabric& fabric) {
   StepPrediction out;
   out.nodes = fabric.nodes;
   out.compute_s = scaling == Scaling::strong ? model.serial_step_s / fabric.nodes : model.serial_step_s;
@@ -358,6 +360,36 @@ StepPrediction predict_step(const StepModel& model, Scaling scaling, const Hiera
   out.efficiency = scaling == Scaling::strong ? model.serial_step_s / (fabric.nodes * out.step_s)
                                               : model.serial_step_s / out.step_s;
   return out;
+}
+
+}  // namespace
+
+StepPrediction predict_step(const StepModel& model, Scaling scaling, const HierarchicalFabric& fabric) {
+  CNNBENCH_CHECK(model.serial_step_s > 0, "step prediction needs a positive serial step time");
+  CNNBENCH_CHECK(model.hidden_fraction >= 0 && model.hidden_fraction <= 1,
+                 "step prediction: the hidden fraction must lie in [0, 1], got " +
+                     std::to_string(model.hidden_fraction));
+  if (!fabric.token_bucket || !fabric.uncapped) return predict_step_on(model, scaling, fabric);
+  HierarchicalFabric fast = fabric;
+  fast.network = *fabric.uncapped;
+  StepPrediction uncapped = predict_step_on(model, scaling, fast);
+  double per_link = 0;
+  const double p = fabric.nodes * fabric.ranks_per_node;
+  for (double bytes : model.bucket_bytes) per_link += 2 * (p - 1) / p * bytes;
+  // The bucket regime holds while the rate could send the step's traffic within the uncapped
+  // step; beyond that the cap binds, and TCP over the shaped link does worse than the wire time
+  // (the capped profile, from back-to-back calls, carries that).
+  if (per_link > fabric.token_bucket->rate_bytes_per_s * uncapped.step_s) {
+    return predict_step_on(model, scaling, fabric);
+  }
+  const double wait = token_bucket_wait(*fabric.token_bucket, per_link);
+  uncapped.communication_s += wait;
+  uncapped.exposed_s += (1 - model.hidden_fraction) * wait;
+  uncapped.step_s = uncapped.compute_s + uncapped.exposed_s;
+  uncapped.efficiency = scaling == Scaling::strong ? model.serial_step_s / (fabric.nodes * uncapped.step_s)
+                                                   : model.serial_step_s / uncapped.step_s;
+  uncapped.within_token_bucket = true;
+  return uncapped;
 }
 
 std::optional<int> nodes_below_half_efficiency(const StepModel& model, Scaling scaling,

@@ -63,11 +63,27 @@ double allreduce_seconds(AllreduceAlgorithm algorithm, int ranks, double bytes,
 // Two levels: a binomial reduce over shared memory inside each node, an allreduce among the node
 // leaders over the network (the cheapest of ring, recursive doubling, Rabenseifner), a binomial
 // broadcast inside each node.
+// A link shaped by a tbf token bucket (scripts/emulate-hosts.sh): while the rate refills the
+// bucket between steps, a step's first burst_bytes pass at the link's uncapped speed and only
+// the rest waits for tokens, at the rate.
+struct TokenBucket {
+  double burst_bytes = 0;
+  double rate_bytes_per_s = 0;
+};
+// The wait for tokens of `bytes` sent at once from a full bucket: (bytes - burst) / rate, or 0.
+double token_bucket_wait(const TokenBucket& bucket, double bytes);
+
 struct HierarchicalFabric {
   int nodes = 1;
   int ranks_per_node = 1;
   CollectiveCost network;
   CollectiveCost shared_memory;
+  // A token-bucket-shaped network: `network` is its capped cost (back-to-back calls, measured
+  // above the burst), `uncapped` the same link without the cap. predict_step prices a step whose
+  // traffic the rate could send within the uncapped step at `uncapped` plus token_bucket_wait,
+  // else at `network` (an empirical boundary: docs/cluster.md, "Checked against measurements").
+  std::optional<TokenBucket> token_bucket;
+  std::optional<CollectiveCost> uncapped;
 };
 double hierarchical_allreduce_seconds(const HierarchicalFabric& fabric, double bytes);
 
@@ -153,7 +169,9 @@ struct StepPrediction {
   double compute_s = 0, communication_s = 0, exposed_s = 0, step_s = 0;
   double efficiency = 1;  // compute of one node over nodes x this step (strong), or its step over this one (weak)
   std::string algorithm;  // the cheapest for the largest bucket
+  bool within_token_bucket = false;  // priced uncapped + token wait (HierarchicalFabric::token_bucket)
 };
+// With a token bucket, each rank's link carries the ring's 2(p-1)/p of every allreduce per step.
 StepPrediction predict_step(const StepModel& model, Scaling scaling, const HierarchicalFabric& fabric);
 // The smallest node count in 2..max_nodes whose efficiency falls below 50%; nullopt when none.
 std::optional<int> nodes_below_half_efficiency(const StepModel& model, Scaling scaling,
