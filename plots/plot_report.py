@@ -12,7 +12,9 @@ import argparse
 import json
 import os
 import stat
+import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -280,37 +282,97 @@ def plot_time_to_accuracy(report, models, out):
     save(fig, out, "time_to_accuracy")
 
 
+def scaling_inputs(report, model):
+    """The serial step of one node over the whole batch and the measured share of communication
+    hidden behind backward (median over the model's cluster points; 0 without any)."""
+    prediction = next((s for s in report.get("scaling_prediction", []) if s["model"] == model), None)
+    serial = prediction["serial_step_s"] if prediction and prediction.get("serial_step_s") else None
+    if serial is None:
+        for point in measured(report, model):
+            if point["strategy"] == "serial" and point.get("steps"):
+                serial = point["time"]["median"] / point["steps"]
+    hidden = sorted(((p.get("strategy_metrics") or {}).get("overlap_detail") or {}).get("hidden_fraction", 0.0)
+                    for p in measured(report, model) if p["strategy"] == "cluster" and p["nodes"] > 1)
+    return serial, hidden[len(hidden) // 2] if hidden else 0.0
+
+
+def scaling_curves(report, model, serial, hidden):
+    """`cnnbench scaling-model`'s strong and weak curves for every profile of fabric_profiles.json
+    (next to this script), plus the sweep's own allreduce measurement when it has a link fit. None
+    when the cnnbench that runs the plot is unknown (CNNBENCH_EXECUTABLE, set by cnnbench plot)."""
+    executable = os.environ.get("CNNBENCH_EXECUTABLE")
+    profiles = Path(__file__).with_name("fabric_profiles.json")
+    if not executable or not profiles.exists():
+        return None
+    args = [executable, "scaling-model", "--fabric", str(profiles), "--model", model,
+            "--serial-step", repr(serial), "--hidden-fraction", repr(hidden), "--max-nodes", "1024",
+            "--report", "-"]
+    with tempfile.TemporaryDirectory() as scratch:
+        allreduce = report.get("allreduce") or {}
+        if "link" in (allreduce.get("fit") or {}):
+            path = Path(scratch) / "allreduce.json"
+            path.write_text(json.dumps(allreduce))
+            args += ["--allreduce", str(path)]
+        result = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise RuntimeError(f"cnnbench scaling-model failed: {result.stdout}{result.stderr}".strip())
+    return json.loads(result.stdout)
+
+
+def measured_efficiency(report, model, serial):
+    """(nodes, median, low, high) efficiency of the model's 1-thread cluster points over serial,
+    the range from the fastest and slowest repetition."""
+    rows = []
+    for point in measured(report, model):
+        if point["strategy"] != "cluster" or point["cores"] != 1 or not point.get("steps"):
+            continue
+        steps, nodes = point["steps"], point["nodes"]
+        eff = [serial / (nodes * t / steps) for t in (point["time"]["median"], point["time"]["max"],
+                                                       point["time"]["min"])]
+        rows.append((nodes, eff[0], eff[1], eff[2]))
+    return sorted(rows)
+
+
 def plot_scaling_prediction(report, models, out):
-    fig, axes = new_figure(report, "Cluster scaling: measured vs predicted\n"
-                                   "(T(p) = t_node ceil(B/p)/B + 2(p-1) alpha + 2(p-1)/p n beta)",
-                           models)
-    predictions = {s["model"]: s for s in report.get("scaling_prediction", [])}
+    fig, axes = new_figure(report, "Cluster scaling predicted per fabric: strong (solid) and weak "
+                                   "(dashed) efficiency\n(step = compute + (1 - hidden) x cheapest "
+                                   "allreduce per bucket; o: the algorithm changes)", models)
     for ax, model in zip(axes, models):
-        s = predictions.get(model)
-        if not s or not s["available"]:
-            reason = s["reason"] if s else "no measurement"
+        serial, hidden = scaling_inputs(report, model)
+        curves = scaling_curves(report, model, serial, hidden) if serial else None
+        if not curves:
+            reason = "no serial step in the report" if not serial else \
+                "run through `cnnbench plot` (it names the cnnbench that computes the curves)"
             ax.text(0.5, 0.5, "no prediction:\n" + reason, ha="center", va="center",
                     transform=ax.transAxes, wrap=True, fontsize=8)
         else:
-            xs = [q["nodes"] for q in s["predicted"]]
-            ax.plot(xs, xs, color="0.6", linestyle=":", label="ideal S = p")
-            ax.plot(xs, [q["speedup"] for q in s["predicted"]], color="tab:red", marker=".",
-                    label=f"predicted (alpha {s['alpha_s'] * 1e6:.1f} us, "
-                          f"1/beta {1e-9 / s['beta_s_per_byte'] if s['beta_s_per_byte'] > 0 else float('inf'):.2f} GB/s)")
-            m = s["measured_vs_predicted"]
-            if m:
-                ax.plot([q["nodes"] for q in m], [q["measured_speedup"] for q in m], "kv",
-                        markersize=8, label="measured (1 thread/rank)")
+            colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+            for i, profile in enumerate(curves["profiles"]):
+                colour = colours[i % len(colours)]
+                for kind, style in (("strong", "-"), ("weak", "--")):
+                    # Powers of two only: in between, the folding of extra ranks makes the
+                    # cheapest algorithm (and the curve) zigzag.
+                    curve = [q for q in profile[kind] if q["nodes"] & (q["nodes"] - 1) == 0]
+                    ax.plot([q["nodes"] for q in curve], [q["efficiency"] for q in curve], color=colour,
+                            linestyle=style, linewidth=1, label=profile["name"] if kind == "strong" else None)
+                    for a, b in zip(curve, curve[1:]):
+                        if a["algorithm"] != b["algorithm"]:
+                            ax.plot(b["nodes"], b["efficiency"], "o", color=colour, markersize=4)
+            rows = measured_efficiency(report, model, serial)
+            if rows:
+                ax.errorbar([r[0] for r in rows], [r[1] for r in rows],
+                            yerr=[[r[1] - r[2] for r in rows], [r[3] - r[1] for r in rows]],
+                            fmt="kv", markersize=7, capsize=3, label="measured (1 thread/rank)")
+            ax.axhline(0.5, color="0.5", linestyle=":", linewidth=1)
             ax.set_xscale("log", base=2)
-            ax.set_yscale("log", base=2)
-        gradients = (s or {}).get("gradient_bytes")
-        ax.set_title(f"{model}: batch {report['config']['batch']}"
-                     + (f", {gradients / 1e6:.2f} MB of gradients" if gradients else ""))
-        ax.set_xlabel("nodes p (MPI ranks)")
-        ax.set_ylabel("speedup over serial")
+            ax.set_ylim(0, 1.1)
+        ax.set_title(f"{model}: batch {report['config']['batch']}, serial step "
+                     + (f"{serial * 1e3:.2f} ms, hidden {hidden:.0%}" if serial else "unknown"))
+        ax.set_xlabel("nodes p (1 rank each)")
+        ax.set_ylabel("efficiency")
         ax.grid(alpha=0.3, which="both")
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6, ncol=2)
     save(fig, out, "scaling_prediction")
 
 

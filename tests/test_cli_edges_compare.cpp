@@ -232,7 +232,7 @@ const std::vector<Edge> kCompareEdges = {
      "any(x['strategy'] == 'cluster' for x in p), p\""},
     {"AllreduceBenchRefusesOneRank", "allreduce-bench", 2, "run it under mpirun -np N", {}},
     {"AllreduceBenchRoundsToWholeFloats",
-     "allreduce-bench --allow-one-rank --min-bytes 5 --max-bytes 16 --repetitions 1 --warmup 0", 0,
+     "allreduce-bench --allow-one-rank --min-bytes 5 --max-bytes 32 --repetitions 1 --warmup 0", 0,
      "--min-bytes 5 rounded up to 8", {}},
 #endif
 };

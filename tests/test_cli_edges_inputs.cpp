@@ -213,9 +213,12 @@ const std::vector<Edge> kInputEdges = {
     {"AllreduceBenchMinAboveMax", "allreduce-bench --min-bytes 64 --max-bytes 8", 2,
      "--min-bytes 64 is above --max-bytes 8"},
     {"AllreduceBenchNegativeRepetitions", "allreduce-bench --repetitions -1", 2, "--repetitions"},
-    // A fit with fewer points than parameters is refused: alpha + n*beta needs two sizes.
+    // A fit needs a third size to say anything about its error: one or two are refused.
     {"AllreduceBenchOneSizeIsNoFit", "allreduce-bench --min-bytes 8 --max-bytes 12", 2,
-     "one message size (8 bytes), and the fit alpha + n*beta needs at least 2"},
+     "one message size from 8 bytes, and the fit alpha + n*beta needs at least 3"},
+    {"AllreduceBenchTwoSizesIsNoFit", "allreduce-bench --min-bytes 8 --max-bytes 16", 2,
+     "two message sizes from 8 bytes, and the fit alpha + n*beta needs at least 3"},
+    {"AllreduceBenchUnknownAlgorithm", "allreduce-bench --algorithm tree", 2, "--algorithm"},
 };
 
 }  // namespace

@@ -370,6 +370,9 @@ TEST(SweepRecords, ReportsReadBackUnchanged) {
   add_scaling_analysis(analysed);
   for (const auto& change : nlohmann::json::diff(committed, analysed)) {
     const auto where = nlohmann::json::json_pointer(change.at("path").get<std::string>());
+    // The report predates the communication model's per-point prediction: that is the one field
+    // the analysis may add (its numbers are checked in test_collective_model).
+    if (change.at("op") == "add" && where.back() == "prediction") continue;
     ASSERT_EQ(change.at("op"), "replace") << change.dump();
     ASSERT_TRUE(committed.at(where).is_number()) << change.dump();
     const double before = committed.at(where).get<double>();

@@ -1,10 +1,15 @@
-// `cnnbench allreduce-bench`: times MPI_Allreduce over message sizes under mpirun and fits
-// t(n) = alpha + n beta; rank 0 prints (or writes) the JSON the sweep's scaling model reads.
+// `cnnbench allreduce-bench`: times MPI_Allreduce over message sizes under mpirun, with Open MPI's
+// algorithm forced or not, and fits t(n) = alpha + n beta; rank 0 prints (or writes) the JSON the
+// sweep's scaling model and the fabric profiles read.
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "cnnbench/cluster.hpp"
+#include "cnnbench/collective_model.hpp"
 #include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/report.hpp"
@@ -22,8 +27,128 @@ namespace {
 struct AllreduceArgs {
   AllreduceBenchConfig config;
   std::string report = "-";
+  std::string algorithm;  // empty: whatever the environment says (Open MPI's own choice by default)
   bool allow_one_rank = false;
 };
+
+constexpr const char* algorithm_variable = "OMPI_MCA_coll_tuned_allreduce_algorithm";
+constexpr const char* dynamic_rules_variable = "OMPI_MCA_coll_tuned_use_dynamic_rules";
+constexpr const char* segment_variable = "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize";
+
+std::optional<int> integer_variable(const char* name) {
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == 0) return std::nullopt;
+  try {
+    return std::stoi(value);
+  } catch (const std::exception&) {
+    fail(std::string(name) + "=" + value + ": not a whole number");
+  }
+}
+
+// The algorithm this run asks Open MPI for. --algorithm sets the MCA variables in this rank's
+// environment before MPI_Init reads them (each rank runs this); without it, a caller's
+// OMPI_MCA_* variables (mpirun -x, or exported) count, and only with dynamic rules on.
+AllreduceAlgorithm ask_for_algorithm(const std::string& flag) {
+  const std::optional<int> preset = integer_variable(algorithm_variable);
+  const bool dynamic = integer_variable(dynamic_rules_variable).value_or(0) != 0;
+  if (flag.empty()) {
+    return preset && dynamic ? algorithm_from_open_mpi_id(*preset) : AllreduceAlgorithm::open_mpi_default;
+  }
+  const AllreduceAlgorithm asked = parse_allreduce_algorithm(flag);
+  const int id = open_mpi_algorithm_id(asked);
+  if (preset && *preset != id) {
+    fail("--algorithm " + flag + " is Open MPI's allreduce algorithm " + std::to_string(id) + ", but " +
+         algorithm_variable + "=" + std::to_string(*preset) + " is set: unset it or ask for the same");
+  }
+  if (asked != AllreduceAlgorithm::open_mpi_default) {
+    ::setenv(dynamic_rules_variable, "1", 1);
+    ::setenv(algorithm_variable, std::to_string(id).c_str(), 1);
+  }
+  return asked;
+}
+
+// Open MPI read back after MPI_Init must hold the algorithm asked for, or the report would
+// label Open MPI's own choice with it.
+void check_library_took(AllreduceAlgorithm asked, const nlohmann::json& settings) {
+  if (asked == AllreduceAlgorithm::open_mpi_default) return;
+  const nlohmann::json& algorithm = settings.at("coll_tuned_allreduce_algorithm");
+  const nlohmann::json& dynamic = settings.at("coll_tuned_use_dynamic_rules");
+  if (algorithm.is_null() || dynamic.is_null()) return;  // no MPI_T variable to check against
+  if (algorithm.get<int>() != open_mpi_algorithm_id(asked) || dynamic.get<int>() == 0) {
+    fail("asked Open MPI for allreduce algorithm " + std::string(algorithm_name(asked)) +
+         " but after MPI_Init it holds coll_tuned_allreduce_algorithm=" + algorithm.dump() +
+         ", coll_tuned_use_dynamic_rules=" + dynamic.dump());
+  }
+}
+
+nlohmann::json line_json(const FitLine& line) {
+  return {{"alpha_s", line.alpha_s},
+          {"beta_s_per_byte", line.beta_s_per_byte},
+          {"bandwidth_gbps", line.beta_s_per_byte > 0 ? 1e-9 / line.beta_s_per_byte : 0.0},
+          {"from_bytes", line.from_bytes},
+          {"to_bytes", line.to_bytes},
+          {"constrained", line.constrained}};
+}
+
+// The fit of the medians, its residuals, and the point-to-point link cost behind it under the
+// algorithm that ran at the smallest (alpha) and largest (beta) fitted size.
+nlohmann::json fit_json(const nlohmann::json& result, AllreduceAlgorithm asked, std::int64_t segment_elements) {
+  std::vector<SizeTime> points;
+  for (const auto& size : result.at("sizes")) points.push_back({size.at("bytes"), size.at("seconds")});
+  FitOptions options;
+  const nlohmann::json& rate = result.at("network").at("link_rate");
+  if (rate.is_string()) options.link_rate_bits_per_s = parse_tc_rate(rate.get<std::string>());
+  const AllreduceFit fit = fit_allreduce(points, options);
+  nlohmann::json residuals = nlohmann::json::array();
+  for (std::size_t i = 0; i < fit.used.size(); ++i) {
+    residuals.push_back({{"bytes", fit.used[i].bytes}, {"relative", fit.relative_residuals[i]}});
+  }
+  nlohmann::json pieces = nlohmann::json::array();
+  for (const FitLine& piece : fit.pieces) pieces.push_back(line_json(piece));
+  const int ranks = result.at("ranks");
+  const double gamma = result.at("reduction").at("gamma_s_per_byte");
+  const auto run_at = [&](double bytes) {
+    return algorithm_run(asked, static_cast<std::int64_t>(bytes / 4), ranks, segment_elements);
+  };
+  const AllreduceAlgorithm small = run_at(fit.used.front().bytes), large = run_at(fit.used.back().bytes);
+  const LinkCost from_small = link_cost_from_fit(small, ranks, fit.pieces.front().alpha_s,
+                                                 fit.pieces.front().beta_s_per_byte, gamma);
+  const LinkCost from_large = link_cost_from_fit(large, ranks, fit.pieces.back().alpha_s,
+                                                 fit.pieces.back().beta_s_per_byte, gamma);
+  nlohmann::json out = line_json(fit.line);
+  out["model"] = "t(n) = alpha + n * beta, least squares weighted by 1/t^2 (relative error) over "
+                 "the medians; two pieces split at the eager limit when they cut the RMS relative "
+                 "residual by 30%";
+  out["kept"] = fit.pieces.size() > 1 ? "piecewise" : "line";
+  out["eager_limit_bytes"] = options.eager_limit_bytes;
+  out["pieces"] = pieces;
+  out["rms_relative_residual"] = fit.rms_relative_residual;
+  out["line_rms_relative_residual"] = fit.line_rms_relative_residual;
+  out["residuals"] = residuals;
+  out["excluded_bytes"] = fit.excluded_bytes;
+  if (options.link_rate_bits_per_s) {
+    out["excluded_reason"] = "inside the tbf burst of " +
+                             std::to_string(static_cast<long long>(tbf_burst_bytes(*options.link_rate_bits_per_s))) +
+                             " bytes at link rate " + rate.get<std::string>();
+  }
+  // default's large messages are modelled as a ring (as the sweep's scaling model does).
+  out["link"] = {{"alpha_s", from_small.alpha_s},
+                 {"alpha_from", algorithm_name(small == AllreduceAlgorithm::open_mpi_default ? AllreduceAlgorithm::ring : small)},
+                 {"beta_s_per_byte", from_large.beta_s_per_byte},
+                 {"beta_from", algorithm_name(large == AllreduceAlgorithm::open_mpi_default ? AllreduceAlgorithm::ring : large)},
+                 {"gamma_s_per_byte", gamma}};
+  return out;
+}
+
+// Per size: the algorithm asked for and the one Open MPI's fallbacks run for that count.
+void label_algorithms(nlohmann::json& result, AllreduceAlgorithm asked, std::int64_t segment_elements) {
+  const int ranks = result.at("ranks");
+  for (auto& size : result.at("sizes")) {
+    size["algorithm_asked"] = algorithm_name(asked);
+    size["algorithm_run"] = algorithm_name(algorithm_run(asked, size.at("count").get<std::int64_t>(),
+                                                         ranks, segment_elements));
+  }
+}
 
 // MPI_Allreduce of MPI_FLOAT moves whole 4-byte elements: a size in between is rounded up.
 std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
@@ -31,6 +156,7 @@ std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
 int run_allreduce_bench(const AllreduceArgs& a) {
   check_output_path(a.report, "--report");  // before the minutes of timing
 #if CNNBENCH_HAVE_MPI
+  const AllreduceAlgorithm asked = ask_for_algorithm(a.algorithm);
   ensure_mpi_initialized();
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -54,7 +180,13 @@ int run_allreduce_bench(const AllreduceArgs& a) {
       }
     }
   }
-  const nlohmann::json result = allreduce_benchmark(config);
+  nlohmann::json result = allreduce_benchmark(config);
+  check_library_took(asked, result.at("open_mpi"));
+  const std::int64_t segment_elements = integer_variable(segment_variable).value_or(0) / 4;
+  result["algorithm_asked"] = algorithm_name(asked);
+  label_algorithms(result, asked, segment_elements);
+  // One rank's times are memory copies: nothing to fit a link to.
+  result["fit"] = ranks > 1 ? fit_json(result, asked, segment_elements) : nlohmann::json();
   if (rank == 0) write_json(a.report, result);
   return 0;
 #else
@@ -77,6 +209,15 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--repetitions", args->config.repetitions, "calls per size (0: about 5 ms per size)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  cmd->add_option("--samples", args->config.samples, "timed samples per size (the median is reported)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--algorithm", args->algorithm,
+                  "Open MPI allreduce algorithm to force: default, basic_linear, recursive_doubling, "
+                  "ring, segmented_ring, rabenseifner (sets OMPI_MCA_coll_tuned_*; the report says "
+                  "per size which one ran after Open MPI's fallbacks)")
+      ->check(CLI::IsMember({"default", "basic_linear", "recursive_doubling", "ring", "segmented_ring",
+                             "rabenseifner"}));
   cmd->add_option("--warmup", args->config.warmup, "untimed calls per size")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -86,20 +227,20 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
   cmd->add_flag("--allow-one-rank", args->allow_one_rank,
                 "run on one rank too (without mpirun: no communication, only a memory copy is timed)");
   cmd->callback([args, &runner] {
-    // Sizes double from the smallest; the fit alpha + n*beta has two parameters, so it needs two
-    // sizes at least (a fit with fewer points than parameters is refused).
+    // Sizes double from the smallest; the fit alpha + n*beta has two parameters, and needs a third
+    // size to say anything about its error.
     const std::int64_t smallest = whole_floats(args->config.min_bytes);
     const std::int64_t largest = whole_floats(args->config.max_bytes);
     if (smallest > largest) {
       throw CLI::ValidationError("--min-bytes " + std::to_string(args->config.min_bytes) +
                                  " is above --max-bytes " + std::to_string(args->config.max_bytes));
     }
-    if (2 * smallest > largest) {
+    if (4 * smallest > largest) {
       throw CLI::ValidationError(
           "--min-bytes " + std::to_string(args->config.min_bytes) + " --max-bytes " +
-          std::to_string(args->config.max_bytes) + ": one message size (" +
-          std::to_string(smallest) + " bytes), and the fit alpha + n*beta needs at least 2; make "
-          "--max-bytes at least twice --min-bytes");
+          std::to_string(args->config.max_bytes) + ": " + (2 * smallest > largest ? "one message size" : "two message sizes") +
+          " from " + std::to_string(smallest) + " bytes, and the fit alpha + n*beta needs at least 3; make "
+          "--max-bytes at least 4 times --min-bytes");
     }
     runner = [args] { return run_allreduce_bench(*args); };
   });

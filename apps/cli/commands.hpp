@@ -21,6 +21,7 @@ void add_sweep_command(CLI::App& root, Runner& runner);
 void add_compare_command(CLI::App& root, Runner& runner);
 void add_plot_command(CLI::App& root, Runner& runner);
 void add_allreduce_bench_command(CLI::App& root, Runner& runner);
+void add_scaling_model_command(CLI::App& root, Runner& runner);
 void add_completion_command(CLI::App& root, Runner& runner);
 void add_man_command(CLI::App& root, Runner& runner);
 

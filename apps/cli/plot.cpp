@@ -84,6 +84,8 @@ int run_plot(const PlotArgs& a) {
   check_output_folder(a.out, "--out");
   const std::string python =
       !a.python.empty() ? a.python : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  // The scaling-prediction plot asks this cnnbench for its curves (cnnbench scaling-model).
+  ::setenv("CNNBENCH_EXECUTABLE", std::filesystem::read_symlink("/proc/self/exe").c_str(), 1);
   std::vector<std::string> words = {python, script.string()};
   words.insert(words.end(), arguments.begin(), arguments.end());
   std::vector<char*> argv;

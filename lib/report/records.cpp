@@ -139,7 +139,7 @@ const auto point_measured = std::tuple{
     optional_field("baseline_cores", &P::baseline_cores),
     optional_field("paired_baseline", &P::paired_baseline),
     optional_field("time_to_accuracy", &P::time_to_accuracy),
-    optional_field("calibration", &P::calibration)};
+    optional_field("calibration", &P::calibration), optional_field("prediction", &P::prediction)};
 // Written together once the analysis ran (karp_flatt null at p = 1).
 const auto point_derived = std::tuple{
     field("speedup", &P::speedup), field("speedup_unpaired", &P::speedup_unpaired),

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cnnbench/cluster_prediction.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/records.hpp"
@@ -142,6 +143,7 @@ void add_scaling_analysis(SweepRecord& sweep) {
     sweep.scaling_prediction.push_back(scaling_prediction(sweep, kind, serial));
   }
   sweep.baseline_warning = baseline_warning(sweep.points);
+  add_cluster_predictions(sweep);
 }
 
 void add_scaling_analysis(nlohmann::json& report) {

@@ -296,6 +296,9 @@ void SweepRunner::finish_point() {
     const bool paired = p.paired_baseline && !p.paired_baseline->ratios.empty();
     std::fprintf(stderr, ", %s %.2f", paired ? "paired speedup" : "speedup", *p.speedup);
   }
+  if (p.prediction.is_object()) {
+    std::fprintf(stderr, ", model %+.0f%%", 100 * p.prediction["relative_error"].get<double>());
+  }
   const json& tta = p.time_to_accuracy;
   if (tta.is_object() && tta.value("reached", false)) {
     std::fprintf(stderr, ", %.1f s to %.0f%%", tta["seconds"].get<double>(), 100 * tta["target"].get<double>());

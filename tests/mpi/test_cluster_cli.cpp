@@ -2,7 +2,8 @@
 // a checkpoint resumes on a different rank count and still equals serial, the report's time
 // breakdown adds up (2 x 1 and 2 x 2) and names a slowed rank, its trace holds both ranks,
 // killing one rank of a running job ends the whole job within 30 s, and stopping one ends it
-// after --comm-timeout.
+// after --comm-timeout; allreduce-bench forces the algorithm asked for and labels Open MPI's
+// fallbacks.
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -183,6 +184,47 @@ TEST(ClusterCli, TheReportBreaksTheStepsDownAndNamesTheSlowedRank) {
   }
   std::sort(ranks.begin(), ranks.end());
   EXPECT_EQ(ranks, (std::vector<int>{0, 1}));
+  // The allreduces a step made, as the report states them, cover the whole gradient.
+  const auto& schedule = report.at("strategy_metrics").at("allreduce").at("schedule_bytes");
+  double scheduled = 0;
+  for (const auto& bytes : schedule) scheduled += bytes.get<double>();
+  EXPECT_GT(schedule.size(), 1u) << "overlap on: one allreduce per bucket";
+  EXPECT_EQ(scheduled, 4.0 * static_cast<double>(model_spec(ModelKind::lenet5).param_count));
+  fs::remove_all(dir);
+}
+
+// --algorithm reaches Open MPI (read back after MPI_Init), and every size is labelled with what
+// Open MPI 4.1 runs for its count on 3 ranks: the ring below 3 floats is recursive doubling,
+// Rabenseifner below 2^floor(lg 3) = 2 floats is basic linear.
+TEST(ClusterCli, AllreduceBenchForcesTheAlgorithmAndLabelsTheFallbacks) {
+  const fs::path dir = fresh_folder("allreduce");
+  struct Expect {
+    const char* algorithm;
+    int id;
+    std::vector<std::string> run;  // for 1, 2, 4, 8, 16 floats
+  };
+  for (const Expect& e : {Expect{"ring", 4, {"recursive_doubling", "recursive_doubling", "ring", "ring", "ring"}},
+                          Expect{"rabenseifner", 6, {"basic_linear", "rabenseifner", "rabenseifner",
+                                                     "rabenseifner", "rabenseifner"}}}) {
+    const fs::path out = dir / (std::string(e.algorithm) + ".json");
+    run_ok(test::mpirun_command(3, {CNNBENCH_CLI, "allreduce-bench", "--algorithm", e.algorithm,
+                                    "--min-bytes", "4", "--max-bytes", "64", "--samples", "3",
+                                    "--repetitions", "5", "--report", out.string()}),
+           dir / "run.log");
+    const auto report = nlohmann::json::parse(read_file(out));
+    EXPECT_EQ(report.at("open_mpi").at("coll_tuned_allreduce_algorithm"), e.id) << report.at("open_mpi");
+    EXPECT_EQ(report.at("open_mpi").at("coll_tuned_use_dynamic_rules"), 1);
+    const auto& sizes = report.at("sizes");
+    ASSERT_EQ(sizes.size(), e.run.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_EQ(sizes[i].at("algorithm_asked"), e.algorithm);
+      EXPECT_EQ(sizes[i].at("algorithm_run"), e.run[i]) << "at " << sizes[i].at("bytes") << " bytes";
+      // nccl-tests' bus bandwidth: 2(p-1)/p = 4/3 of the algorithm bandwidth at p = 3.
+      EXPECT_NEAR(sizes[i].at("bus_gbps").get<double>(), sizes[i].at("algorithm_gbps").get<double>() * 4 / 3,
+                  1e-9 * sizes[i].at("bus_gbps").get<double>());
+    }
+    EXPECT_EQ(report.at("fit").at("residuals").size(), sizes.size());
+  }
   fs::remove_all(dir);
 }
 

@@ -115,6 +115,7 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
         {"ms_per_step_mean", steps > 0 ? 1e3 * exposed_mean / steps : 0.0},
         {"ms_per_step_max", steps > 0 ? 1e3 * exposed_max / steps : 0.0},
         {"payload_bytes_per_step", payload_per_step},
+        {"schedule_bytes", n > 1 ? shape.allreduce_bytes : std::vector<double>{}},
         {"bytes_moved_per_rank", bus_bytes},
         {"bus_gbps", transfer_seconds > 0 ? bus_bytes / transfer_seconds / 1e9 : 0.0}}},
       {"network", network_json(network)},

@@ -49,6 +49,7 @@ struct ClusterShape {
   int slow_rank = -1;
   double slow_factor = 1.0;
   std::size_t parameters = 0;  // floats in a gradient
+  std::vector<double> allreduce_bytes;  // allreduce_schedule_bytes(): one step's sums over the ranks
   NodeUpdate node_update = NodeUpdate::replicas;
 };
 

@@ -488,6 +488,7 @@ class ClusterStrategy final : public Strategy {
     shape.slow_rank = options_.slow_rank;
     shape.slow_factor = options_.slow_factor;
     shape.parameters = model_->params.size();
+    shape.allreduce_bytes = allreduce_schedule_bytes(model_->kind, overlapping_);
     shape.node_update = node_update_;
     const std::vector<RankReport> reports =
         gather_rank_reports(*group_, counters_, shares_->last_thread_shares());

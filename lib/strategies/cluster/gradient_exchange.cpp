@@ -57,6 +57,16 @@ std::vector<GradientBucket> gradient_buckets(const ModelSpec& spec, std::size_t 
   return buckets;
 }
 
+std::vector<double> allreduce_schedule_bytes(ModelKind kind, bool overlap) {
+  const ModelSpec& spec = model_spec(kind);
+  if (!overlap) return {4.0 * static_cast<double>(spec.param_count)};
+  std::vector<double> bytes;
+  for (const GradientBucket& bucket : gradient_buckets(spec, gradient_bucket_bytes)) {
+    bytes.push_back(4.0 * static_cast<double>(bucket.end - bucket.begin));
+  }
+  return bytes;
+}
+
 GradientExchange::GradientExchange(RankGroup& group, const ModelSpec& spec,
                                    std::vector<float*> thread_gradients, std::size_t count)
     : group_(group),

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "../rank_group.hpp"
@@ -65,40 +66,7 @@ void abort_job_at_exit() { abort_requested.store(true); }
 
 namespace {
 
-struct LineFit {
-  double alpha = 0, beta = 0, r2 = 0;
-};
-
-// Ordinary least squares of t = alpha + beta * n.
-LineFit fit_line(const std::vector<double>& n, const std::vector<double>& t) {
-  // Two parameters need two points at least: one size would fit any line through it.
-  CNNBENCH_CHECK(n.size() >= 2, "allreduce benchmark: the fit alpha + n*beta needs at least 2 "
-                                "message sizes, got " + std::to_string(n.size()));
-  const double count = static_cast<double>(n.size());
-  double mean_n = 0, mean_t = 0;
-  for (std::size_t i = 0; i < n.size(); ++i) {
-    mean_n += n[i] / count;
-    mean_t += t[i] / count;
-  }
-  double covariance = 0, variance = 0, total = 0;
-  for (std::size_t i = 0; i < n.size(); ++i) {
-    covariance += (n[i] - mean_n) * (t[i] - mean_t);
-    variance += (n[i] - mean_n) * (n[i] - mean_n);
-    total += (t[i] - mean_t) * (t[i] - mean_t);
-  }
-  LineFit fit;
-  fit.beta = variance > 0 ? covariance / variance : 0;
-  fit.alpha = mean_t - fit.beta * mean_n;
-  double residual = 0;
-  for (std::size_t i = 0; i < n.size(); ++i) {
-    const double e = t[i] - (fit.alpha + fit.beta * n[i]);
-    residual += e * e;
-  }
-  fit.r2 = total > 0 ? 1.0 - residual / total : 1.0;
-  return fit;
-}
-
-// Mean seconds per MPI_Allreduce of `count` floats over `repetitions` calls, the slowest rank's.
+// Max over ranks of the mean seconds per MPI_Allreduce of `count` floats over `repetitions` calls.
 double time_allreduce(std::vector<float>& buffer, int count, int repetitions) {
   MPI_Barrier(MPI_COMM_WORLD);
   const double start = MPI_Wtime();
@@ -110,6 +78,70 @@ double time_allreduce(std::vector<float>& buffer, int count, int repetitions) {
   return seconds;
 }
 
+// The q-quantile of sorted values, interpolated between neighbours.
+double quantile(const std::vector<double>& sorted, double q) {
+  const double position = q * static_cast<double>(sorted.size() - 1);
+  const auto below = static_cast<std::size_t>(position);
+  const std::size_t above = std::min(below + 1, sorted.size() - 1);
+  return sorted[below] + (position - static_cast<double>(below)) * (sorted[above] - sorted[below]);
+}
+
+// gamma: seconds per byte of the reduction's arithmetic, MPI_Reduce_local (the operation the
+// algorithms call on every received block) over the largest size, the median of 5 on this rank.
+double reduction_seconds_per_byte(std::vector<float>& buffer, int count) {
+  std::vector<float> other(static_cast<std::size_t>(count), 1.0f);
+  std::vector<double> samples;
+  for (int i = 0; i < 5; ++i) {
+    const double start = MPI_Wtime();
+    MPI_Reduce_local(other.data(), buffer.data(), count, MPI_FLOAT, MPI_SUM);
+    samples.push_back(MPI_Wtime() - start);
+  }
+  std::sort(samples.begin(), samples.end());
+  return quantile(samples, 0.5) / (4.0 * count);
+}
+
+// Every rank's host (CNNBENCH_HOST, else the hostname), in rank order.
+std::vector<std::string> rank_hosts(int ranks) {
+  constexpr int width = 256;
+  std::string mine = this_rank_host();
+  mine.resize(width - 1);
+  std::vector<char> all(static_cast<std::size_t>(width) * static_cast<std::size_t>(ranks));
+  MPI_Allgather(mine.c_str(), width, MPI_CHAR, all.data(), width, MPI_CHAR, MPI_COMM_WORLD);
+  std::vector<std::string> hosts;
+  for (int r = 0; r < ranks; ++r) hosts.emplace_back(all.data() + static_cast<std::ptrdiff_t>(r) * width);
+  return hosts;
+}
+
+nlohmann::json network_of(const std::vector<std::string>& hosts) {
+  std::vector<std::string> distinct;
+  for (const auto& h : hosts) {
+    if (std::find(distinct.begin(), distinct.end(), h) == distinct.end()) distinct.push_back(h);
+  }
+  const char* rate = std::getenv("CNNBENCH_LINK_RATE");
+  return {{"transport", distinct.size() > 1 ? "tcp" : "shm"},
+          {"hosts", distinct},
+          {"rank_hosts", hosts},
+          {"link_rate", rate != nullptr && *rate != 0 ? nlohmann::json(rate) : nlohmann::json()}};
+}
+
+// An integer setting of Open MPI as the library holds it after MPI_Init (MPI_T control
+// variable), so the report says what ran rather than what was asked; null when there is none.
+nlohmann::json library_setting(const char* name) {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return nullptr;
+  nlohmann::json value = nullptr;
+  int index = 0, count = 0;
+  MPI_T_cvar_handle handle;
+  if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS &&
+      MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    long long read = 0;  // zeroed: a bool setting fills only its first byte
+    if (count == 1 && MPI_T_cvar_read(handle, &read) == MPI_SUCCESS) value = static_cast<int>(read);
+    MPI_T_cvar_handle_free(&handle);
+  }
+  MPI_T_finalize();
+  return value;
+}
+
 }  // namespace
 
 nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config) {
@@ -118,8 +150,8 @@ nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config) {
                      std::to_string(config.min_bytes) + ".." + std::to_string(config.max_bytes));
   CNNBENCH_CHECK(config.max_bytes <= (std::int64_t{1} << 30),
                  "allreduce benchmark: max_bytes above 1 GiB");
-  CNNBENCH_CHECK(config.repetitions >= 0 && config.warmup >= 0,
-                 "allreduce benchmark: repetitions and warmup must not be negative");
+  CNNBENCH_CHECK(config.repetitions >= 0 && config.warmup >= 0 && config.samples >= 1,
+                 "allreduce benchmark: repetitions and warmup must not be negative, samples >= 1");
   ensure_mpi_initialized();
   int ranks = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
@@ -127,38 +159,47 @@ nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config) {
   const double bus_factor = ranks > 1 ? 2.0 * (ranks - 1) / ranks : 0.0;
 
   std::vector<float> buffer(static_cast<std::size_t>(config.max_bytes / 4), 0.0f);
-  std::vector<double> bytes_list, seconds_list;
   nlohmann::json sizes = nlohmann::json::array();
   for (std::int64_t bytes = config.min_bytes; bytes <= config.max_bytes; bytes *= 2) {
     const int count = static_cast<int>(std::max<std::int64_t>(1, bytes / 4));
     if (config.warmup > 0) time_allreduce(buffer, count, config.warmup);
     int repetitions = config.repetitions;
     if (repetitions == 0) {
-      // About 5 ms per size, decided from the slowest rank so every rank loops the same count.
+      // About 5 ms per sample, decided from the slowest rank so every rank loops the same count.
       const double probe = time_allreduce(buffer, count, 1);
-      repetitions = static_cast<int>(std::clamp(0.005 / std::max(probe, 1e-9), 5.0, 2000.0));
+      repetitions = static_cast<int>(std::clamp(0.005 / std::max(probe, 1e-9), 3.0, 2000.0));
     }
-    const double seconds = time_allreduce(buffer, count, repetitions);
+    std::vector<double> samples;
+    for (int s = 0; s < config.samples; ++s) samples.push_back(time_allreduce(buffer, count, repetitions));
+    std::sort(samples.begin(), samples.end());
+    const double seconds = quantile(samples, 0.5);
     const double payload = 4.0 * count;
     const double algorithm_gbps = payload / seconds / 1e9;
-    bytes_list.push_back(payload);
-    seconds_list.push_back(seconds);
     sizes.push_back({{"bytes", static_cast<std::int64_t>(payload)},
+                     {"count", count},
                      {"seconds", seconds},
+                     {"seconds_q1", quantile(samples, 0.25)},
+                     {"seconds_q3", quantile(samples, 0.75)},
+                     {"seconds_min", samples.front()},
+                     {"seconds_max", samples.back()},
+                     {"samples", config.samples},
                      {"repetitions", repetitions},
                      {"algorithm_gbps", algorithm_gbps},
                      {"bus_gbps", algorithm_gbps * bus_factor}});
   }
-  const LineFit fit = fit_line(bytes_list, seconds_list);
+  const int largest = static_cast<int>(config.max_bytes / 4);
   return {{"ranks", ranks},
-          {"operation", "MPI_Allreduce(MPI_SUM, MPI_FLOAT), max over ranks of the mean per call"},
+          {"operation", "MPI_Allreduce(MPI_SUM, MPI_FLOAT), per sample the max over ranks of the "
+                        "mean per call; seconds is the median of the samples"},
           {"sizes", sizes},
-          {"fit",
-           {{"model", "t(n) = alpha + n * beta, least squares over all sizes"},
-            {"alpha_s", fit.alpha},
-            {"beta_s_per_byte", fit.beta},
-            {"bandwidth_gbps", fit.beta > 0 ? 1e-9 / fit.beta : 0.0},
-            {"r2", fit.r2}}}};
+          {"reduction", {{"gamma_s_per_byte", reduction_seconds_per_byte(buffer, largest)},
+                         {"bytes", 4.0 * largest},
+                         {"how", "MPI_Reduce_local(MPI_SUM, MPI_FLOAT) on rank 0's core, median of 5"}}},
+          {"network", network_of(rank_hosts(ranks))},
+          {"open_mpi", {{"coll_tuned_use_dynamic_rules", library_setting("coll_tuned_use_dynamic_rules")},
+                        {"coll_tuned_allreduce_algorithm", library_setting("coll_tuned_allreduce_algorithm")},
+                        {"coll_tuned_allreduce_algorithm_segmentsize",
+                         library_setting("coll_tuned_allreduce_algorithm_segmentsize")}}}};
 }
 
 }  // namespace cnnbench

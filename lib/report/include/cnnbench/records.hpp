@@ -82,6 +82,9 @@ struct PointRecord {
   std::optional<PairedBaselineRecord> paired_baseline;
   nlohmann::json time_to_accuracy;  // measure_time_to_accuracy's result; null when not measured
   std::optional<CalibrationRecord> calibration;  // none when the steps were given
+  // Cluster points: the communication model's step against the measured one
+  // (add_cluster_predictions, cnnbench/cluster_prediction.hpp); null when not predicted.
+  nlohmann::json prediction;
   // Derived by add_scaling_analysis: speedup is the median of the paired ratios where there are
   // any, else serial median / point median (speedup_unpaired either way); no Karp-Flatt at p = 1.
   std::optional<double> speedup, speedup_unpaired, efficiency, karp_flatt;

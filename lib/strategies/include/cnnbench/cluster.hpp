@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -39,6 +40,11 @@ struct ClusterOptions {
 };
 ClusterOptions parse_cluster_options(const TrainConfig& config);
 
+// The bytes of each allreduce one step of --strategy cluster makes across ranks: with overlap on
+// one per gradient bucket (layers merged into buckets of at least 64 KiB), with it off one sum of
+// the whole gradient. What the communication model prices a step by.
+std::vector<double> allreduce_schedule_bytes(ModelKind kind, bool overlap);
+
 // ---- only in builds with MPI (CNNBENCH_HAVE_MPI) ----------------------------------------------
 
 // Initialises MPI (MPI_THREAD_SERIALIZED) unless already done and registers MPI_Finalize at exit.
@@ -50,14 +56,18 @@ void abort_job_at_exit();
 struct AllreduceBenchConfig {
   std::int64_t min_bytes = 4;
   std::int64_t max_bytes = 4 << 20;
-  int repetitions = 0;   // per size; 0: chosen per size so each size takes a few milliseconds
+  int repetitions = 0;   // calls per sample; 0: chosen per size so each sample takes about 5 ms
   int warmup = 3;
+  int samples = 5;       // timed samples per size; the median is reported
 };
 // Collective over MPI_COMM_WORLD: every rank must call it. Times MPI_Allreduce(SUM, float) for
-// sizes min_bytes, 2*min_bytes, ... max_bytes (max over ranks of the per-call mean), fits
-// t(n) = alpha + n * beta by least squares, and returns the same JSON on every rank:
-// {"ranks", "sizes": [{"bytes", "seconds", "algorithm_gbps", "bus_gbps"}...],
-//  "fit": {"alpha_s", "beta_s_per_byte", "r2"}}.
+// sizes min_bytes, 2*min_bytes, ... max_bytes, `samples` times each (per sample the max over
+// ranks of the per-call mean), and returns the same JSON on every rank:
+// {"ranks", "sizes": [{"bytes", "count", "seconds" (median), "seconds_q1", "seconds_q3",
+//  "seconds_min", "seconds_max", "algorithm_gbps", "bus_gbps"}...], "reduction":
+//  {"gamma_s_per_byte"}, "network": {"transport", "hosts", "rank_hosts", "link_rate"},
+//  "open_mpi": {the coll_tuned allreduce settings in effect}}. Fitting is the caller's
+// (cnnbench/collective_model.hpp).
 nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config = {});
 
 }  // namespace cnnbench

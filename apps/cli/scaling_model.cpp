@@ -1,0 +1,305 @@
+// `cnnbench scaling-model`: the step time of --strategy cluster predicted from the allreduce cost
+// model (cnnbench/collective_model.hpp) for every fabric profile, strong and weak scaling, with
+// the algorithm switch points and the node count where efficiency falls below 50%; and, given
+// measured cluster runs, the prediction of each against its measured step.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cnnbench/cluster.hpp"
+#include "cnnbench/collective_model.hpp"
+#include "cnnbench/core.hpp"
+#include "cnnbench/models.hpp"
+#include "cnnbench/report.hpp"
+#include "commands.hpp"
+#include "input_rules.hpp"
+
+namespace cnnbench::cli {
+
+namespace {
+
+struct ScalingArgs {
+  std::string fabric;
+  std::vector<std::string> allreduce;  // allreduce-bench reports, each a measured profile
+  std::string model = "lenet5";
+  double serial_step_s = 0;
+  double hidden_fraction = 0;
+  bool overlap = true;
+  int ranks_per_node = 1;
+  int max_nodes = 1024;
+  std::vector<std::string> runs;  // measured cluster run reports to check
+  std::string profile;            // the profile the runs are checked against
+  std::string uncapped;           // the same link without its tbf cap, for runs with a link rate
+  std::string report = "-";
+};
+
+struct Profile {
+  std::string name, kind, source;
+  CollectiveCost network;
+  std::optional<CollectiveCost> shared_memory;
+};
+
+double number_at(const nlohmann::json& object, const char* key, const std::string& where) {
+  if (!object.is_object() || !object.contains(key) || !object.at(key).is_number() ||
+      !std::isfinite(object.at(key).get<double>()) || object.at(key).get<double>() < 0) {
+    fail(where + ": '" + key + "' must be a number >= 0");
+  }
+  return object.at(key).get<double>();
+}
+
+CollectiveCost cost_at(const nlohmann::json& object, const std::string& where) {
+  return {{number_at(object, "alpha_s", where), number_at(object, "beta_s_per_byte", where)},
+          number_at(object, "gamma_s_per_byte", where)};
+}
+
+nlohmann::json read_json(const std::string& path) {
+  try {
+    return nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    fail(path + ": not valid JSON (" + e.what() + ")");
+  }
+}
+
+// {"profiles": [{"name", "kind", "source", "network": {alpha_s, beta_s_per_byte,
+// gamma_s_per_byte}, "shared_memory": {...} (optional)}, ...]}
+std::vector<Profile> read_fabric_profiles(const std::string& path) {
+  const nlohmann::json root = read_json(path);
+  if (!root.is_object() || !root.contains("profiles") || !root.at("profiles").is_array()) {
+    fail(path + ": expected an object with a \"profiles\" array");
+  }
+  std::vector<Profile> profiles;
+  for (std::size_t i = 0; i < root.at("profiles").size(); ++i) {
+    const nlohmann::json& p = root.at("profiles")[i];
+    const std::string where = path + ": profiles[" + std::to_string(i) + "]";
+    if (!p.is_object() || !p.contains("name") || !p.at("name").is_string()) fail(where + ": needs a \"name\"");
+    Profile profile{p.at("name"), p.value("kind", ""), p.value("source", ""),
+                    cost_at(p.value("network", nlohmann::json()), where + ".network"), std::nullopt};
+    if (p.contains("shared_memory")) profile.shared_memory = cost_at(p.at("shared_memory"), where + ".shared_memory");
+    profiles.push_back(profile);
+  }
+  return profiles;
+}
+
+// An allreduce-bench report as a profile: the link cost its fit inverts to.
+Profile profile_from_allreduce(const std::string& path) {
+  const nlohmann::json bench = read_json(path);
+  if (!bench.contains("fit") || !bench.at("fit").is_object() || !bench.at("fit").contains("link")) {
+    fail(path + ": not an allreduce-bench report with a fit over more than one rank");
+  }
+  const nlohmann::json& network = bench.at("network");
+  const std::string rate = network.at("link_rate").is_string() ? network.at("link_rate").get<std::string>() : "uncapped";
+  return {path, "measured",
+          "allreduce-bench, " + std::to_string(bench.at("ranks").get<int>()) + " ranks, " +
+              network.at("transport").get<std::string>() + " " + rate,
+          cost_at(bench.at("fit").at("link"), path + ": fit.link"), std::nullopt};
+}
+
+HierarchicalFabric fabric_of(const Profile& profile, int nodes, int ranks_per_node) {
+  HierarchicalFabric fabric;
+  fabric.nodes = nodes;
+  fabric.ranks_per_node = ranks_per_node;
+  fabric.network = profile.network;
+  fabric.shared_memory = profile.shared_memory.value_or(profile.network);
+  return fabric;
+}
+
+nlohmann::json prediction_json(const StepPrediction& p) {
+  return {{"nodes", p.nodes},           {"step_s", p.step_s},         {"compute_s", p.compute_s},
+          {"communication_s", p.communication_s}, {"exposed_s", p.exposed_s}, {"efficiency", p.efficiency},
+          {"algorithm", p.algorithm}};
+}
+
+// 1, 2, 3, 4, 6, 8, 12, 16, ... up to max_nodes: even steps on a log axis.
+std::vector<int> node_counts(int max_nodes) {
+  std::vector<int> counts = {1};
+  for (int n = 2; n <= max_nodes; n *= 2) {
+    counts.push_back(n);
+    if (n * 3 / 2 <= max_nodes && n >= 2) counts.push_back(n * 3 / 2);
+  }
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  return counts;
+}
+
+nlohmann::json profile_json(const Profile& profile, const StepModel& model, const ScalingArgs& a) {
+  nlohmann::json out = {{"name", profile.name}, {"kind", profile.kind}, {"source", profile.source},
+                        {"network", {{"alpha_s", profile.network.link.alpha_s},
+                                     {"beta_s_per_byte", profile.network.link.beta_s_per_byte},
+                                     {"gamma_s_per_byte", profile.network.gamma_s_per_byte}}}};
+  nlohmann::json crossovers = nlohmann::json::array();
+  for (int ranks : node_counts(a.max_nodes)) {
+    for (const Crossover& c : allreduce_crossovers(ranks, profile.network, 4, 1 << 30)) {
+      crossovers.push_back({{"ranks", ranks}, {"bytes", c.bytes}, {"below", c.below}, {"above", c.above}});
+    }
+  }
+  out["crossovers"] = crossovers;
+  // Each algorithm's cost at a few sizes, to hold against allreduce-bench --algorithm runs.
+  nlohmann::json table = nlohmann::json::array();
+  for (int ranks : {2, 4, 8}) {
+    for (double bytes : {65536.0, 1048576.0}) {
+      nlohmann::json row = {{"ranks", ranks}, {"bytes", bytes}};
+      for (AllreduceAlgorithm algorithm : {AllreduceAlgorithm::ring, AllreduceAlgorithm::recursive_doubling,
+                                           AllreduceAlgorithm::rabenseifner}) {
+        row[std::string(algorithm_name(algorithm))] = allreduce_seconds(algorithm, ranks, bytes, profile.network);
+      }
+      row["cheapest"] = cheapest_allreduce(ranks, bytes, profile.network).algorithm;
+      if (a.ranks_per_node > 1) {
+        // `ranks` nodes of ranks_per_node each: flat over all of them, or hierarchical.
+        const HierarchicalFabric fabric = fabric_of(profile, ranks, a.ranks_per_node);
+        const AllreduceChoice flat = cheapest_allreduce(ranks * a.ranks_per_node, bytes, profile.network);
+        row["nodes_x_ranks_per_node"] = {{"flat", flat.algorithm},
+                                         {"flat_s", flat.seconds},
+                                         {"hierarchical_s", hierarchical_allreduce_seconds(fabric, bytes)},
+                                         {"cheapest", cheapest_allreduce(fabric, bytes).algorithm}};
+      }
+      table.push_back(row);
+    }
+  }
+  out["allreduce_seconds"] = table;
+  for (const auto& [name, scaling] : {std::pair{"strong", Scaling::strong}, std::pair{"weak", Scaling::weak}}) {
+    nlohmann::json curve = nlohmann::json::array();
+    for (int nodes : node_counts(a.max_nodes)) {
+      curve.push_back(prediction_json(predict_step(model, scaling, fabric_of(profile, nodes, a.ranks_per_node))));
+    }
+    out[name] = curve;
+    const std::optional<int> half =
+        nodes_below_half_efficiency(model, scaling, fabric_of(profile, 1, a.ranks_per_node), a.max_nodes);
+    out[std::string(name) + "_efficiency_below_half_at"] = half ? nlohmann::json(*half) : nlohmann::json();
+  }
+  return out;
+}
+
+// A measured cluster run against the prediction for its node count: the step is
+// metrics.train_seconds / steps, the hidden share its own overlap_detail.hidden_fraction.
+nlohmann::json check_run(const std::string& path, const Profile& profile, const Profile* uncapped,
+                         StepModel model, const ScalingArgs& a) {
+  const nlohmann::json run = read_report(path);
+  const nlohmann::json& metrics = run.at("metrics");
+  if (run.at("config").at("strategy") != "cluster" || !run.contains("strategy_metrics")) {
+    fail(path + ": not a report of a --strategy cluster run");
+  }
+  const nlohmann::json& cluster = run.at("strategy_metrics");
+  const int nodes = cluster.at("ranks");
+  const double measured = metrics.at("train_seconds").get<double>() / metrics.at("steps").get<double>();
+  if (cluster.contains("overlap_detail")) model.hidden_fraction = cluster.at("overlap_detail").at("hidden_fraction");
+  // Reports from before the schedule was reported: the same schedule from the model and overlap.
+  const nlohmann::json& schedule = cluster.at("allreduce").value("schedule_bytes", nlohmann::json());
+  model.bucket_bytes = schedule.is_array() && !schedule.empty()
+                           ? schedule.get<std::vector<double>>()
+                           : allreduce_schedule_bytes(parse_model(run.at("config").at("model").get<std::string>()),
+                                                      cluster.at("overlap_active").get<bool>());
+  HierarchicalFabric fabric = fabric_of(profile, nodes, a.ranks_per_node);
+  // A tbf-capped link (emulated hosts): a step's traffic that fits the bucket is not held back.
+  const nlohmann::json& rate = cluster.at("network").at("link_rate");
+  const std::optional<double> bits_per_s = rate.is_string() ? parse_tc_rate(rate.get<std::string>()) : std::nullopt;
+  if (uncapped != nullptr && bits_per_s) {
+    fabric.token_bucket = TokenBucket{tbf_burst_bytes(*bits_per_s), *bits_per_s / 8};
+    fabric.uncapped = uncapped->network;
+  }
+  const StepPrediction p = predict_step(model, Scaling::strong, fabric);
+  return {{"run", path},
+          {"prediction",
+           {{"predicted_step_s", p.step_s},
+            {"measured_step_s", measured},
+            {"relative_error", (p.step_s - measured) / measured},
+            {"algorithm", p.algorithm},
+            {"hidden_fraction", model.hidden_fraction},
+            {"within_token_bucket", p.within_token_bucket},
+            {"profile", profile.name}}}};
+}
+
+int run_scaling_model(const ScalingArgs& a) {
+  check_output_path(a.report, "--report");
+  std::vector<Profile> profiles;
+  if (!a.fabric.empty()) profiles = read_fabric_profiles(a.fabric);
+  for (const std::string& path : a.allreduce) {
+    try {
+      profiles.push_back(profile_from_allreduce(path));
+    } catch (const nlohmann::json::exception& e) {
+      fail(path + ": not an allreduce-bench report this cnnbench can read (" + e.what() + ")");
+    }
+  }
+  if (profiles.empty()) fail("no fabric profile: pass --fabric FILE and/or --allreduce REPORT");
+  StepModel model;
+  model.serial_step_s = a.serial_step_s;
+  model.hidden_fraction = a.hidden_fraction;
+  model.bucket_bytes = allreduce_schedule_bytes(parse_model(a.model), a.overlap);
+  nlohmann::json out = {{"model", a.model},
+                        {"serial_step_s", a.serial_step_s},
+                        {"hidden_fraction", a.hidden_fraction},
+                        {"ranks_per_node", a.ranks_per_node},
+                        {"bucket_bytes", model.bucket_bytes},
+                        {"formula", "step = compute + (1 - hidden_fraction) x sum over buckets of the "
+                                    "cheapest allreduce; compute = serial_step / nodes (strong) or "
+                                    "serial_step (weak)"}};
+  nlohmann::json profile_results = nlohmann::json::array();
+  for (const Profile& profile : profiles) profile_results.push_back(profile_json(profile, model, a));
+  out["profiles"] = profile_results;
+  if (!a.runs.empty()) {
+    const Profile* chosen = &profiles.front();
+    for (const Profile& profile : profiles) {
+      if (profile.name == a.profile) chosen = &profile;
+    }
+    if (!a.profile.empty() && chosen->name != a.profile) fail("--profile " + a.profile + ": no such profile");
+    const Profile* uncapped = nullptr;
+    for (const Profile& profile : profiles) {
+      if (profile.name == a.uncapped) uncapped = &profile;
+    }
+    if (!a.uncapped.empty() && uncapped == nullptr) fail("--uncapped " + a.uncapped + ": no such profile");
+    nlohmann::json checks = nlohmann::json::array();
+    for (const std::string& run : a.runs) {
+      try {
+        checks.push_back(check_run(run, *chosen, uncapped, model, a));
+      } catch (const nlohmann::json::exception& e) {
+        fail(run + ": not a cluster run report this cnnbench can read (" + e.what() + ")");
+      }
+    }
+    out["checks"] = checks;
+  }
+  write_json(a.report, out);
+  return 0;
+}
+
+}  // namespace
+
+void add_scaling_model_command(CLI::App& root, Runner& runner) {
+  auto args = std::make_shared<ScalingArgs>();
+  CLI::App* cmd = root.add_subcommand(
+      "scaling-model", "Predict --strategy cluster's step time over many nodes from allreduce cost models");
+  cmd->add_option("--fabric", args->fabric, "fabric profiles (JSON, e.g. plots/fabric_profiles.json)")
+      ->check(input_path_rule(PathKind::file, true));
+  cmd->add_option("--allreduce", args->allreduce, "allreduce-bench reports, each added as a measured profile")
+      ->check(input_path_rule(PathKind::file, true));
+  cmd->add_option("--model", args->model, "fc3 or lenet5 (its gradient buckets)")
+      ->check(CLI::IsMember({"fc3", "lenet5"}))
+      ->capture_default_str();
+  cmd->add_option("--serial-step", args->serial_step_s, "one node's step time in seconds over the whole batch")
+      ->check(CLI::PositiveNumber)
+      ->required();
+  cmd->add_option("--hidden-fraction", args->hidden_fraction,
+                  "share of communication hidden behind backward (a report's overlap_detail.hidden_fraction)")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--overlap", args->overlap, "bucketed allreduce during backward (on) or one sum after (off)")
+      ->capture_default_str();
+  cmd->add_option("--ranks-per-node", args->ranks_per_node, "ranks sharing a node's memory (hierarchical)")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--max-nodes", args->max_nodes, "largest node count of the curves")
+      ->check(CLI::Range(2, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--check-run", args->runs, "measured cluster run reports to predict and compare")
+      ->check(input_path_rule(PathKind::file, true));
+  cmd->add_option("--profile", args->profile, "the profile --check-run uses (default: the first)");
+  cmd->add_option("--uncapped", args->uncapped,
+                  "the profile of the same link without its rate cap: --check-run prices a run over a "
+                  "tbf-capped link with it when the step's traffic fits the token bucket");
+  cmd->add_option("--report", args->report, "where to write the JSON ('-' = stdout)")
+      ->check(output_path_rule(OutputKind::json))
+      ->capture_default_str();
+  cmd->callback([args, &runner] { runner = [args] { return run_scaling_model(*args); }; });
+}
+
+}  // namespace cnnbench::cli

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Measurements behind the allreduce cost model and its check (docs/cluster.md, "The communication
+# model"), kept as JSON in OUT:
+#   profile-<hosts>-<rate>.json   allreduce-bench, Open MPI's default algorithm, 4 B .. 4 MiB, over
+#                                 shared memory (hosts "shm", 2 and 4 ranks) and 2 and 4 emulated
+#                                 hosts uncapped, at 1gbit and at 100mbit
+#   forced-4-<rate>-<alg>.json    allreduce-bench at 4 hosts with ring, recursive_doubling and
+#                                 rabenseifner forced, 64 KiB .. 1 MiB (.. 4 MiB at 1gbit, where
+#                                 the tbf burst leaves out everything below 500 kB)
+#   train-<model>-<hosts>-<rate>.json  cluster runs, 1 thread per rank, of LeNet-5 and FC-3 at 2
+#                                 and 4 ranks over shared memory (the compute under the same
+#                                 oversubscription of the 2 cores) and over hosts at 1gbit and 100mbit
+# and "tables" prints docs/cluster.md's tables from them: the forced algorithms at 4 hosts against
+# cnnbench scaling-model's prediction from that link's default-algorithm profile, and each cluster
+# run against its prediction (serial step = ranks x busy time per step of the same ranks in shared
+# memory; the link's tbf bucket priced with the 2 uncapped hosts' profile). Needs root (scripts/emulate-hosts.sh). Every emulated host set comes down on exit.
+#
+# usage: bench/allreduce_model.sh [--cli PATH] --out DIR [--parts "profiles forced train tables"]
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root=$(dirname "$here")
+cli=$root/build/ci/apps/cnnbench
+out=""
+parts="profiles forced train tables"
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --cli) cli="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --parts) parts="$2"; shift 2 ;;
+    *) echo "usage: $0 [--cli PATH] --out DIR [--parts \"profiles forced train tables\"]" >&2; exit 2 ;;
+  esac
+done
+[[ -n $out ]] || { echo "$0: --out DIR is required" >&2; exit 2; }
+[[ -x $cli ]] || { echo "$0: no cnnbench at $cli (build it, or pass --cli)" >&2; exit 2; }
+mkdir -p "$out"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/cnnbench-model-XXXXXX")
+cleanup() {
+  for set in "$work"/set-*; do
+    [[ -d $set ]] && timeout 60 "$root/scripts/emulate-hosts.sh" down --dir "$set" >/dev/null 2>&1
+  done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+mpirun_flags=(--bind-to none --oversubscribe)
+[[ $(id -u) -ne 0 ]] || mpirun_flags+=(--allow-run-as-root)
+# launcher HOSTS RATE: the command line prefix that starts ranks on HOSTS ("shm": one host).
+launcher() {
+  local hosts=$1 rate=$2 set="$work/set-$1-$2"
+  if [[ $hosts == shm* ]]; then
+    echo mpirun "${mpirun_flags[@]}" -np "${hosts#shm}"
+    return
+  fi
+  if [[ ! -d $set ]]; then
+    local args=(up "$hosts" --dir "$set")
+    [[ $rate == none ]] || args+=(--rate "$rate")
+    timeout 60 "$root/scripts/emulate-hosts.sh" "${args[@]}" >/dev/null
+  fi
+  echo "$set/mpirun" --bind-to none -np "$hosts"
+}
+
+echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg) at start" >&2
+
+if [[ " $parts " == *" profiles "* ]]; then
+  for config in "shm2 none" "shm4 none" "2 none" "2 1gbit" "2 100mbit" "4 none" "4 1gbit" "4 100mbit"; do
+    read -r hosts rate <<<"$config"
+    echo "profile $hosts $rate" >&2
+    # shellcheck disable=SC2046
+    timeout -k 5 900 $(launcher "$hosts" "$rate") "$cli" allreduce-bench --samples 5 \
+      --report "$out/profile-$hosts-$rate.json" || echo "profile $hosts $rate failed" >&2
+  done
+fi
+
+if [[ " $parts " == *" forced "* ]]; then
+  for rate in none 1gbit 100mbit; do
+    max=1048576
+    [[ $rate == 1gbit ]] && max=4194304
+    for algorithm in ring recursive_doubling rabenseifner; do
+      echo "forced 4 $rate $algorithm" >&2
+      # shellcheck disable=SC2046
+      timeout -k 5 900 $(launcher 4 "$rate") "$cli" allreduce-bench --algorithm "$algorithm" \
+        --min-bytes 65536 --max-bytes "$max" --samples 5 \
+        --report "$out/forced-4-$rate-$algorithm.json" || echo "forced $rate $algorithm failed" >&2
+    done
+  done
+fi
+
+if [[ " $parts " == *" train "* ]]; then
+  for model in lenet5 fc3; do
+    for config in "shm2 none 200" "shm4 none 200" "2 1gbit 60" "4 1gbit 60" "2 100mbit 30" "4 100mbit 30"; do
+      read -r hosts rate steps <<<"$config"
+      echo "train $model $hosts $rate" >&2
+      # 4 ranks on one 2-core host oversubscribe it on purpose: the compute under the same load
+      # as 4 emulated hosts on these cores.
+      extra=()
+      [[ $hosts == shm4 ]] && extra=(--oversubscribe)
+      # shellcheck disable=SC2046
+      timeout -k 5 900 $(launcher "$hosts" "$rate") "$cli" train --model "$model" --strategy cluster \
+        --threads 1 --synthetic 8192 --steps "$steps" --quiet "${extra[@]}" \
+        --report "$out/train-$model-$hosts-$rate.json" >/dev/null || echo "train $model $hosts $rate failed" >&2
+    done
+  done
+fi
+echo "load $(cut -d' ' -f1-3 /proc/loadavg) at end" >&2
+
+if [[ " $parts " == *" tables "* ]]; then
+  python3 - "$cli" "$out" <<'EOF'
+import json, subprocess, sys
+cli, out = sys.argv[1], sys.argv[2]
+
+def scaling_model(*args):
+    result = subprocess.run([cli, "scaling-model", *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(result.stdout + result.stderr)
+    return json.loads(result.stdout)
+
+print("| link (4 hosts) | size | algorithm | measured median [q1, q3] | predicted | error |")
+print("|---|---|---|---|---|---|")
+for rate in ["1gbit", "100mbit"]:
+    model = scaling_model("--allreduce", f"{out}/profile-4-{rate}.json", "--model", "lenet5",
+                          "--serial-step", "0.01", "--max-nodes", "8")
+    for row in model["profiles"][0]["allreduce_seconds"]:
+        if row["ranks"] != 4:
+            continue
+        for algorithm in ["ring", "recursive_doubling", "rabenseifner"]:
+            bench = json.load(open(f"{out}/forced-4-{rate}-{algorithm}.json"))
+            size = next(s for s in bench["sizes"] if s["bytes"] == row["bytes"])
+            ran = algorithm if size["algorithm_run"] == algorithm else f"{algorithm} (ran {size['algorithm_run']})"
+            print(f"| {rate} | {'64 KiB' if row['bytes'] == 65536 else '1 MiB'} | {ran} | "
+                  f"{size['seconds'] * 1e3:.0f} ms [{size['seconds_q1'] * 1e3:.0f}, {size['seconds_q3'] * 1e3:.0f}] | "
+                  f"{row[algorithm] * 1e3:.0f} ms | {100 * (row[algorithm] / size['seconds'] - 1):+.0f}% |")
+
+print()
+print("| model | ranks | link | compute per step | predicted step | measured step | error | algorithm (largest bucket) | hidden share | token bucket |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for name in ["lenet5", "fc3"]:
+    for ranks in [2, 4]:
+        shm = json.load(open(f"{out}/train-{name}-shm{ranks}-none.json"))
+        breakdown = shm["metrics"]["time_breakdown"]
+        compute = breakdown["busy_s"] / breakdown["steps"]
+        for rate in ["1gbit", "100mbit"]:
+            # The link without its cap: 2 uncapped hosts (at 4 the scheduler, not the link, is
+            # what allreduce-bench measures).
+            capped, uncapped = f"{out}/profile-{ranks}-{rate}.json", f"{out}/profile-2-none.json"
+            model = scaling_model("--allreduce", capped, "--allreduce", uncapped, "--profile", capped,
+                                  "--uncapped", uncapped, "--model", name,
+                                  "--serial-step", repr(ranks * compute), "--max-nodes", "4",
+                                  "--check-run", f"{out}/train-{name}-{ranks}-{rate}.json")
+            p = model["checks"][0]["prediction"]
+            print(f"| {name} | {ranks} x 1 | {rate} | {compute * 1e3:.2f} ms | {p['predicted_step_s'] * 1e3:.1f} ms | "
+                  f"{p['measured_step_s'] * 1e3:.1f} ms | {100 * p['relative_error']:+.0f}% | {p['algorithm']} | "
+                  f"{p['hidden_fraction']:.2f} | {'refilled' if p['within_token_bucket'] else 'capped'} |")
+EOF
+fi

@@ -1,0 +1,404 @@
+// The allreduce cost model: algorithms' alpha-beta-gamma costs, Open MPI's fallbacks, the fit of
+// measured times and the step-time prediction built on them.
+#include "cnnbench/collective_model.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <string>
+
+#include "cnnbench/core.hpp"
+
+namespace cnnbench {
+
+namespace {
+
+struct AlgorithmEntry {
+  AllreduceAlgorithm algorithm;
+  std::string_view name;
+  int open_mpi_id;
+};
+constexpr std::array<AlgorithmEntry, 6> algorithm_table{{
+    {AllreduceAlgorithm::open_mpi_default, "default", 0},
+    {AllreduceAlgorithm::basic_linear, "basic_linear", 1},
+    {AllreduceAlgorithm::recursive_doubling, "recursive_doubling", 3},
+    {AllreduceAlgorithm::ring, "ring", 4},
+    {AllreduceAlgorithm::segmented_ring, "segmented_ring", 5},
+    {AllreduceAlgorithm::rabenseifner, "rabenseifner", 6},
+}};
+
+const AlgorithmEntry& entry_of(AllreduceAlgorithm algorithm) {
+  for (const auto& e : algorithm_table) {
+    if (e.algorithm == algorithm) return e;
+  }
+  fail("unknown allreduce algorithm");
+}
+
+int floor_log2(int p) {
+  int steps = 0;
+  while ((2 << steps) <= p) ++steps;
+  return steps;
+}
+
+int ceil_log2(int p) {
+  int steps = 0;
+  while ((1 << steps) < p) ++steps;
+  return steps;
+}
+
+// The flat algorithms cheapest_allreduce compares, in tie-breaking order.
+constexpr std::array<AllreduceAlgorithm, 3> flat_candidates{
+    AllreduceAlgorithm::ring, AllreduceAlgorithm::recursive_doubling, AllreduceAlgorithm::rabenseifner};
+
+double ring_seconds(double p, double n, const CollectiveCost& c) {
+  return 2 * (p - 1) * c.link.alpha_s + 2 * (p - 1) / p * n * c.link.beta_s_per_byte +
+         (p - 1) / p * n * c.gamma_s_per_byte;
+}
+
+// Open MPI folds the r extra ranks of a non-power of two in first: in recursive doubling an
+// extra rank sends its whole vector to its neighbour, which reduces it, and gets the result back
+// last. Rabenseifner exchanges halves instead (both reduce one half, the extra rank sends its
+// reduced half back), then sends the extra rank the result.
+double recursive_doubling_seconds(int ranks, double n, const CollectiveCost& c) {
+  const int steps = floor_log2(ranks);
+  const bool folded = (1 << steps) != ranks;
+  const double message = c.link.alpha_s + n * c.link.beta_s_per_byte;
+  return (steps + (folded ? 2 : 0)) * message + (steps + (folded ? 1 : 0)) * n * c.gamma_s_per_byte;
+}
+
+double rabenseifner_seconds(int ranks, double n, const CollectiveCost& c) {
+  const int steps = floor_log2(ranks);
+  const double q = static_cast<double>(1 << steps);
+  double seconds = 2 * steps * c.link.alpha_s + 2 * (q - 1) / q * n * c.link.beta_s_per_byte +
+                   (q - 1) / q * n * c.gamma_s_per_byte;
+  if (q != ranks) {
+    seconds += 2 * c.link.alpha_s + n * c.link.beta_s_per_byte + 0.5 * n * c.gamma_s_per_byte;
+    seconds += c.link.alpha_s + n * c.link.beta_s_per_byte;
+  }
+  return seconds;
+}
+
+double basic_linear_seconds(double p, double n, const CollectiveCost& c) {
+  const double message = c.link.alpha_s + n * c.link.beta_s_per_byte;
+  return 2 * (p - 1) * message + (p - 1) * n * c.gamma_s_per_byte;
+}
+
+}  // namespace
+
+std::string_view algorithm_name(AllreduceAlgorithm algorithm) { return entry_of(algorithm).name; }
+
+AllreduceAlgorithm parse_allreduce_algorithm(std::string_view name) {
+  std::string known;
+  for (const auto& e : algorithm_table) {
+    if (e.name == name) return e.algorithm;
+    known += (known.empty() ? "" : ", ") + std::string(e.name);
+  }
+  fail("unknown allreduce algorithm '" + std::string(name) + "' (known: " + known + ")");
+}
+
+int open_mpi_algorithm_id(AllreduceAlgorithm algorithm) { return entry_of(algorithm).open_mpi_id; }
+
+AllreduceAlgorithm algorithm_from_open_mpi_id(int id) {
+  for (const auto& e : algorithm_table) {
+    if (e.open_mpi_id == id) return e.algorithm;
+  }
+  fail("Open MPI allreduce algorithm id " + std::to_string(id) +
+       " is not modelled (known: 0 default, 1 basic linear, 3 recursive doubling, 4 ring, 5 "
+       "segmented ring, 6 Rabenseifner)");
+}
+
+AllreduceAlgorithm algorithm_run(AllreduceAlgorithm asked, std::int64_t count, int ranks,
+                                 std::int64_t segment_elements) {
+  CNNBENCH_CHECK(count >= 1 && ranks >= 1, "algorithm_run needs count >= 1 and ranks >= 1");
+  switch (asked) {
+    case AllreduceAlgorithm::segmented_ring:
+      // An unsegmented segment is the whole vector: count < ranks x count always holds.
+      if (segment_elements <= 0 || segment_elements >= count || count < ranks * segment_elements) {
+        return algorithm_run(AllreduceAlgorithm::ring, count, ranks);
+      }
+      return asked;
+    case AllreduceAlgorithm::ring:
+      return count < ranks ? AllreduceAlgorithm::recursive_doubling : asked;
+    case AllreduceAlgorithm::rabenseifner:
+      return count < (std::int64_t{1} << floor_log2(ranks)) ? AllreduceAlgorithm::basic_linear : asked;
+    default:
+      return asked;
+  }
+}
+
+double allreduce_seconds(AllreduceAlgorithm algorithm, int ranks, double bytes,
+                         const CollectiveCost& cost) {
+  CNNBENCH_CHECK(ranks >= 1 && bytes >= 0, "allreduce cost needs ranks >= 1 and bytes >= 0");
+  if (ranks == 1) return 0;
+  const double p = ranks;
+  switch (algorithm) {
+    case AllreduceAlgorithm::ring:
+    case AllreduceAlgorithm::segmented_ring:  // the ring's volume; segments only add latency
+      return ring_seconds(p, bytes, cost);
+    case AllreduceAlgorithm::recursive_doubling:
+      return recursive_doubling_seconds(ranks, bytes, cost);
+    case AllreduceAlgorithm::rabenseifner:
+      return rabenseifner_seconds(ranks, bytes, cost);
+    case AllreduceAlgorithm::basic_linear:
+      return basic_linear_seconds(p, bytes, cost);
+    case AllreduceAlgorithm::open_mpi_default:
+      break;
+  }
+  fail("the cost of Open MPI's default allreduce is not modelled: name an algorithm");
+}
+
+double hierarchical_allreduce_seconds(const HierarchicalFabric& fabric, double bytes) {
+  CNNBENCH_CHECK(fabric.nodes >= 1 && fabric.ranks_per_node >= 1,
+                 "hierarchical allreduce needs nodes >= 1 and ranks_per_node >= 1");
+  const double levels = ceil_log2(fabric.ranks_per_node);
+  const LinkCost& shm = fabric.shared_memory.link;
+  const double reduce = levels * (shm.alpha_s + bytes * shm.beta_s_per_byte +
+                                  bytes * fabric.shared_memory.gamma_s_per_byte);
+  const double broadcast = levels * (shm.alpha_s + bytes * shm.beta_s_per_byte);
+  return reduce + cheapest_allreduce(fabric.nodes, bytes, fabric.network).seconds + broadcast;
+}
+
+AllreduceChoice cheapest_allreduce(int ranks, double bytes, const CollectiveCost& cost) {
+  AllreduceChoice best;
+  for (AllreduceAlgorithm a : flat_candidates) {
+    const double seconds = allreduce_seconds(a, ranks, bytes, cost);
+    if (best.algorithm.empty() || seconds < best.seconds) best = {std::string(algorithm_name(a)), seconds};
+  }
+  return best;
+}
+
+AllreduceChoice cheapest_allreduce(const HierarchicalFabric& fabric, double bytes) {
+  AllreduceChoice best = cheapest_allreduce(fabric.nodes * fabric.ranks_per_node, bytes, fabric.network);
+  if (fabric.ranks_per_node > 1) {
+    const double seconds = hierarchical_allreduce_seconds(fabric, bytes);
+    if (seconds < best.seconds) best = {"hierarchical", seconds};
+  }
+  return best;
+}
+
+std::vector<Crossover> allreduce_crossovers(int ranks, const CollectiveCost& cost, double min_bytes,
+                                            double max_bytes) {
+  CNNBENCH_CHECK(min_bytes > 0 && min_bytes < max_bytes, "crossovers need 0 < min_bytes < max_bytes");
+  std::vector<Crossover> found;
+  const double step = std::pow(2.0, 1.0 / 16);  // 16 probes per doubling, then bisection
+  double low = min_bytes;
+  std::string low_name = cheapest_allreduce(ranks, low, cost).algorithm;
+  while (low < max_bytes) {
+    double high = std::min(low * step, max_bytes);
+    const std::string high_name = cheapest_allreduce(ranks, high, cost).algorithm;
+    if (high_name != low_name) {
+      double a = low, b = high;
+      while (b / a > 1.001) {
+        const double mid = std::sqrt(a * b);
+        (cheapest_allreduce(ranks, mid, cost).algorithm == low_name ? a : b) = mid;
+      }
+      found.push_back({std::sqrt(a * b), low_name, high_name});
+    }
+    low = high;
+    low_name = high_name;
+  }
+  return found;
+}
+
+LinkCost link_cost_from_fit(AllreduceAlgorithm algorithm, int ranks, double fit_alpha_s,
+                            double fit_beta_s_per_byte, double gamma_s_per_byte) {
+  CNNBENCH_CHECK(ranks > 1, "a link cost needs an allreduce measured on more than one rank");
+  // The fit's A and B are the algorithm's coefficients of 1 and n: divide them back out.
+  const CollectiveCost unit_alpha{{1, 0}, 0}, unit_beta{{0, 1}, 0}, unit_gamma{{0, 0}, 1};
+  const AllreduceAlgorithm modelled =
+      algorithm == AllreduceAlgorithm::open_mpi_default ? AllreduceAlgorithm::ring : algorithm;
+  const double alpha_coefficient = allreduce_seconds(modelled, ranks, 0, unit_alpha);
+  const double beta_coefficient = allreduce_seconds(modelled, ranks, 1, unit_beta);
+  const double gamma_coefficient = allreduce_seconds(modelled, ranks, 1, unit_gamma);
+  return {fit_alpha_s / alpha_coefficient,
+          (fit_beta_s_per_byte - gamma_coefficient * gamma_s_per_byte) / beta_coefficient};
+}
+
+// ---- fit -----------------------------------------------------------------------------------------
+
+namespace {
+
+FitLine weighted_line(std::span<const SizeTime> points) {
+  double sw = 0, swn = 0, swnn = 0, swt = 0, swnt = 0;
+  for (const SizeTime& p : points) {
+    const double w = 1.0 / (p.seconds * p.seconds);
+    sw += w;
+    swn += w * p.bytes;
+    swnn += w * p.bytes * p.bytes;
+    swt += w * p.seconds;
+    swnt += w * p.bytes * p.seconds;
+  }
+  FitLine line;
+  const double determinant = sw * swnn - swn * swn;
+  line.beta_s_per_byte = determinant > 0 ? (sw * swnt - swn * swt) / determinant : 0;
+  line.alpha_s = (swt - line.beta_s_per_byte * swn) / sw;
+  // A negative latency or bandwidth cost means nothing physical (noise, or sizes far from the
+  // axis): the best line with that term held at zero instead, and the fit says so.
+  if (line.alpha_s < 0) {
+    line = {0, swnt / swnn, 0, 0, true};
+  } else if (line.beta_s_per_byte < 0) {
+    line = {swt / sw, 0, 0, 0, true};
+  }
+  line.from_bytes = points.front().bytes;
+  line.to_bytes = points.back().bytes;
+  return line;
+}
+
+double line_seconds(const FitLine& line, double bytes) { return line.alpha_s + bytes * line.beta_s_per_byte; }
+
+double piecewise_seconds(const std::vector<FitLine>& pieces, double bytes) {
+  for (const FitLine& piece : pieces) {
+    if (bytes <= piece.to_bytes) return line_seconds(piece, bytes);
+  }
+  return line_seconds(pieces.back(), bytes);
+}
+
+double rms_relative(std::span<const SizeTime> points, const std::vector<FitLine>& pieces) {
+  double squares = 0;
+  for (const SizeTime& p : points) {
+    const double r = (piecewise_seconds(pieces, p.bytes) - p.seconds) / p.seconds;
+    squares += r * r;
+  }
+  return std::sqrt(squares / static_cast<double>(points.size()));
+}
+
+}  // namespace
+
+double AllreduceFit::seconds(double bytes) const { return piecewise_seconds(pieces, bytes); }
+
+double tbf_burst_bytes(double rate_bits_per_s) { return std::max(67000.0, 0.004 * rate_bits_per_s / 8); }
+
+AllreduceFit fit_allreduce(std::span<const SizeTime> points, const FitOptions& options) {
+  AllreduceFit fit;
+  const double burst = options.link_rate_bits_per_s ? tbf_burst_bytes(*options.link_rate_bits_per_s) : 0;
+  for (const SizeTime& p : points) {
+    CNNBENCH_CHECK(p.bytes > 0 && p.seconds > 0 && std::isfinite(p.seconds),
+                   "allreduce fit: size " + std::to_string(p.bytes) + " has time " +
+                       std::to_string(p.seconds) + " (sizes and times must be positive)");
+    if (p.bytes <= burst) {
+      fit.excluded_bytes.push_back(p.bytes);
+    } else {
+      fit.used.push_back(p);
+    }
+  }
+  std::sort(fit.used.begin(), fit.used.end(), [](const SizeTime& a, const SizeTime& b) { return a.bytes < b.bytes; });
+  if (fit.used.size() < 3) {
+    fail("allreduce fit: " + std::to_string(fit.used.size()) + " message size(s) to fit (of " +
+         std::to_string(points.size()) + " measured" +
+         (fit.excluded_bytes.empty() ? std::string()
+                                     : ", " + std::to_string(fit.excluded_bytes.size()) +
+                                           " inside the link's tbf burst of " +
+                                           std::to_string(static_cast<long long>(burst)) + " bytes") +
+         "); alpha + n*beta needs at least 3 to say anything about its error: measure more sizes "
+         "(--min-bytes/--max-bytes)");
+  }
+  fit.line = weighted_line(fit.used);
+  fit.pieces = {fit.line};
+  fit.line_rms_relative_residual = rms_relative(fit.used, fit.pieces);
+  fit.rms_relative_residual = fit.line_rms_relative_residual;
+
+  const auto split = std::find_if(fit.used.begin(), fit.used.end(),
+                                  [&](const SizeTime& p) { return p.bytes > options.eager_limit_bytes; });
+  const auto below = static_cast<std::size_t>(split - fit.used.begin());
+  if (below >= 3 && fit.used.size() - below >= 3) {
+    const std::span<const SizeTime> all(fit.used);
+    const std::vector<FitLine> pieces{weighted_line(all.first(below)), weighted_line(all.subspan(below))};
+    const double rms = rms_relative(fit.used, pieces);
+    if (rms < options.piecewise_keep_ratio * fit.line_rms_relative_residual) {
+      fit.pieces = pieces;
+      fit.rms_relative_residual = rms;
+    }
+  }
+  for (const SizeTime& p : fit.used) fit.relative_residuals.push_back((fit.seconds(p.bytes) - p.seconds) / p.seconds);
+  return fit;
+}
+
+std::optional<double> parse_tc_rate(std::string_view rate) {
+  double value = 0;
+  const auto [end, error] = std::from_chars(rate.data(), rate.data() + rate.size(), value);
+  if (error != std::errc() || value <= 0) return std::nullopt;
+  const std::string_view unit(end, static_cast<std::size_t>(rate.data() + rate.size() - end));
+  constexpr std::array<std::pair<std::string_view, double>, 9> units{{{"bit", 1},
+                                                                       {"kbit", 1e3},
+                                                                       {"mbit", 1e6},
+                                                                       {"gbit", 1e9},
+                                                                       {"tbit", 1e12},
+                                                                       {"bps", 8},
+                                                                       {"kbps", 8e3},
+                                                                       {"mbps", 8e6},
+                                                                       {"gbps", 8e9}}};
+  for (const auto& [name, factor] : units) {
+    if (unit == name) return value * factor;
+  }
+  return std::nullopt;
+}
+
+// ---- step prediction -------------------------------------------------------------------------------
+
+double token_bucket_wait(const TokenBucket& bucket, double bytes) {
+  return std::max(0.0, bytes - bucket.burst_bytes) / bucket.rate_bytes_per_s;
+}
+
+namespace {
+
+StepPrediction predict_step_on(const StepModel& model, Scaling scaling, const HierarchicalFabric& fabric) {
+  StepPrediction out;
+  out.nodes = fabric.nodes;
+  out.compute_s = scaling == Scaling::strong ? model.serial_step_s / fabric.nodes : model.serial_step_s;
+  double largest = 0;
+  for (double bytes : model.bucket_bytes) {
+    const AllreduceChoice choice = cheapest_allreduce(fabric, bytes);
+    out.communication_s += choice.seconds;
+    if (bytes >= largest) {
+      largest = bytes;
+      out.algorithm = choice.algorithm;
+    }
+  }
+  out.exposed_s = out.communication_s * (1 - model.hidden_fraction);
+  out.step_s = out.compute_s + out.exposed_s;
+  out.efficiency = scaling == Scaling::strong ? model.serial_step_s / (fabric.nodes * out.step_s)
+                                              : model.serial_step_s / out.step_s;
+  return out;
+}
+
+}  // namespace
+
+StepPrediction predict_step(const StepModel& model, Scaling scaling, const HierarchicalFabric& fabric) {
+  CNNBENCH_CHECK(model.serial_step_s > 0, "step prediction needs a positive serial step time");
+  CNNBENCH_CHECK(model.hidden_fraction >= 0 && model.hidden_fraction <= 1,
+                 "step prediction: the hidden fraction must lie in [0, 1], got " +
+                     std::to_string(model.hidden_fraction));
+  if (!fabric.token_bucket || !fabric.uncapped) return predict_step_on(model, scaling, fabric);
+  HierarchicalFabric fast = fabric;
+  fast.network = *fabric.uncapped;
+  StepPrediction uncapped = predict_step_on(model, scaling, fast);
+  double per_link = 0;
+  const double p = fabric.nodes * fabric.ranks_per_node;
+  for (double bytes : model.bucket_bytes) per_link += 2 * (p - 1) / p * bytes;
+  // The bucket regime holds while the rate could send the step's traffic within the uncapped
+  // step; beyond that the cap binds, and TCP over the shaped link does worse than the wire time
+  // (the capped profile, from back-to-back calls, carries that).
+  if (per_link > fabric.token_bucket->rate_bytes_per_s * uncapped.step_s) {
+    return predict_step_on(model, scaling, fabric);
+  }
+  const double wait = token_bucket_wait(*fabric.token_bucket, per_link);
+  uncapped.communication_s += wait;
+  uncapped.exposed_s += (1 - model.hidden_fraction) * wait;
+  uncapped.step_s = uncapped.compute_s + uncapped.exposed_s;
+  uncapped.efficiency = scaling == Scaling::strong ? model.serial_step_s / (fabric.nodes * uncapped.step_s)
+                                                   : model.serial_step_s / uncapped.step_s;
+  uncapped.within_token_bucket = true;
+  return uncapped;
+}
+
+std::optional<int> nodes_below_half_efficiency(const StepModel& model, Scaling scaling,
+                                               HierarchicalFabric fabric, int max_nodes) {
+  for (int nodes = 2; nodes <= max_nodes; ++nodes) {
+    fabric.nodes = nodes;
+    if (predict_step(model, scaling, fabric).efficiency < 0.5) return nodes;
+  }
+  return std::nullopt;
+}
+
+}  // namespace cnnbench

@@ -1,0 +1,180 @@
+// Cost models of MPI_Allreduce: the alpha-beta-gamma expressions of the algorithms Open MPI runs
+// (Thakur, Rabenseifner & Gropp 2005; Patarasuk & Yuan 2009), Open MPI's silent fallbacks, the
+// fit of allreduce-bench's times, and the step time of data-parallel training they predict.
+// Pure arithmetic: no MPI. docs/cluster.md ("The communication model") has the formulas.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cnnbench {
+
+// ---- algorithms and Open MPI's fallbacks --------------------------------------------------------
+
+// The allreduce algorithms of Open MPI's tuned component (coll_tuned_allreduce_algorithm ids in
+// comments); open_mpi_default is id 0: the component's own decision table chooses.
+enum class AllreduceAlgorithm {
+  open_mpi_default,    // 0
+  basic_linear,        // 1: reduce to rank 0, then broadcast, both linear
+  recursive_doubling,  // 3
+  ring,                // 4
+  segmented_ring,      // 5
+  rabenseifner,        // 6: reduce-scatter by recursive halving, allgather by recursive doubling
+};
+
+std::string_view algorithm_name(AllreduceAlgorithm algorithm);  // "ring", "recursive_doubling", ...
+// Accepts the names above and "default"; Error listing them otherwise.
+AllreduceAlgorithm parse_allreduce_algorithm(std::string_view name);
+int open_mpi_algorithm_id(AllreduceAlgorithm algorithm);
+// Error for ids Open MPI 4.1 does not have (2, nonoverlapping, is not modelled either).
+AllreduceAlgorithm algorithm_from_open_mpi_id(int id);
+
+// What Open MPI 4.1 runs when `asked` is forced for `count` elements on `ranks` ranks: ring falls
+// back to recursive doubling when count < ranks; Rabenseifner to basic linear when
+// count < 2^floor(lg ranks); the segmented ring to the plain ring when count < ranks x segment
+// (a segment of 0 elements, Open MPI's default segment size, means unsegmented: always the ring).
+// open_mpi_default stays itself: the decision table is not modelled.
+AllreduceAlgorithm algorithm_run(AllreduceAlgorithm asked, std::int64_t count, int ranks,
+                                 std::int64_t segment_elements = 0);
+
+// ---- costs --------------------------------------------------------------------------------------
+
+// Hockney's point-to-point cost: a message of m bytes takes alpha + m beta.
+struct LinkCost {
+  double alpha_s = 0;
+  double beta_s_per_byte = 0;
+};
+// A link plus gamma, the seconds per byte of the reduction's arithmetic on one rank.
+struct CollectiveCost {
+  LinkCost link;
+  double gamma_s_per_byte = 0;
+};
+
+// Seconds of one allreduce of `bytes` over `ranks` ranks by `algorithm` (not open_mpi_default:
+// Error). Non-powers of two as Open MPI does them: recursive doubling and Rabenseifner fold the
+// r = p - 2^floor(lg p) extra ranks into their neighbours first and send them the result last.
+double allreduce_seconds(AllreduceAlgorithm algorithm, int ranks, double bytes,
+                         const CollectiveCost& cost);
+
+// Two levels: a binomial reduce over shared memory inside each node, an allreduce among the node
+// leaders over the network (the cheapest of ring, recursive doubling, Rabenseifner), a binomial
+// broadcast inside each node.
+// A link shaped by a tbf token bucket (scripts/emulate-hosts.sh): while the rate refills the
+// bucket between steps, a step's first burst_bytes pass at the link's uncapped speed and only
+// the rest waits for tokens, at the rate.
+struct TokenBucket {
+  double burst_bytes = 0;
+  double rate_bytes_per_s = 0;
+};
+// The wait for tokens of `bytes` sent at once from a full bucket: (bytes - burst) / rate, or 0.
+double token_bucket_wait(const TokenBucket& bucket, double bytes);
+
+struct HierarchicalFabric {
+  int nodes = 1;
+  int ranks_per_node = 1;
+  CollectiveCost network;
+  CollectiveCost shared_memory;
+  // A token-bucket-shaped network: `network` is its capped cost (back-to-back calls, measured
+  // above the burst), `uncapped` the same link without the cap. predict_step prices a step whose
+  // traffic the rate could send within the uncapped step at `uncapped` plus token_bucket_wait,
+  // else at `network` (an empirical boundary: docs/cluster.md, "Checked against measurements").
+  std::optional<TokenBucket> token_bucket;
+  std::optional<CollectiveCost> uncapped;
+};
+double hierarchical_allreduce_seconds(const HierarchicalFabric& fabric, double bytes);
+
+struct AllreduceChoice {
+  std::string algorithm;  // algorithm_name(), or "hierarchical"
+  double seconds = 0;
+};
+// The cheapest flat algorithm (ring, recursive doubling, Rabenseifner) for `bytes` on `ranks`;
+// ties go to the earlier of that list.
+AllreduceChoice cheapest_allreduce(int ranks, double bytes, const CollectiveCost& cost);
+// The same over nodes x ranks_per_node, with the hierarchical scheme as a fourth candidate when
+// ranks_per_node > 1 (flat algorithms then run over the network's cost: the worst link).
+AllreduceChoice cheapest_allreduce(const HierarchicalFabric& fabric, double bytes);
+
+struct Crossover {
+  double bytes = 0;  // the cheapest changes between just below and just above this size
+  std::string below, above;
+};
+// Every size in [min_bytes, max_bytes] where cheapest_allreduce changes its answer, to 0.1%.
+std::vector<Crossover> allreduce_crossovers(int ranks, const CollectiveCost& cost, double min_bytes,
+                                            double max_bytes);
+
+// The link cost behind a whole-allreduce fit t(n) = A + n B measured at `ranks` with
+// `algorithm` (ring for open_mpi_default, as its large messages run): the inverse of
+// allreduce_seconds for the point-to-point part.
+LinkCost link_cost_from_fit(AllreduceAlgorithm algorithm, int ranks, double fit_alpha_s,
+                            double fit_beta_s_per_byte, double gamma_s_per_byte);
+
+// ---- fitting allreduce-bench's times -------------------------------------------------------------
+
+struct SizeTime {
+  double bytes = 0;
+  double seconds = 0;
+};
+struct FitLine {
+  double alpha_s = 0;
+  double beta_s_per_byte = 0;
+  double from_bytes = 0, to_bytes = 0;  // the sizes it was fitted over
+  bool constrained = false;  // the free fit's alpha or beta came out negative: refitted with it at 0
+};
+struct FitOptions {
+  // Open MPI's TCP transport sends up to 64 KiB eagerly (btl_tcp_eager_limit), longer messages
+  // by rendezvous: a kink in t(n) there.
+  double eager_limit_bytes = 64 * 1024;
+  // The tbf rate of the link (bits/s), when known: sizes inside its burst pass at the host's
+  // speed, not the link's, and are left out.
+  std::optional<double> link_rate_bits_per_s;
+  // The piecewise fit is kept when its RMS relative residual is below this share of the line's.
+  double piecewise_keep_ratio = 0.7;
+};
+struct AllreduceFit {
+  FitLine line;                   // one line through every size used
+  std::vector<FitLine> pieces;    // {line}, or {below, above} the eager limit when kept
+  std::vector<SizeTime> used;     // the sizes fitted
+  std::vector<double> relative_residuals;  // (model - measured) / measured per used size
+  double rms_relative_residual = 0;        // of the model kept (pieces)
+  double line_rms_relative_residual = 0;   // of the one line
+  std::vector<double> excluded_bytes;      // sizes inside the tbf burst
+  double seconds(double bytes) const;      // the model kept
+};
+// tbf's bucket as scripts/emulate-hosts.sh sets it: 67000 bytes or 4 ms at the rate.
+double tbf_burst_bytes(double rate_bits_per_s);
+// Weighted least squares with weights 1/t^2 (minimising relative error). Error when fewer than 3
+// sizes remain, naming how many were measured and how many the burst left out.
+AllreduceFit fit_allreduce(std::span<const SizeTime> points, const FitOptions& options = {});
+// "1gbit", "100mbit", "500kbit", "10gbit", "2500000bit" (tc's units) in bits/s; nullopt for
+// anything else (an unknown rate is not guessed).
+std::optional<double> parse_tc_rate(std::string_view rate);
+
+// ---- step-time prediction -----------------------------------------------------------------------
+
+enum class Scaling {
+  strong,  // the global batch stays: each of p nodes computes batch/p samples
+  weak,    // the batch per node stays: compute per step is constant
+};
+struct StepModel {
+  double serial_step_s = 0;             // one node's step over the whole batch (strong) / its batch (weak)
+  std::vector<double> bucket_bytes;     // the gradient buckets, one allreduce each per step
+  double hidden_fraction = 0;           // measured share of communication hidden behind backward
+};
+struct StepPrediction {
+  int nodes = 1;
+  double compute_s = 0, communication_s = 0, exposed_s = 0, step_s = 0;
+  double efficiency = 1;  // compute of one node over nodes x this step (strong), or its step over this one (weak)
+  std::string algorithm;  // the cheapest for the largest bucket
+  bool within_token_bucket = false;  // priced uncapped + token wait (HierarchicalFabric::token_bucket)
+};
+// With a token bucket, each rank's link carries the ring's 2(p-1)/p of every allreduce per step.
+StepPrediction predict_step(const StepModel& model, Scaling scaling, const HierarchicalFabric& fabric);
+// The smallest node count in 2..max_nodes whose efficiency falls below 50%; nullopt when none.
+std::optional<int> nodes_below_half_efficiency(const StepModel& model, Scaling scaling,
+                                               HierarchicalFabric fabric, int max_nodes);
+
+}  // namespace cnnbench

@@ -1,0 +1,396 @@
+// The allreduce cost model against values computed by hand from the formulas of Thakur,
+// Rabenseifner & Gropp (2005): each algorithm's cost, the cheapest choice just below and above
+// crossovers solved on paper, Open MPI's fallbacks, the weighted fit on synthetic times with a
+// known alpha and beta, and the step prediction.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cnnbench/cluster_prediction.hpp"
+#include "cnnbench/collective_model.hpp"
+#include "cnnbench/records.hpp"
+#include "cnnbench/core.hpp"
+#include "error_message.hpp"
+#include "run_cli.hpp"
+#include "temp_dir.hpp"
+
+namespace cnnbench {
+namespace {
+
+template <class Action>
+void expect_error_containing(Action&& action, const std::string& part) {
+  const std::string message = test::error_of(action);
+  EXPECT_NE(message.find(part), std::string::npos) << "error was: '" << message << "'";
+}
+
+// alpha 10 us, beta 1 ns/byte (1 GB/s), gamma 0.2 ns/byte.
+const CollectiveCost cost{{1e-5, 1e-9}, 2e-10};
+
+TEST(CollectiveModel, CostsByHand) {
+  const double n = 1e6;
+  // Ring, p = 4: 2*3*1e-5 + 2*3/4*1e6*1e-9 + 3/4*1e6*2e-10 = 6e-5 + 1.5e-3 + 1.5e-4.
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::ring, 4, n, cost), 1.71e-3, 1e-12);
+  // Recursive doubling, p = 4: lg 4 (1e-5 + 1e-3 + 2e-4).
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::recursive_doubling, 4, n, cost), 2.42e-3, 1e-12);
+  // Rabenseifner, p = 4: 2*2*1e-5 + 1.5e-3 + 1.5e-4.
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::rabenseifner, 4, n, cost), 1.69e-3, 1e-12);
+  // Basic linear, p = 4: 2*3*(1e-5 + 1e-3) + 3*2e-4.
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::basic_linear, 4, n, cost), 6.66e-3, 1e-12);
+  // Ring, p = 6: 10e-5 + 10/6*1e-3 + 5/6*2e-4.
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::ring, 6, n, cost), 1e-4 + 1e-2 / 6 + 1e-3 / 6, 1e-12);
+  // Recursive doubling, p = 6 (2 extra ranks folded in): (2 + 2)(1e-5 + 1e-3) + (2 + 1)*2e-4.
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::recursive_doubling, 6, n, cost), 4.64e-3, 1e-12);
+  // Rabenseifner, p = 6: p' = 4 core 1.69e-3, halves exchanged 2e-5 + 1e-3 + 1e-4, result sent
+  // back 1e-5 + 1e-3.
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::rabenseifner, 6, n, cost), 3.82e-3, 1e-12);
+  // One rank communicates nothing.
+  EXPECT_EQ(allreduce_seconds(AllreduceAlgorithm::ring, 1, n, cost), 0.0);
+  EXPECT_THROW(allreduce_seconds(AllreduceAlgorithm::open_mpi_default, 4, n, cost), Error);
+}
+
+TEST(CollectiveModel, HierarchicalByHand) {
+  HierarchicalFabric fabric;
+  fabric.nodes = 2;
+  fabric.ranks_per_node = 4;
+  fabric.network = cost;
+  fabric.shared_memory = {{1e-6, 1e-10}, 2e-10};
+  const double n = 1e6;
+  // lg 4 = 2 levels: reduce 2(1e-6 + 1e-4 + 2e-4), broadcast 2(1e-6 + 1e-4); between the 2
+  // leaders the ring (= Rabenseifner at p = 2, ring first on ties): 2e-5 + 1e-3 + 1e-4.
+  const double expected = 6.02e-4 + 2.02e-4 + 1.12e-3;
+  EXPECT_NEAR(hierarchical_allreduce_seconds(fabric, n), expected, 1e-12);
+  // Flat over the 8 ranks with network costs, Rabenseifner: 6e-5 + 1.75e-3 + 1.75e-4 = 1.985e-3,
+  // more than the hierarchy's 1.924e-3.
+  const AllreduceChoice choice = cheapest_allreduce(fabric, n);
+  EXPECT_EQ(choice.algorithm, "hierarchical");
+  EXPECT_NEAR(choice.seconds, expected, 1e-12);
+}
+
+TEST(CollectiveModel, CheapestJustBelowAndAboveHandSolvedCrossovers) {
+  // p = 4, gamma = 0: recursive doubling 2a + 2nb, Rabenseifner 4a + 1.5nb (ring 6a + 1.5nb is
+  // never cheaper): equal at n = 4a/b = 40,000 bytes.
+  const CollectiveCost no_gamma{{1e-5, 1e-9}, 0};
+  EXPECT_EQ(cheapest_allreduce(4, 39000, no_gamma).algorithm, "recursive_doubling");
+  EXPECT_EQ(cheapest_allreduce(4, 41000, no_gamma).algorithm, "rabenseifner");
+  auto crossovers = allreduce_crossovers(4, no_gamma, 4, 4 << 20);
+  ASSERT_EQ(crossovers.size(), 1u);
+  EXPECT_NEAR(crossovers[0].bytes, 40000, 40000 * 0.002);
+  EXPECT_EQ(crossovers[0].below, "recursive_doubling");
+  EXPECT_EQ(crossovers[0].above, "rabenseifner");
+
+  // With gamma: 2a + 2n(b + g) = 4a + 1.5nb + 0.75ng at n = 2a / (0.5b + 1.25g) = 26,666.7.
+  crossovers = allreduce_crossovers(4, cost, 4, 4 << 20);
+  ASSERT_EQ(crossovers.size(), 1u);
+  EXPECT_NEAR(crossovers[0].bytes, 2e-5 / 7.5e-10, 26667 * 0.002);
+
+  // p = 3: recursive doubling (1 step, 1 extra rank) 3a + 3nb, ring 4a + (4/3)nb, Rabenseifner
+  // 5a + 3nb: recursive doubling up to n = 0.6 a/b = 6,000 bytes, the ring above.
+  EXPECT_EQ(cheapest_allreduce(3, 5900, no_gamma).algorithm, "recursive_doubling");
+  EXPECT_EQ(cheapest_allreduce(3, 6100, no_gamma).algorithm, "ring");
+  crossovers = allreduce_crossovers(3, no_gamma, 4, 4 << 20);
+  ASSERT_EQ(crossovers.size(), 1u);
+  EXPECT_NEAR(crossovers[0].bytes, 6000, 6000 * 0.002);
+  EXPECT_EQ(crossovers[0].above, "ring");
+}
+
+TEST(CollectiveModel, OpenMpiFallbacks) {
+  using A = AllreduceAlgorithm;
+  // Ring: count < p runs recursive doubling.
+  EXPECT_EQ(algorithm_run(A::ring, 3, 4), A::recursive_doubling);
+  EXPECT_EQ(algorithm_run(A::ring, 4, 4), A::ring);
+  EXPECT_EQ(algorithm_run(A::ring, 1, 2), A::recursive_doubling);
+  // Rabenseifner: count < 2^floor(lg p) runs basic linear (p = 6: 4; p = 4: 4; p = 2: 2).
+  EXPECT_EQ(algorithm_run(A::rabenseifner, 3, 6), A::basic_linear);
+  EXPECT_EQ(algorithm_run(A::rabenseifner, 4, 6), A::rabenseifner);
+  EXPECT_EQ(algorithm_run(A::rabenseifner, 3, 4), A::basic_linear);
+  EXPECT_EQ(algorithm_run(A::rabenseifner, 1, 2), A::basic_linear);
+  EXPECT_EQ(algorithm_run(A::rabenseifner, 2, 2), A::rabenseifner);
+  // Segmented ring without a segment size is the ring, and falls back as the ring does.
+  EXPECT_EQ(algorithm_run(A::segmented_ring, 1000, 4), A::ring);
+  EXPECT_EQ(algorithm_run(A::segmented_ring, 2, 4), A::recursive_doubling);
+  // With 256-element segments: the ring below 4 x 256 elements, segmented at and above.
+  EXPECT_EQ(algorithm_run(A::segmented_ring, 1023, 4, 256), A::ring);
+  EXPECT_EQ(algorithm_run(A::segmented_ring, 1024 * 8, 4, 256), A::segmented_ring);
+  EXPECT_EQ(algorithm_run(A::recursive_doubling, 1, 4), A::recursive_doubling);
+  // Names and Open MPI's ids go both ways.
+  for (A a : {A::open_mpi_default, A::basic_linear, A::recursive_doubling, A::ring, A::segmented_ring,
+              A::rabenseifner}) {
+    EXPECT_EQ(parse_allreduce_algorithm(algorithm_name(a)), a);
+    EXPECT_EQ(algorithm_from_open_mpi_id(open_mpi_algorithm_id(a)), a);
+  }
+  EXPECT_EQ(open_mpi_algorithm_id(A::ring), 4);
+  EXPECT_EQ(open_mpi_algorithm_id(A::rabenseifner), 6);
+  expect_error_containing([] { parse_allreduce_algorithm("tree"); }, "known: default");
+  EXPECT_THROW(algorithm_from_open_mpi_id(2), Error);
+}
+
+TEST(CollectiveModel, LinkCostInvertsTheFit) {
+  // A ring at p = 4 measures A = 6a and B = 1.5b + 0.75g.
+  const LinkCost link = link_cost_from_fit(AllreduceAlgorithm::ring, 4, 6e-5, 1.5e-9 + 0.75 * 2e-10, 2e-10);
+  EXPECT_NEAR(link.alpha_s, 1e-5, 1e-15);
+  EXPECT_NEAR(link.beta_s_per_byte, 1e-9, 1e-18);
+  // Recursive doubling at p = 8: A = 3a, B = 3(b + g).
+  const LinkCost rd = link_cost_from_fit(AllreduceAlgorithm::recursive_doubling, 8, 3e-5, 3.6e-9, 2e-10);
+  EXPECT_NEAR(rd.alpha_s, 1e-5, 1e-15);
+  EXPECT_NEAR(rd.beta_s_per_byte, 1e-9, 1e-18);
+}
+
+std::vector<SizeTime> synthetic(double alpha, double beta, double alpha_above, double beta_above,
+                                double noise, unsigned seed) {
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<double> jitter(-noise, noise);
+  std::vector<SizeTime> points;
+  for (double n = 4; n <= 4 << 20; n *= 2) {
+    const double t = n <= 65536 ? alpha + n * beta : alpha_above + n * beta_above;
+    points.push_back({n, t * (1 + jitter(random))});
+  }
+  return points;
+}
+
+TEST(CollectiveModel, FitRecoversAKnownLine) {
+  const auto exact = synthetic(5e-5, 1e-8, 5e-5, 1e-8, 0, 1);
+  AllreduceFit fit = fit_allreduce(exact);
+  EXPECT_NEAR(fit.line.alpha_s, 5e-5, 5e-5 * 1e-9);
+  EXPECT_NEAR(fit.line.beta_s_per_byte, 1e-8, 1e-8 * 1e-9);
+  EXPECT_EQ(fit.pieces.size(), 1u);
+  EXPECT_LT(fit.rms_relative_residual, 1e-12);
+
+  // +-5% uniform noise: relative weights keep alpha (from the small sizes) and beta (the large).
+  const auto noisy = synthetic(5e-5, 1e-8, 5e-5, 1e-8, 0.05, 7);
+  fit = fit_allreduce(noisy);
+  EXPECT_NEAR(fit.line.alpha_s, 5e-5, 5e-5 * 0.05);
+  EXPECT_NEAR(fit.line.beta_s_per_byte, 1e-8, 1e-8 * 0.05);
+  EXPECT_EQ(fit.pieces.size(), 1u) << "noise alone should not buy a second piece";
+  // The residuals are the model's against each point, and their RMS is what is reported.
+  ASSERT_EQ(fit.relative_residuals.size(), noisy.size());
+  double squares = 0;
+  for (std::size_t i = 0; i < noisy.size(); ++i) {
+    const double model = fit.line.alpha_s + noisy[i].bytes * fit.line.beta_s_per_byte;
+    EXPECT_NEAR(fit.relative_residuals[i], (model - noisy[i].seconds) / noisy[i].seconds, 1e-12);
+    squares += fit.relative_residuals[i] * fit.relative_residuals[i];
+  }
+  EXPECT_NEAR(fit.rms_relative_residual, std::sqrt(squares / static_cast<double>(noisy.size())), 1e-12);
+  EXPECT_GT(fit.rms_relative_residual, 0.005);
+}
+
+TEST(CollectiveModel, FitHoldsANegativeTermAtZero) {
+  // t = 1e-9 n - 1e-6 (a line whose intercept is negative): the free fit's alpha is -1e-6, so
+  // alpha is held at 0 and beta is the weighted fit through the origin, sum(w n t) / sum(w n^2)
+  // with w = 1/t^2: with r = n/t, sum(r) / sum(r^2).
+  std::vector<SizeTime> points;
+  double sum_r = 0, sum_r2 = 0;
+  for (double n : {4096.0, 16384.0, 65536.0, 262144.0}) {
+    const double t = 1e-9 * n - 1e-6;
+    points.push_back({n, t});
+    sum_r += n / t;
+    sum_r2 += (n / t) * (n / t);
+  }
+  const double through_origin = sum_r / sum_r2;
+  const AllreduceFit fit = fit_allreduce(points);
+  EXPECT_TRUE(fit.line.constrained);
+  EXPECT_EQ(fit.line.alpha_s, 0.0);
+  EXPECT_NEAR(fit.line.beta_s_per_byte, through_origin, 1e-12 * through_origin);
+  EXPECT_FALSE(fit_allreduce(synthetic(5e-5, 1e-8, 5e-5, 1e-8, 0, 1)).line.constrained);
+}
+
+TEST(CollectiveModel, FitFindsTheEagerLimitKink) {
+  // Eager below 64 KiB (20 us, 2 ns/B), rendezvous above (200 us, 10 ns/B), +-2% noise.
+  const auto points = synthetic(2e-5, 2e-9, 2e-4, 1e-8, 0.02, 3);
+  const AllreduceFit fit = fit_allreduce(points);
+  ASSERT_EQ(fit.pieces.size(), 2u);
+  EXPECT_EQ(fit.pieces[0].to_bytes, 65536);
+  EXPECT_NEAR(fit.pieces[0].alpha_s, 2e-5, 2e-5 * 0.05);
+  EXPECT_NEAR(fit.pieces[0].beta_s_per_byte, 2e-9, 2e-9 * 0.2);
+  EXPECT_NEAR(fit.pieces[1].alpha_s, 2e-4, 2e-4 * 0.2);
+  EXPECT_NEAR(fit.pieces[1].beta_s_per_byte, 1e-8, 1e-8 * 0.05);
+  EXPECT_LT(fit.rms_relative_residual, 0.03);
+  EXPECT_GT(fit.line_rms_relative_residual, 2 * fit.rms_relative_residual);
+  // Evaluation uses the piece a size falls in.
+  EXPECT_NEAR(fit.seconds(1 << 20), fit.pieces[1].alpha_s + (1 << 20) * fit.pieces[1].beta_s_per_byte, 1e-15);
+}
+
+TEST(CollectiveModel, FitLeavesOutTheTbfBurstAndRefusesTooFewSizes) {
+  EXPECT_EQ(tbf_burst_bytes(1e8), 67000);   // 4 ms at 100 Mbit/s is 50,000 bytes
+  EXPECT_EQ(tbf_burst_bytes(1e9), 500000);  // 4 ms at 1 Gbit/s
+  const auto points = synthetic(5e-5, 1e-8, 5e-5, 1e-8, 0, 1);
+  FitOptions options;
+  options.link_rate_bits_per_s = 1e9;
+  const AllreduceFit fit = fit_allreduce(points, options);
+  std::size_t inside = 0;
+  for (const SizeTime& p : points) inside += p.bytes <= 500000 ? 1 : 0;
+  EXPECT_EQ(fit.excluded_bytes.size(), inside);
+  EXPECT_EQ(fit.used.size(), points.size() - inside);  // 512 KiB .. 4 MiB
+  EXPECT_EQ(fit.used.front().bytes, 524288);
+
+  const std::vector<SizeTime> two{{4, 1e-5}, {8, 1.1e-5}};
+  expect_error_containing([&] { fit_allreduce(two); }, "2 message size(s) to fit");
+  options.link_rate_bits_per_s = 1e10;  // burst 5 MB: every size inside
+  expect_error_containing([&] { fit_allreduce(points, options); }, "inside the link's tbf burst");
+  EXPECT_THROW(fit_allreduce(std::vector<SizeTime>{{4, 1e-5}, {8, 0}, {16, 1e-5}}), Error);
+}
+
+TEST(CollectiveModel, TcRates) {
+  EXPECT_EQ(parse_tc_rate("1gbit"), 1e9);
+  EXPECT_EQ(parse_tc_rate("100mbit"), 1e8);
+  EXPECT_EQ(parse_tc_rate("500kbit"), 5e5);
+  EXPECT_EQ(parse_tc_rate("1mbps"), 8e6);
+  EXPECT_EQ(parse_tc_rate("fast"), std::nullopt);
+  EXPECT_EQ(parse_tc_rate("10parsecs"), std::nullopt);
+}
+
+TEST(CollectiveModel, StepPredictionByHand) {
+  StepModel model;
+  model.serial_step_s = 0.1;
+  model.bucket_bytes = {1e6};
+  model.hidden_fraction = 0.5;
+  HierarchicalFabric fabric;
+  fabric.nodes = 4;
+  fabric.network = cost;
+  // p = 4, 1 MB: Rabenseifner, 1.69e-3 s, half of it hidden.
+  StepPrediction strong = predict_step(model, Scaling::strong, fabric);
+  EXPECT_EQ(strong.algorithm, "rabenseifner");
+  EXPECT_NEAR(strong.compute_s, 0.025, 1e-15);
+  EXPECT_NEAR(strong.exposed_s, 0.845e-3, 1e-15);
+  EXPECT_NEAR(strong.step_s, 0.025845, 1e-12);
+  EXPECT_NEAR(strong.efficiency, 0.1 / (4 * 0.025845), 1e-12);
+  StepPrediction weak = predict_step(model, Scaling::weak, fabric);
+  EXPECT_NEAR(weak.step_s, 0.100845, 1e-12);
+  EXPECT_NEAR(weak.efficiency, 0.1 / 0.100845, 1e-12);
+  model.hidden_fraction = 1.5;
+  EXPECT_THROW(predict_step(model, Scaling::strong, fabric), Error);
+}
+
+TEST(CollectiveModel, TrafficWithinTheTokenBucketGoesUncapped) {
+  // 2 nodes, one 100 kB bucket: each link carries 2(2-1)/2 x 100 kB = 100 kB per step.
+  StepModel model;
+  model.serial_step_s = 0.02;
+  model.bucket_bytes = {1e5};
+  HierarchicalFabric fabric;
+  fabric.nodes = 2;
+  // At p = 2 recursive doubling is cheapest (one alpha + n beta; the ring pays two alphas).
+  fabric.network = {{1e-3, 1e-8}, 0};                 // capped: 1e-3 + 1e-3 = 2 ms
+  fabric.uncapped = CollectiveCost{{1e-5, 1e-9}, 0};  // 1e-5 + 1e-4 = 0.11 ms
+  // Burst 500 kB, 125 MB/s: 100 kB fits and refills in 0.8 ms < the 10.11 ms step.
+  fabric.token_bucket = TokenBucket{5e5, 1.25e8};
+  StepPrediction p = predict_step(model, Scaling::strong, fabric);
+  EXPECT_TRUE(p.within_token_bucket);
+  EXPECT_NEAR(p.step_s, 0.01 + 1.1e-4, 1e-12);
+  // A 67 kB burst at 12.5 MB/s (100mbit's): the 100 kB refill within the step (8 ms), the
+  // 33 kB beyond the burst wait for tokens: 33e3 / 12.5e6 = 2.64 ms more.
+  fabric.token_bucket = TokenBucket{67000, 1.25e7};
+  p = predict_step(model, Scaling::strong, fabric);
+  EXPECT_TRUE(p.within_token_bucket);
+  EXPECT_NEAR(token_bucket_wait(*fabric.token_bucket, 1e5), 2.64e-3, 1e-15);
+  EXPECT_NEAR(p.step_s, 0.01 + 1.1e-4 + 2.64e-3, 1e-12);
+  // The rate cannot refill 100 kB within the step (1 MB/s: 0.1 s): the capped cost holds.
+  fabric.token_bucket = TokenBucket{5e5, 1e6};
+  p = predict_step(model, Scaling::strong, fabric);
+  EXPECT_FALSE(p.within_token_bucket);
+  EXPECT_NEAR(p.step_s, 0.01 + 2e-3, 1e-12);
+}
+
+TEST(CollectiveModel, NodesBelowHalfEfficiency) {
+  // 10 ms serial step, one 1 MB bucket, nothing hidden, alpha 10 us, beta 1 ns/B, no gamma.
+  // Strong efficiency is 0.01 / (0.01 + p c(p)), below 1/2 once p c(p) > 0.01; the cheapest
+  // c(p): p = 5 ring 8e-5 + 1.6e-3 -> 8.4e-3; p = 6 ring 1e-4 + 1.667e-3 -> 1.06e-2.
+  StepModel model;
+  model.serial_step_s = 0.01;
+  model.bucket_bytes = {1e6};
+  HierarchicalFabric fabric;
+  fabric.network = {{1e-5, 1e-9}, 0};
+  EXPECT_EQ(nodes_below_half_efficiency(model, Scaling::strong, fabric, 64), 6);
+  EXPECT_EQ(nodes_below_half_efficiency(model, Scaling::strong, fabric, 5), std::nullopt);
+  // Weak: c(p) would have to pass 0.01 s; Rabenseifner's stays near 2nb = 2 ms (+ 3 ms for a
+  // non-power of two) up to 1000 nodes.
+  EXPECT_EQ(nodes_below_half_efficiency(model, Scaling::weak, fabric, 1000), std::nullopt);
+}
+
+// `cnnbench scaling-model` end to end on a made-up profile: LeNet-5's two buckets (10,288 and
+// 236,536 bytes) priced by hand at 4 nodes.
+TEST(ScalingModelCli, StrongAndWeakStepsByHand) {
+  test::TempDir dir;
+  const std::string profiles = (dir.path() / "profiles.json").string();
+  std::ofstream(profiles) << R"({"profiles": [{"name": "made-up", "network":
+      {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9, "gamma_s_per_byte": 0}}]})";
+  const std::string out = (dir.path() / "out.json").string();
+  const test::CliResult r = test::run_cli("scaling-model --fabric " + profiles +
+                                          " --model lenet5 --serial-step 0.01 --max-nodes 8 --report " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json result = nlohmann::json::parse(read_file(out));
+  EXPECT_EQ(result.at("bucket_bytes"), nlohmann::json::parse("[10288.0, 236536.0]"));
+  // p = 4: 10,288 B by recursive doubling 2(1e-5 + 10288e-9) = 4.0576e-5 s (Rabenseifner
+  // 5.5432e-5); 236,536 B by Rabenseifner 4e-5 + 1.5 x 236536e-9 = 3.94804e-4 s.
+  const double communication = 4.0576e-5 + 3.94804e-4;
+  const nlohmann::json& profile = result.at("profiles").at(0);
+  bool found = false;
+  for (const auto& point : profile.at("strong")) {
+    if (point.at("nodes") != 4) continue;
+    found = true;
+    EXPECT_NEAR(point.at("step_s").get<double>(), 0.0025 + communication, 1e-12);
+    EXPECT_NEAR(point.at("efficiency").get<double>(), 0.01 / (4 * (0.0025 + communication)), 1e-9);
+    EXPECT_EQ(point.at("algorithm"), "rabenseifner");
+  }
+  EXPECT_TRUE(found) << profile.at("strong");
+  for (const auto& point : profile.at("weak")) {
+    if (point.at("nodes") == 4) {
+      EXPECT_NEAR(point.at("step_s").get<double>(), 0.01 + communication, 1e-12);
+    }
+  }
+  const std::string not_profiles = (dir.path() / "not_profiles.json").string();
+  std::ofstream(not_profiles) << R"({"x": 1})";
+  const test::CliResult bad = test::run_cli("scaling-model --fabric " + not_profiles + " --serial-step 0.01");
+  EXPECT_EQ(bad.code, 1) << bad.output;
+  EXPECT_NE(bad.output.find("\"profiles\" array"), std::string::npos) << bad.output;
+}
+
+PointRecord measured_point(const std::string& id, const std::string& strategy, int nodes, double median_s) {
+  PointRecord p;
+  p.id = id;
+  p.model = "lenet5";
+  p.strategy = strategy;
+  p.nodes = nodes;
+  p.p = nodes;
+  p.time.median = median_s;
+  p.steps = 100;
+  return p;
+}
+
+// A sweep's cluster point gets the model's step next to its own: LeNet-5's two buckets at 4
+// nodes (4.35380e-4 s of allreduce, as above), half of it hidden, 8 ms serial step.
+TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {
+  SweepRecord sweep;
+  sweep.allreduce = nlohmann::json::parse(
+      R"({"ranks": 4, "fit": {"alpha_s": 1, "beta_s_per_byte": 1,
+          "link": {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9, "gamma_s_per_byte": 0}}})");
+  sweep.points.push_back(measured_point("lenet5/serial/n1c1", "serial", 1, 0.8));
+  PointRecord cluster = measured_point("lenet5/cluster/n4c1", "cluster", 4, 0.4);
+  cluster.strategy_metrics = nlohmann::json::parse(
+      R"({"overlap_active": true, "overlap_detail": {"hidden_fraction": 0.5},
+          "allreduce": {"schedule_bytes": [10288, 236536]}})");
+  sweep.points.push_back(cluster);
+  PointRecord two_threads = measured_point("lenet5/cluster/n4c2", "cluster", 4, 0.4);
+  two_threads.cores = 2;
+  sweep.points.push_back(two_threads);
+  add_cluster_predictions(sweep);
+  const nlohmann::json& prediction = sweep.points[1].prediction;
+  ASSERT_TRUE(prediction.is_object());
+  const double predicted = 0.008 / 4 + 0.5 * (4.0576e-5 + 3.94804e-4);
+  EXPECT_NEAR(prediction.at("predicted_step_s").get<double>(), predicted, 1e-12);
+  EXPECT_NEAR(prediction.at("measured_step_s").get<double>(), 0.004, 1e-15);
+  EXPECT_NEAR(prediction.at("relative_error").get<double>(), (predicted - 0.004) / 0.004, 1e-9);
+  EXPECT_EQ(prediction.at("algorithm"), "rabenseifner");
+  EXPECT_TRUE(sweep.points[0].prediction.is_null()) << "serial points are not predicted";
+  EXPECT_TRUE(sweep.points[2].prediction.is_null()) << "the model has one thread per rank";
+  // The field survives the report's round trip.
+  const SweepRecord back = nlohmann::json(sweep).get<SweepRecord>();
+  EXPECT_EQ(back.points[1].prediction, prediction);
+}
+
+}  // namespace
+}  // namespace cnnbench
