@@ -124,6 +124,8 @@ class SpanRing {
     ++next_;
     ++in_step_;
   }
+  // The span pushed last, nullptr before the first.
+  Span* last() { return next_ == 0 ? nullptr : &spans_[(next_ - 1) % spans_.size()]; }
   // A step ended: keep room for the kept steps and one being recorded, all of its size.
   void end_step();
   // The recorded spans, oldest first.
@@ -162,6 +164,7 @@ class StepTimeline {
   void close_part(ComputePart part, ClockTicks now = clock_ticks()) {
     current_.part_seconds[static_cast<std::size_t>(part)] += seconds(cursor_, now);
     add(TimeCategory::compute, -1, now);
+    last_part_ = static_cast<int>(part);
   }
   // The calling thread works on this step from now until end_work(): a region that never
   // blocks (compute, update), so whatever of it the thread's CPU time lacks, the OS ran
@@ -189,6 +192,9 @@ class StepTimeline {
  private:
   static double seconds(ClockTicks from, ClockTicks to) { return 1e-9 * double(to - from); }
   void add(TimeCategory category, int layer, ClockTicks now) {
+    last_category_ = category;
+    last_layer_ = layer;
+    last_part_ = -1;
     const double s = seconds(cursor_, now);
     current_.seconds[static_cast<std::size_t>(category)] += s;
     if (layer >= 0) current_.layer_seconds[static_cast<std::size_t>(layer)] += s;
@@ -212,6 +218,9 @@ class StepTimeline {
   ClockTicks step_start_ = 0, cursor_ = 0;
   ClockTicks work_start_ = 0;
   ThreadCpu work_cpu_;
+  // The phase closed last, which end_work extends over its own reads.
+  TimeCategory last_category_ = TimeCategory::other;
+  int last_layer_ = -1, last_part_ = -1;
   std::int64_t step_ = 0, next_step_ = 0;
   std::vector<StepTimes> steps_;
   SpanRing* spans_ = nullptr;
