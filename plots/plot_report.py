@@ -587,7 +587,26 @@ def counter_series(events, start, end):
     return drawn
 
 
+def summed_series(series):
+    """The sum of step functions [(x, value)] (each holding its value until its next point)."""
+    current = [0.0] * len(series)
+    changes = sorted((x, k, y) for k, (_, points) in enumerate(series) for x, y in points)
+    total = []
+    for x, k, y in changes:
+        current[k] = y
+        if total and total[-1][0] == x:
+            total.pop()
+        total.append((x, sum(current)))
+    return total
+
+
 def draw_counters(ax, series, width_ms):
+    # A stream graph has a counter per channel (dozens): a legend of them would crowd the chart
+    # out, so many are drawn as their sum, with the deepest channel named.
+    if len(series) > 8:
+        deepest = max(series, key=lambda s: max(y for _, y in s[1]))
+        series = [(f"tokens queued in all {len(series)} channels", summed_series(series)),
+                  (f"deepest: {deepest[0]}", deepest[1])]
     for label, points in series:
         xs = [x for x, _ in points] + [width_ms]
         ys = [y for _, y in points] + [points[-1][1]]
@@ -647,7 +666,9 @@ def plot_gantt(trace_path, out):
     fig.tight_layout()
     stem = Path(trace_path).stem
     for ext in ("png", "svg"):
-        write_output(out / f"{stem}-gantt.{ext}", lambda f: fig.savefig(f, format=ext, dpi=120))
+        # "tight": the legends beside the axes and long track names stay in the picture.
+        write_output(out / f"{stem}-gantt.{ext}",
+                     lambda f: fig.savefig(f, format=ext, dpi=120, bbox_inches="tight"))
     plt.close(fig)
     print(f"wrote {out / stem}-gantt.png and .svg: {what}, {len(tracks)} tracks, {len(arrows)} flows, "
           f"{len(counters)} counters")
