@@ -486,7 +486,9 @@ def step_of(event):
 
 
 def chosen_step(spans):
-    """The step to draw and its time window: the last step every track's spans name (args.step);
+    """The step to draw and its time window: of the steps every track's spans name (args.step),
+    the last whose duration is the median's (a typical step: a run's last step also closes its
+    last range of steps, and a cluster run's did half a millisecond of one thread's work there);
     without step numbers, the last step as the track with the most update spans (one per step)
     bounds it, from the end of its next-to-last update to the end of its last; with fewer than two
     updates, the last 1/20 of the trace (train keeps 20 steps). Returns (step or None, start,
@@ -499,10 +501,16 @@ def chosen_step(spans):
     if stepped:
         common = set.intersection(*stepped)
         if common:
-            step = max(common)
-            mine = [e for e in spans if step_of(e) == step]
-            return (step, min(e["ts"] for e in mine), max(e["ts"] + e["dur"] for e in mine),
-                    f"step {step}")
+            window = {}
+            for e in spans:
+                step = step_of(e)
+                if step in common:
+                    start, end = window.get(step, (e["ts"], e["ts"] + e["dur"]))
+                    window[step] = (min(start, e["ts"]), max(end, e["ts"] + e["dur"]))
+            duration = {step: end - start for step, (start, end) in window.items()}
+            median = sorted(duration.values())[(len(duration) - 1) // 2]
+            step = max(step for step, d in duration.items() if d == median)
+            return (step, *window[step], f"step {step}")
     updates = max(([e for e in es if e.get("cat") == "update_s"] for es in tracks.values()), key=len)
     if len(updates) >= 2:
         ends = sorted(e["ts"] + e["dur"] for e in updates)

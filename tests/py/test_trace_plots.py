@@ -76,8 +76,18 @@ def check_gantt(cli, tmp):
     check(all(image_ok(out / f"run.trace-gantt.{ext}") for ext in ("png", "svg")),
           "the Gantt chart is a PNG and an SVG named after the trace")
     check("step 3" in drawn.stdout and "3 tracks" in drawn.stdout,
-          f"the chart shows step 3, the last one every track has, on 3 tracks ({drawn.stdout.strip()})")
+          f"the chart shows step 3, the last one every track has (all as long), on 3 tracks ({drawn.stdout.strip()})")
     check("1 flows" in drawn.stdout, "the flow of the drawn step is drawn, those of other steps are not")
+    # A last step far longer than the others (a run's last step closes its last range) is not
+    # the one drawn: the chart shows the last step of median duration.
+    outlier = synthetic_trace()
+    for e in outlier["traceEvents"]:
+        if e.get("ph") == "X" and e["args"]["step"] == 3 and e["pid"] == 1:
+            e["dur"] += 5000
+    trace.write_text(json.dumps(outlier))
+    drawn = plot(cli, "--trace", trace, "--out", out)
+    check(drawn.returncode == 0 and "step 2" in drawn.stdout,
+          f"with step 3 an outlier the chart shows step 2, the last typical one ({drawn.stdout.strip()})")
     check("1 counters" in drawn.stdout, "the counter is drawn below the tracks")
 
     unstepped = synthetic_trace()
