@@ -15,5 +15,5 @@ cli=build/release/apps/cnnbench
 mkdir -p results
 "$cli" sweep --target-accuracy 0.9 --out results/sweep.json --force
 "$cli" plot results/sweep.json --out results/plots
-echo "report: results/sweep.json  plots: results/plots/speedup.png (and .svg, efficiency, throughput, time_to_accuracy, scaling_prediction)"
+echo "report: results/sweep.json  plots: results/plots/speedup.png (and .svg, efficiency, throughput, time_to_accuracy, scaling_prediction, breakdown)"
 echo "compare with the committed reference: $cli compare results/sweep-2core.json results/sweep.json"
