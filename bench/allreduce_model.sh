@@ -123,21 +123,25 @@ def scaling_model(*args):
         sys.exit(result.stdout + result.stderr)
     return json.loads(result.stdout)
 
-def seconds_at(profile, ranks, size):
-    rows = scaling_model("--allreduce", profile, "--model", "lenet5", "--serial-step", "0.01",
-                         "--max-nodes", "8")["profiles"][0]["allreduce_seconds"]
+def seconds_at(ranks, size, *profiles, protocol=False):
+    args = [a for p in profiles for a in ("--allreduce", p)] + (["--protocol-fit"] if protocol else [])
+    rows = scaling_model(*args, "--model", "lenet5", "--serial-step", "0.01",
+                         "--max-nodes", "8")["profiles"][-1]["allreduce_seconds"]
     return next(r for r in rows if r["ranks"] == ranks and r["bytes"] == size)
 
-# Each forced algorithm predicted two ways: by its formula at the link of the default algorithm's
-# profile, and by its formula at its own fit (its own alpha and beta, from the forced run's sizes).
-print("| link (4 hosts) | size | algorithm | measured median [q1, q3] | default's link | error | own fit | error |")
-print("|---|---|---|---|---|---|---|---|")
+# Each forced algorithm predicted three ways, each by its own formula: at the link of the default
+# algorithm's profile; at its own fit (its own alpha and beta, from the forced run's sizes); and at
+# one link with eager and rendezvous messages apart, fitted to the three forced runs at once.
+algorithms = ["ring", "recursive_doubling", "rabenseifner"]
+print("| link (4 hosts) | size | algorithm | measured median [q1, q3] | default's link | error | own fit | error | eager/rendezvous | error |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for rate in ["1gbit", "100mbit"]:
     for size_bytes in [65536, 1048576]:
-        shared = seconds_at(f"{out}/profile-4-{rate}.json", 4, size_bytes)
-        for algorithm in ["ring", "recursive_doubling", "rabenseifner"]:
+        shared = seconds_at(4, size_bytes, f"{out}/profile-4-{rate}.json")
+        joint = seconds_at(4, size_bytes, *[f"{out}/forced-4-{rate}-{a}.json" for a in algorithms], protocol=True)
+        for algorithm in algorithms:
             path = f"{out}/forced-4-{rate}-{algorithm}.json"
-            own = seconds_at(path, 4, size_bytes)[algorithm]
+            own = seconds_at(4, size_bytes, path)[algorithm]
             bench = json.load(open(path))
             size = next(s for s in bench["sizes"] if s["bytes"] == size_bytes)
             ran = algorithm if size["algorithm_run"] == algorithm else f"{algorithm} (ran {size['algorithm_run']})"
@@ -145,7 +149,8 @@ for rate in ["1gbit", "100mbit"]:
             print(f"| {rate} | {'64 KiB' if size_bytes == 65536 else '1 MiB'} | {ran} | "
                   f"{measured * 1e3:.1f} ms [{size['seconds_q1'] * 1e3:.1f}, {size['seconds_q3'] * 1e3:.1f}] | "
                   f"{shared[algorithm] * 1e3:.1f} ms | {100 * (shared[algorithm] / measured - 1):+.0f}% | "
-                  f"{own * 1e3:.1f} ms | {100 * (own / measured - 1):+.0f}% |")
+                  f"{own * 1e3:.1f} ms | {100 * (own / measured - 1):+.0f}% | "
+                  f"{joint[algorithm] * 1e3:.1f} ms | {100 * (joint[algorithm] / measured - 1):+.0f}% |")
 
 print()
 print("| model | ranks | link | compute per step | predicted step | measured step | error | algorithm (largest bucket) | hidden share | token bucket |")

@@ -189,6 +189,62 @@ std::vector<SizeTime> synthetic(double alpha, double beta, double alpha_above, d
   return points;
 }
 
+// With a rendezvous cost, each message above the eager limit pays it: by hand at p = 4.
+TEST(CollectiveModel, RendezvousMessagesByHand) {
+  CollectiveCost protocol({1e-5, 1e-9}, 0);
+  protocol.rendezvous = LinkCost{1e-3, 2e-9};
+  EXPECT_DOUBLE_EQ(protocol.message_seconds(65536), 1e-5 + 65536e-9);  // at the limit: eager
+  EXPECT_DOUBLE_EQ(protocol.message_seconds(65537), 1e-3 + 2 * 65537e-9);
+  // Ring, n = 1 MB: 6 messages of 250 kB, all rendezvous: 6(1e-3 + 5e-4).
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::ring, 4, 1e6, protocol), 9e-3, 1e-15);
+  // Ring, n = 200 kB: 6 messages of 50 kB, all eager: 6(1e-5 + 5e-5).
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::ring, 4, 2e5, protocol), 3.6e-4, 1e-15);
+  // Rabenseifner, n = 200 kB: two 100 kB messages (rendezvous), two of 50 kB (eager).
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::rabenseifner, 4, 2e5, protocol),
+              2 * (1e-3 + 2e-4) + 2 * (1e-5 + 5e-5), 1e-15);
+  // Recursive doubling, n = 200 kB: two whole-vector messages, rendezvous.
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::recursive_doubling, 4, 2e5, protocol),
+              2 * (1e-3 + 4e-4), 1e-15);
+  // Without a rendezvous cost the same sums are the one-link formulas.
+  const CollectiveCost one_link({1e-5, 1e-9}, 0);
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::rabenseifner, 4, 2e5, one_link),
+              4 * 1e-5 + 1.5 * 2e5 * 1e-9, 1e-15);
+}
+
+// Allreduces of three algorithms made up from a known eager and rendezvous link: the joint fit
+// gives the link back, and refuses sizes that leave one protocol without two.
+TEST(CollectiveModel, ProtocolFitRecoversAKnownLink) {
+  using A = AllreduceAlgorithm;
+  CollectiveCost truth({3e-5, 8e-9}, 2e-11);
+  truth.rendezvous = LinkCost{2e-4, 1.3e-8};
+  std::vector<AlgorithmTime> times;
+  for (A a : {A::ring, A::recursive_doubling, A::rabenseifner}) {
+    for (double n = 4096; n <= 4 << 20; n *= 2) times.push_back({a, 4, n, allreduce_seconds(a, 4, n, truth)});
+  }
+  const ProtocolFit fit = fit_protocol(times, 2e-11);
+  EXPECT_NEAR(fit.cost.link.alpha_s, 3e-5, 3e-5 * 1e-6);
+  EXPECT_NEAR(fit.cost.link.beta_s_per_byte, 8e-9, 8e-9 * 1e-6);
+  ASSERT_TRUE(fit.cost.rendezvous.has_value());
+  EXPECT_NEAR(fit.cost.rendezvous->alpha_s, 2e-4, 2e-4 * 1e-6);
+  EXPECT_NEAR(fit.cost.rendezvous->beta_s_per_byte, 1.3e-8, 1.3e-8 * 1e-6);
+  EXPECT_FALSE(fit.constrained);
+  EXPECT_LT(fit.rms_relative_residual, 1e-9);
+  // Times that put the rendezvous alpha below 0 (-20 us): held at 0, and said so.
+  for (AlgorithmTime& t : times) {
+    CollectiveCost below = truth;
+    below.rendezvous = LinkCost{-2e-5, 1.3e-8};
+    t.seconds = allreduce_seconds(t.algorithm, 4, t.bytes, below);
+  }
+  const ProtocolFit held = fit_protocol(times, 2e-11);
+  EXPECT_TRUE(held.constrained);
+  EXPECT_EQ(held.cost.rendezvous->alpha_s, 0.0);
+  EXPECT_GE(held.cost.link.alpha_s, 0.0);
+  // Only eager messages: no rendezvous term to fit.
+  const std::vector<AlgorithmTime> small = {{A::ring, 4, 4096, 1e-4}, {A::ring, 4, 8192, 2e-4},
+                                            {A::ring, 4, 16384, 3e-4}};
+  expect_error_containing([&] { fit_protocol(small, 0); }, "above it at 2 sizes or more; got 3 and 0");
+}
+
 TEST(CollectiveModel, FitRecoversAKnownLine) {
   const auto exact = synthetic(5e-5, 1e-8, 5e-5, 1e-8, 0, 1);
   AllreduceFit fit = fit_allreduce(exact);

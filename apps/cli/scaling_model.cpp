@@ -23,6 +23,7 @@ namespace {
 struct ScalingArgs {
   std::string fabric;
   std::vector<std::string> allreduce;  // allreduce-bench reports, each a measured profile
+  bool protocol_fit = false;           // and one profile fitted to all of them jointly
   std::string model = "lenet5";
   double serial_step_s = 0;
   double hidden_fraction = 0;
@@ -76,6 +77,12 @@ std::vector<Profile> read_fabric_profiles(const std::string& path) {
     if (!p.is_object() || !p.contains("name") || !p.at("name").is_string()) fail(where + ": needs a \"name\"");
     Profile profile{p.at("name"), p.value("kind", ""), p.value("source", ""),
                     cost_at(p.value("network", nlohmann::json()), where + ".network"), std::nullopt};
+    if (p.contains("rendezvous")) {
+      const CollectiveCost rendezvous = cost_at(p.at("rendezvous").is_object() ? p.at("rendezvous") : nlohmann::json(),
+                                                where + ".rendezvous");
+      profile.network.rendezvous = rendezvous.link;
+      profile.network.eager_limit_bytes = number_at(p, "eager_limit_bytes", where);
+    }
     if (p.contains("shared_memory")) profile.shared_memory = cost_at(p.at("shared_memory"), where + ".shared_memory");
     profiles.push_back(profile);
   }
@@ -94,6 +101,40 @@ Profile profile_from_allreduce(const std::string& path) {
           "allreduce-bench, " + std::to_string(bench.at("ranks").get<int>()) + " ranks, " +
               network.at("transport").get<std::string>() + " " + rate,
           cost_at(bench.at("fit").at("link"), path + ": fit.link"), std::nullopt};
+}
+
+// One profile fitted jointly to every size of the reports (fit_protocol): the algorithm each size
+// ran, eager and rendezvous messages apart. The reports must come from one fabric (transport and
+// link rate).
+Profile protocol_profile(const std::vector<std::string>& paths) {
+  std::vector<AlgorithmTime> times;
+  double gamma = 0;
+  std::string fabric;
+  for (const std::string& path : paths) {
+    const nlohmann::json bench = read_json(path);
+    const nlohmann::json& network = bench.at("network");
+    const std::string here = network.at("transport").get<std::string>() + " " +
+                             (network.at("link_rate").is_string() ? network.at("link_rate").get<std::string>() : "uncapped");
+    if (!fabric.empty() && here != fabric) {
+      fail("--protocol-fit: " + path + " was measured over " + here + ", the reports before it over " + fabric);
+    }
+    fabric = here;
+    // Every size, those inside a tbf burst too: a size's calls run back to back, and whether they
+    // outrun the bucket is part of what the fit describes, as it is of the times it predicts.
+    for (const nlohmann::json& size : bench.at("sizes")) {
+      const double bytes = size.at("bytes");
+      times.push_back({parse_allreduce_algorithm(size.at("algorithm_run").get<std::string>()), bench.at("ranks"),
+                       bytes, size.at("seconds")});
+    }
+    gamma += bench.at("reduction").at("gamma_s_per_byte").get<double>() / double(paths.size());
+  }
+  const ProtocolFit fit = fit_protocol(times, gamma);
+  std::string names;
+  for (const std::string& path : paths) names += (names.empty() ? "" : ", ") + path;
+  return {"protocol fit of " + names, "measured",
+          "fit_protocol over " + std::to_string(times.size()) + " allreduces, " + fabric +
+              ", RMS relative residual " + std::to_string(fit.rms_relative_residual),
+          fit.cost, std::nullopt};
 }
 
 HierarchicalFabric fabric_of(const Profile& profile, int nodes, int ranks_per_node) {
@@ -128,6 +169,11 @@ nlohmann::json profile_json(const Profile& profile, const StepModel& model, cons
                         {"network", {{"alpha_s", profile.network.link.alpha_s},
                                      {"beta_s_per_byte", profile.network.link.beta_s_per_byte},
                                      {"gamma_s_per_byte", profile.network.gamma_s_per_byte}}}};
+  if (profile.network.rendezvous) {
+    out["rendezvous"] = {{"alpha_s", profile.network.rendezvous->alpha_s},
+                         {"beta_s_per_byte", profile.network.rendezvous->beta_s_per_byte}};
+    out["eager_limit_bytes"] = profile.network.eager_limit_bytes;
+  }
   nlohmann::json crossovers = nlohmann::json::array();
   for (int ranks : node_counts(a.max_nodes)) {
     for (const Crossover& c : allreduce_crossovers(ranks, profile.network, 4, 1 << 30)) {
@@ -223,6 +269,14 @@ int run_scaling_model(const ScalingArgs& a) {
       fail(path + ": not an allreduce-bench report this cnnbench can read (" + e.what() + ")");
     }
   }
+  if (a.protocol_fit) {
+    if (a.allreduce.empty()) fail("--protocol-fit fits the --allreduce reports: pass at least one");
+    try {
+      profiles.push_back(protocol_profile(a.allreduce));
+    } catch (const nlohmann::json::exception& e) {
+      fail("--protocol-fit: an --allreduce report this cnnbench cannot read (" + std::string(e.what()) + ")");
+    }
+  }
   if (profiles.empty()) fail("no fabric profile: pass --fabric FILE and/or --allreduce REPORT");
   StepModel model;
   model.serial_step_s = a.serial_step_s;
@@ -274,6 +328,9 @@ void add_scaling_model_command(CLI::App& root, Runner& runner) {
       ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--allreduce", args->allreduce, "allreduce-bench reports, each added as a measured profile")
       ->check(input_path_rule(PathKind::file, true));
+  cmd->add_flag("--protocol-fit", args->protocol_fit,
+               "add one profile fitted to every size of the --allreduce reports at once (one fabric), "
+               "messages above Open MPI's eager limit (64 KiB) with their own alpha and beta");
   cmd->add_option("--model", args->model, "fc3 or lenet5 (its gradient buckets)")
       ->check(CLI::IsMember({"fc3", "lenet5"}))
       ->capture_default_str();

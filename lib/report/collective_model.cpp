@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -55,8 +56,7 @@ constexpr std::array<AllreduceAlgorithm, 3> flat_candidates{
     AllreduceAlgorithm::ring, AllreduceAlgorithm::recursive_doubling, AllreduceAlgorithm::rabenseifner};
 
 double ring_seconds(double p, double n, const CollectiveCost& c) {
-  return 2 * (p - 1) * c.link.alpha_s + 2 * (p - 1) / p * n * c.link.beta_s_per_byte +
-         (p - 1) / p * n * c.gamma_s_per_byte;
+  return 2 * (p - 1) * c.message_seconds(n / p) + (p - 1) / p * n * c.gamma_s_per_byte;
 }
 
 // Open MPI folds the r extra ranks of a non-power of two in first: in recursive doubling an
@@ -66,33 +66,31 @@ double ring_seconds(double p, double n, const CollectiveCost& c) {
 double recursive_doubling_seconds(int ranks, double n, const CollectiveCost& c) {
   const int steps = floor_log2(ranks);
   const bool folded = (1 << steps) != ranks;
-  const double message = c.link.alpha_s + n * c.link.beta_s_per_byte;
-  return (steps + (folded ? 2 : 0)) * message + (steps + (folded ? 1 : 0)) * n * c.gamma_s_per_byte;
+  return (steps + (folded ? 2 : 0)) * c.message_seconds(n) + (steps + (folded ? 1 : 0)) * n * c.gamma_s_per_byte;
 }
 
 double rabenseifner_seconds(int ranks, double n, const CollectiveCost& c) {
   const int steps = floor_log2(ranks);
   const double q = static_cast<double>(1 << steps);
-  double seconds = 2 * steps * c.link.alpha_s + 2 * (q - 1) / q * n * c.link.beta_s_per_byte +
-                   (q - 1) / q * n * c.gamma_s_per_byte;
+  // Halving sends n/2, n/4 ... n/q, doubling the same back: 2 lg q messages, 2(q-1)/q n bytes.
+  double seconds = (q - 1) / q * n * c.gamma_s_per_byte;
+  for (int k = 1; k <= steps; ++k) seconds += 2 * c.message_seconds(n / double(1 << k));
   if (q != ranks) {
-    seconds += 2 * c.link.alpha_s + n * c.link.beta_s_per_byte + 0.5 * n * c.gamma_s_per_byte;
-    seconds += c.link.alpha_s + n * c.link.beta_s_per_byte;
+    seconds += 2 * c.message_seconds(n / 2) + 0.5 * n * c.gamma_s_per_byte;
+    seconds += c.message_seconds(n);
   }
   return seconds;
 }
 
 double basic_linear_seconds(double p, double n, const CollectiveCost& c) {
-  const double message = c.link.alpha_s + n * c.link.beta_s_per_byte;
-  return 2 * (p - 1) * message + (p - 1) * n * c.gamma_s_per_byte;
+  return 2 * (p - 1) * c.message_seconds(n) + (p - 1) * n * c.gamma_s_per_byte;
 }
 
 // A reduce to rank 0 and a broadcast from it, each a binomial tree of ceil(lg p) rounds (what
 // Open MPI's own reduce and broadcast run for the small messages the decision table sends here).
 double nonoverlapping_seconds(int ranks, double n, const CollectiveCost& c) {
   const double rounds = ceil_log2(ranks);
-  const double message = c.link.alpha_s + n * c.link.beta_s_per_byte;
-  return 2 * rounds * message + rounds * n * c.gamma_s_per_byte;
+  return 2 * rounds * c.message_seconds(n) + rounds * n * c.gamma_s_per_byte;
 }
 
 // One row of Open MPI 4.1's fixed allreduce decision for commutative operations: below
@@ -119,6 +117,11 @@ constexpr std::array<DecisionRow, 11> open_mpi_decision{{
 }};
 
 }  // namespace
+
+double CollectiveCost::message_seconds(double bytes) const {
+  const LinkCost& by = rendezvous && bytes > eager_limit_bytes ? *rendezvous : link;
+  return by.alpha_s + bytes * by.beta_s_per_byte;
+}
 
 std::string_view algorithm_name(AllreduceAlgorithm algorithm) { return entry_of(algorithm).name; }
 
@@ -319,7 +322,123 @@ double rms_relative(std::span<const SizeTime> points, const std::vector<FitLine>
   return std::sqrt(squares / static_cast<double>(points.size()));
 }
 
+// The coefficients of alpha_e, beta_e, alpha_r, beta_r in one allreduce's time: its cost at a unit
+// of each term alone.
+using ProtocolTerms = std::array<double, 4>;
+ProtocolTerms protocol_terms(const AlgorithmTime& time, double eager_limit_bytes) {
+  ProtocolTerms terms{};
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    CollectiveCost unit({i == 0 ? 1.0 : 0.0, i == 1 ? 1.0 : 0.0}, 0);
+    unit.rendezvous = LinkCost{i == 2 ? 1.0 : 0.0, i == 3 ? 1.0 : 0.0};
+    unit.eager_limit_bytes = eager_limit_bytes;
+    terms[i] = allreduce_seconds(time.algorithm, time.ranks, time.bytes, unit);
+  }
+  return terms;
+}
+
+// Least squares of rows x = targets with only the terms in the bit set `free` (the others 0), by
+// the normal equations of the columns scaled to unit length (a count of messages and a count of
+// bytes differ by 10^6); nullopt when those columns are dependent.
+std::optional<ProtocolTerms> solve_terms(const std::vector<ProtocolTerms>& rows,
+                                         const std::vector<double>& targets, unsigned free) {
+  std::vector<std::size_t> columns;
+  for (std::size_t c = 0; c < 4; ++c) {
+    if (free & (1u << c)) columns.push_back(c);
+  }
+  const std::size_t k = columns.size();
+  std::vector<double> scale(k, 0.0);
+  for (std::size_t j = 0; j < k; ++j) {
+    for (const ProtocolTerms& row : rows) scale[j] += row[columns[j]] * row[columns[j]];
+    if (scale[j] <= 0) return std::nullopt;
+    scale[j] = std::sqrt(scale[j]);
+  }
+  std::vector<std::vector<double>> normal(k, std::vector<double>(k + 1, 0.0));  // [N | A^T b]
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    for (std::size_t i = 0; i < k; ++i) {
+      const double a = rows[r][columns[i]] / scale[i];
+      for (std::size_t j = 0; j < k; ++j) normal[i][j] += a * rows[r][columns[j]] / scale[j];
+      normal[i][k] += a * targets[r];
+    }
+  }
+  for (std::size_t i = 0; i < k; ++i) {  // Gauss-Jordan with partial pivoting
+    std::size_t pivot = i;
+    for (std::size_t r = i + 1; r < k; ++r) {
+      if (std::abs(normal[r][i]) > std::abs(normal[pivot][i])) pivot = r;
+    }
+    if (std::abs(normal[pivot][i]) < 1e-12) return std::nullopt;
+    std::swap(normal[i], normal[pivot]);
+    for (std::size_t r = 0; r < k; ++r) {
+      if (r == i) continue;
+      const double factor = normal[r][i] / normal[i][i];
+      for (std::size_t j = i; j <= k; ++j) normal[r][j] -= factor * normal[i][j];
+    }
+  }
+  ProtocolTerms x{};
+  for (std::size_t i = 0; i < k; ++i) x[columns[i]] = normal[i][k] / normal[i][i] / scale[i];
+  return x;
+}
+
 }  // namespace
+
+ProtocolFit fit_protocol(std::span<const AlgorithmTime> times, double gamma_s_per_byte,
+                         double eager_limit_bytes) {
+  std::vector<ProtocolTerms> rows;
+  std::vector<double> targets;
+  std::set<std::pair<int, double>> eager_sizes, rendezvous_sizes;  // (algorithm, bytes) carrying each
+  for (const AlgorithmTime& t : times) {
+    CNNBENCH_CHECK(t.algorithm != AllreduceAlgorithm::open_mpi_default,
+                   "protocol fit: name the algorithm that ran, not Open MPI's default");
+    CNNBENCH_CHECK(t.bytes > 0 && t.seconds > 0 && std::isfinite(t.seconds) && t.ranks > 1,
+                   "protocol fit: every time needs ranks > 1, bytes > 0 and seconds > 0");
+    ProtocolTerms terms = protocol_terms(t, eager_limit_bytes);
+    const double reduction = allreduce_seconds(t.algorithm, t.ranks, t.bytes, CollectiveCost({0, 0}, gamma_s_per_byte));
+    if (terms[1] > 0) eager_sizes.insert({open_mpi_algorithm_id(t.algorithm), t.bytes});
+    if (terms[3] > 0) rendezvous_sizes.insert({open_mpi_algorithm_id(t.algorithm), t.bytes});
+    for (double& term : terms) term /= t.seconds;  // weights 1/t^2: relative error
+    rows.push_back(terms);
+    targets.push_back((t.seconds - reduction) / t.seconds);
+  }
+  if (eager_sizes.size() < 2 || rendezvous_sizes.size() < 2) {
+    fail("protocol fit: needs allreduces whose messages are at most the eager limit (" +
+         std::to_string(static_cast<long long>(eager_limit_bytes)) + " bytes) at 2 sizes or more, and "
+         "allreduces with messages above it at 2 sizes or more; got " + std::to_string(eager_sizes.size()) +
+         " and " + std::to_string(rendezvous_sizes.size()));
+  }
+  // Every subset of the four terms left free, the others held at 0: the best fit whose terms are
+  // all >= 0 (four terms: sixteen small solves).
+  std::optional<ProtocolTerms> best;
+  double best_squares = 0;
+  unsigned best_free = 0;
+  for (unsigned free = 1; free < 16; ++free) {
+    const std::optional<ProtocolTerms> x = solve_terms(rows, targets, free);
+    if (!x || std::any_of(x->begin(), x->end(), [](double v) { return v < 0; })) continue;
+    double squares = 0;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      double model = 0;
+      for (std::size_t c = 0; c < 4; ++c) model += rows[r][c] * (*x)[c];
+      squares += (model - targets[r]) * (model - targets[r]);
+    }
+    if (!best || squares < best_squares - 1e-15) {
+      best = x;
+      best_squares = squares;
+      best_free = free;
+    }
+  }
+  CNNBENCH_CHECK(best.has_value(), "protocol fit: no fit with every term >= 0");
+  ProtocolFit fit;
+  fit.cost = CollectiveCost({(*best)[0], (*best)[1]}, gamma_s_per_byte);
+  fit.cost.rendezvous = LinkCost{(*best)[2], (*best)[3]};
+  fit.cost.eager_limit_bytes = eager_limit_bytes;
+  fit.constrained = best_free != 15;
+  double squares = 0;
+  for (const AlgorithmTime& t : times) {
+    const double r = (allreduce_seconds(t.algorithm, t.ranks, t.bytes, fit.cost) - t.seconds) / t.seconds;
+    fit.relative_residuals.push_back(r);
+    squares += r * r;
+  }
+  fit.rms_relative_residual = std::sqrt(squares / static_cast<double>(times.size()));
+  return fit;
+}
 
 double AllreduceFit::seconds(double bytes) const { return piecewise_seconds(pieces, bytes); }
 

@@ -57,8 +57,16 @@ struct LinkCost {
 };
 // A link plus gamma, the seconds per byte of the reduction's arithmetic on one rank.
 struct CollectiveCost {
-  LinkCost link;
+  CollectiveCost() = default;
+  CollectiveCost(LinkCost point_to_point, double gamma) : link(point_to_point), gamma_s_per_byte(gamma) {}
+  LinkCost link;  // every message, or those up to eager_limit_bytes when `rendezvous` is set
   double gamma_s_per_byte = 0;
+  // Open MPI's TCP transport sends a message up to its eager limit (btl_tcp_eager_limit, 64 KiB)
+  // at once, a longer one by rendezvous (a handshake, then the data): with this set, a message
+  // above eager_limit_bytes costs rendezvous.alpha_s + m rendezvous.beta_s_per_byte.
+  std::optional<LinkCost> rendezvous;
+  double eager_limit_bytes = 64 * 1024;
+  double message_seconds(double bytes) const;  // one message of `bytes` on the critical path
 };
 
 // Seconds of one allreduce of `bytes` over `ranks` ranks by `algorithm` (open_mpi_default: the
@@ -160,6 +168,27 @@ AllreduceFit fit_allreduce(std::span<const SizeTime> points, const FitOptions& o
 // "1gbit", "100mbit", "500kbit", "10gbit", "2500000bit" (tc's units) in bits/s; nullopt for
 // anything else (an unknown rate is not guessed).
 std::optional<double> parse_tc_rate(std::string_view rate);
+
+// One measured allreduce for fit_protocol: the algorithm Open MPI ran, on how many ranks.
+struct AlgorithmTime {
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;  // as run (not open_mpi_default)
+  int ranks = 2;
+  double bytes = 0;
+  double seconds = 0;
+};
+struct ProtocolFit {
+  CollectiveCost cost;                     // link (eager) and rendezvous, gamma as given
+  std::vector<double> relative_residuals;  // (model - measured) / measured, per time
+  double rms_relative_residual = 0;
+  bool constrained = false;                // a term came out negative and was held at 0
+};
+// One link with a per-message protocol fitted jointly to allreduces of several algorithms and
+// sizes on one fabric: each time is the sum of its algorithm's critical-path messages, each
+// eager (alpha_e + m beta_e) or rendezvous (alpha_r + m beta_r) by its size, plus the reduction
+// at the known gamma. Weighted least squares (weights 1/t^2), every term >= 0. Error unless each
+// protocol carries messages of at least 2 distinct sizes.
+ProtocolFit fit_protocol(std::span<const AlgorithmTime> times, double gamma_s_per_byte,
+                         double eager_limit_bytes = 64 * 1024);
 
 // ---- step-time prediction -----------------------------------------------------------------------
 
