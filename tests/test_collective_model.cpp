@@ -475,6 +475,50 @@ PointRecord measured_point(const std::string& id, const std::string& strategy, i
 
 // A sweep's cluster point gets the model's step next to its own: LeNet-5's two buckets at 4
 // nodes (4.35380e-4 s of allreduce, as above), half of it hidden, 8 ms serial step.
+// A profile's rendezvous cost prices its long messages; --protocol-fit refuses reports of two
+// fabrics.
+TEST(ScalingModelCli, RendezvousProfilesAndProtocolFitAcrossFabrics) {
+  test::TempDir dir;
+  const std::string profiles = (dir.path() / "profiles.json").string();
+  std::ofstream(profiles) << R"({"profiles": [{"name": "made-up", "network":
+      {"alpha_s": 1e-5, "beta_s_per_byte": 1e-9, "gamma_s_per_byte": 0},
+      "rendezvous": {"alpha_s": 1e-3, "beta_s_per_byte": 2e-9},
+      "eager_limit_bytes": 65536}]})";
+  const std::string out = (dir.path() / "out.json").string();
+  const test::CliResult r = test::run_cli("scaling-model --fabric " + profiles +
+                                          " --model lenet5 --serial-step 0.01 --max-nodes 8 --report " + out);
+  ASSERT_EQ(r.code, 0) << r.output;
+  const nlohmann::json result = nlohmann::json::parse(read_file(out));
+  bool found = false;
+  for (const auto& row : result.at("profiles").at(0).at("allreduce_seconds")) {
+    if (row.at("ranks") != 4 || row.at("bytes") != 1048576.0) continue;
+    found = true;
+    // The ring's six 256 KiB messages, all rendezvous.
+    EXPECT_NEAR(row.at("ring").get<double>(), 6 * (1e-3 + 262144 * 2e-9), 1e-12);
+  }
+  EXPECT_TRUE(found);
+  // Two allreduce-bench reports, one over a 1gbit link, one uncapped.
+  const auto report = [&](const std::string& name, const char* rate) {
+    const std::string path = (dir.path() / name).string();
+    nlohmann::json bench = {{"ranks", 4},
+                            {"network", {{"transport", "tcp"}, {"link_rate", rate ? nlohmann::json(rate) : nlohmann::json()}}},
+                            {"reduction", {{"gamma_s_per_byte", 0.0}}},
+                            {"fit", {{"link", {{"alpha_s", 1e-5}, {"beta_s_per_byte", 1e-9}, {"gamma_s_per_byte", 0.0}}}}},
+                            {"sizes", nlohmann::json::array()}};
+    for (double n = 4096; n <= 1 << 20; n *= 2) {
+      bench["sizes"].push_back({{"bytes", n}, {"algorithm_run", "ring"}, {"seconds", 1e-4 + n * 1e-9}});
+    }
+    std::ofstream(path) << bench.dump();
+    return path;
+  };
+  const test::CliResult mixed = test::run_cli("scaling-model --allreduce " + report("a.json", "1gbit") +
+                                              " --allreduce " + report("b.json", nullptr) +
+                                              " --protocol-fit --serial-step 0.01");
+  EXPECT_EQ(mixed.code, 1) << mixed.output;
+  EXPECT_NE(mixed.output.find("was measured over tcp uncapped, the reports before it over tcp 1gbit"),
+            std::string::npos) << mixed.output;
+}
+
 TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {
   SweepRecord sweep;
   sweep.allreduce = nlohmann::json::parse(

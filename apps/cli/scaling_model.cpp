@@ -78,9 +78,9 @@ std::vector<Profile> read_fabric_profiles(const std::string& path) {
     Profile profile{p.at("name"), p.value("kind", ""), p.value("source", ""),
                     cost_at(p.value("network", nlohmann::json()), where + ".network"), std::nullopt};
     if (p.contains("rendezvous")) {
-      const CollectiveCost rendezvous = cost_at(p.at("rendezvous").is_object() ? p.at("rendezvous") : nlohmann::json(),
-                                                where + ".rendezvous");
-      profile.network.rendezvous = rendezvous.link;
+      const nlohmann::json& rendezvous = p.at("rendezvous");
+      profile.network.rendezvous = LinkCost{number_at(rendezvous, "alpha_s", where + ".rendezvous"),
+                                            number_at(rendezvous, "beta_s_per_byte", where + ".rendezvous")};
       profile.network.eager_limit_bytes = number_at(p, "eager_limit_bytes", where);
     }
     if (p.contains("shared_memory")) profile.shared_memory = cost_at(p.at("shared_memory"), where + ".shared_memory");
