@@ -153,25 +153,35 @@ for rate in ["1gbit", "100mbit"]:
                   f"{joint[algorithm] * 1e3:.1f} ms | {100 * (joint[algorithm] / measured - 1):+.0f}% |")
 
 print()
-print("| model | ranks | link | compute per step | predicted step | measured step | error | algorithm (largest bucket) | hidden share | token bucket |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+# The link without its cap: the 2 uncapped hosts' profile, as a fabric file (a --protocol-fit
+# takes every --allreduce report as one fabric).
+link = json.load(open(f"{out}/profile-2-none.json"))["fit"]["link"]
+uncapped_fabric = f"{out}/uncapped-fabric.json"
+with open(uncapped_fabric, "w") as f:
+    json.dump({"profiles": [{"name": "uncapped", "network": {
+        k: link[k] for k in ("alpha_s", "beta_s_per_byte", "gamma_s_per_byte")}}]}, f)
+print("| model | ranks | link | compute per step | measured step | predicted (line) | error | predicted (eager/rendezvous) | error | algorithm (largest bucket) | hidden share | token bucket |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for name in ["lenet5", "fc3"]:
     for ranks in [2, 4]:
         shm = json.load(open(f"{out}/train-{name}-shm{ranks}-none.json"))
         breakdown = shm["metrics"]["time_breakdown"]
         compute = breakdown["busy_s"] / breakdown["steps"]
         for rate in ["1gbit", "100mbit"]:
-            # The link without its cap: 2 uncapped hosts (at 4 the scheduler, not the link, is
-            # what allreduce-bench measures).
-            capped, uncapped = f"{out}/profile-{ranks}-{rate}.json", f"{out}/profile-2-none.json"
-            model = scaling_model("--allreduce", capped, "--allreduce", uncapped, "--profile", capped,
-                                  "--uncapped", uncapped, "--model", name,
-                                  "--serial-step", repr(ranks * compute), "--max-nodes", "4",
-                                  "--check-run", f"{out}/train-{name}-{ranks}-{rate}.json")
-            p = model["checks"][0]["prediction"]
-            print(f"| {name} | {ranks} x 1 | {rate} | {compute * 1e3:.2f} ms | {p['predicted_step_s'] * 1e3:.1f} ms | "
-                  f"{p['measured_step_s'] * 1e3:.1f} ms | {100 * p['relative_error']:+.0f}% | {p['algorithm']} | "
-                  f"{p['hidden_fraction']:.2f} | {'refilled' if p['within_token_bucket'] else 'capped'} |")
+            capped = f"{out}/profile-{ranks}-{rate}.json"
+            checks = []
+            for profile in (["--profile", capped], ["--protocol-fit", "--profile", f"protocol fit of {capped}"]):
+                model = scaling_model("--fabric", uncapped_fabric, "--allreduce", capped, *profile,
+                                      "--uncapped", "uncapped", "--model", name,
+                                      "--serial-step", repr(ranks * compute), "--max-nodes", "4",
+                                      "--check-run", f"{out}/train-{name}-{ranks}-{rate}.json")
+                checks.append(model["checks"][0]["prediction"])
+            line, protocol = checks
+            print(f"| {name} | {ranks} x 1 | {rate} | {compute * 1e3:.2f} ms | {line['measured_step_s'] * 1e3:.1f} ms | "
+                  f"{line['predicted_step_s'] * 1e3:.1f} ms | {100 * line['relative_error']:+.0f}% | "
+                  f"{protocol['predicted_step_s'] * 1e3:.1f} ms | {100 * protocol['relative_error']:+.0f}% | "
+                  f"{line['algorithm']} | {line['hidden_fraction']:.2f} | "
+                  f"{'refilled' if line['within_token_bucket'] else 'capped'} |")
 EOF
 fi
 
