@@ -346,7 +346,9 @@ def plot_scaling_prediction(report, models, out):
             ax.text(0.5, 0.5, "no prediction:\n" + reason, ha="center", va="center",
                     transform=ax.transAxes, wrap=True, fontsize=8)
         else:
-            colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+            # tab20's dark shades, then its light ones: 20 profiles before a colour repeats.
+            tab20 = plt.get_cmap("tab20").colors
+            colours = tab20[0::2] + tab20[1::2]
             for i, profile in enumerate(curves["profiles"]):
                 colour = colours[i % len(colours)]
                 for kind, style in (("strong", "-"), ("weak", "--")):
