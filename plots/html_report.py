@@ -11,6 +11,7 @@ Usage: html_report.py SWEEP.json --inputs INPUTS.json --out PAGE.html
 import argparse
 import html
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -341,19 +342,20 @@ def straggler_text(point):
 
 def pin_text(point):
     pins = point.get("pin_map") or []
-    return esc("; ".join(f"{p.get('worker')} \u2192 core {p.get('core')} (cpu {p.get('observed_cpu')})"
-                         for p in pins if isinstance(p, dict)))
+    def place(pin):
+        core = pin.get("core")
+        where = f"core {core}" if isinstance(core, int) and core >= 0 else "not pinned"
+        return f"{pin.get('worker')} \u2192 {where} (ran on cpu {pin.get('observed_cpu')})"
+    return esc("; ".join(place(p) for p in pins if isinstance(p, dict)))
 
 
 def trace_link(point, out):
     trace = point.get("trace")
     if not trace:
         return None
-    path = Path(trace)
-    try:
-        href = path.resolve().relative_to(out.resolve().parent).as_posix()
-    except ValueError:
-        href = path.resolve().as_uri()
+    # A relative path is the sweep's, from the folder it ran in: taken as from here, then made
+    # relative to the page so that the folder can move as a whole.
+    href = Path(os.path.relpath(Path(trace).resolve(), out.resolve().parent)).as_posix()
     return f'<a href="{esc(href)}">{esc(trace)}</a> (Chrome trace: open in chrome://tracing or Perfetto)'
 
 
@@ -422,6 +424,9 @@ def baseline_section(comparison):
                        rows, f"cnnbench compare: threshold {comparison['threshold']:.1%}, Mann-Whitney U at "
                        f"alpha {comparison['alpha']:g}; \u25b2 REGRESSION marks a slower point; * too few "
                        "repetitions for the test, the threshold decided", sortable=True))
+    if any(c.get("work_scale", 1) != 1 for c in comparison.get("points", [])):
+        parts.append("<p>The runs differ in length: this sweep's times are scaled to the baseline's "
+                     "steps x batch per repetition.</p>")
     for key, where in (("only_in_base", "only in the baseline"), ("only_in_new", "only in this sweep")):
         if comparison.get(key):
             parts.append(f"<p>Points {where}: {esc(', '.join(comparison[key]))}</p>")
@@ -442,7 +447,8 @@ def provenance_section(report):
     kernels = simd.get("kernels")
     items = [("host", esc(c.get("host"))), ("date", esc(c.get("date"))),
              ("CPU", esc(c.get("cpu_model"))),
-             ("CPU identity", esc(", ".join(f"{k} {v}" for k, v in cpu.items() if not isinstance(v, (dict, list))))),
+             ("CPU identity", esc(", ".join(f"{k} {v}" for k, v in cpu.items()
+                                            if v is not None and not isinstance(v, (dict, list))))),
              ("microarchitecture", esc(cpu.get("microarchitecture", "not recorded (the report predates it)"))),
              ("cores / hardware threads", esc(f"{c.get('cores')} / {c.get('pus')}")),
              ("SIMD target", esc(f"{simd['target']} (highest {simd.get('highest')}, chosen by {simd.get('choice')})")
@@ -462,7 +468,7 @@ def provenance_section(report):
     pins = [("", [cell(f'<a href="#{anchor(p["id"])}">{esc(p["id"])}</a>'), cell(pin_text(p))])
             for p in measured(report) if p.get("pin_map")]
     return (definitions(items) + "<h3>Sweep settings</h3>" + f"<pre><code>{settings}</code></pre>" +
-            "<h3>Pinning map</h3>" + (table(["point", "worker \u2192 core (observed cpu)"], pins,
+            "<h3>Pinning map</h3>" + (table(["point", "worker \u2192 core (the cpu it ran on)"], pins,
                                             "Where each worker of each point's median repetition ran")
                                       if pins else "<p>No point recorded its pinning.</p>"))
 

@@ -84,7 +84,7 @@ std::string shell_line(const std::vector<std::string>& words) {
 // The command line that measures one repetition of a point again, writing run.json. A launched
 // point's recorded command is used as it ran (its scratch report renamed); an in-process point's
 // is `cnnbench train` with the flags the sweep gave it (Launcher::train, without the launcher).
-// Null for a point the sweep never ran (skipped before a configuration was made).
+// Null for a PyTorch peer point without a recorded command.
 json reproduce_command(const json& config, const json& point) {
   if (point.contains("launch") && point.at("launch").is_object()) {
     std::vector<std::string> words = point.at("launch").at("command").get<std::vector<std::string>>();
@@ -93,6 +93,8 @@ json reproduce_command(const json& config, const json& point) {
     }
     return shell_line(words);
   }
+  // A PyTorch peer is not a cnnbench strategy: it has a command only where it recorded one.
+  if (point.value("peer", false)) return nullptr;
   std::vector<std::string> words;
   const int ranks = point.value("nodes", 1);
   if (point.at("strategy") == "cluster" || ranks > 1) {
