@@ -53,7 +53,7 @@ table { border-collapse: collapse; margin: 0.6rem 0; font-size: 0.9rem; }
 caption { text-align: left; padding-bottom: 0.3rem; }
 th, td { border: 1px solid var(--line); padding: 0.25rem 0.5rem; text-align: left; vertical-align: top; }
 th { background: var(--head); }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 th button { all: inherit; cursor: pointer; border: 0; padding: 0; }
 th button::after { content: " \\2195"; color: var(--muted); }
 th[aria-sort="ascending"] button::after { content: " \\2191"; }
@@ -158,15 +158,22 @@ def is_peer(point):
 
 # ---- Summary ----------------------------------------------------------------------------------
 
+def speed(point):
+    """What ranks points of one model: the paired speedup (serial ran beside each repetition, so
+    drift in the machine's speed cancels), else the inverse median time."""
+    speedup = point.get("speedup")
+    return (1, speedup) if isinstance(speedup, (int, float)) else (0, -point["time"]["median"])
+
+
 def best_points(report):
-    """The fastest cnnbench point (lowest median time) per model and core count p; PyTorch peers
-    are the yardstick, not candidates."""
+    """The fastest cnnbench point per model and core count p; PyTorch peers are the yardstick,
+    not candidates."""
     best = {}
     for p in measured(report):
         if is_peer(p):
             continue
         key = (p["model"], p["p"])
-        if key not in best or p["time"]["median"] < best[key]["time"]["median"]:
+        if key not in best or speed(p) > speed(best[key]):
             best[key] = p
     return [best[k] for k in sorted(best, key=lambda k: (report["config"]["models"].index(k[0])
                                                          if k[0] in report["config"]["models"] else 99, k[1]))]
@@ -196,11 +203,17 @@ def summary_section(report):
     parallel = [p for p in best if p["p"] > 1 and isinstance(p.get("speedup"), (int, float))]
     if parallel:
         top = max(parallel, key=lambda p: p["speedup"])
-        first = (f"The largest speedup is {top['id']}: {number(top['speedup'])}x the serial reference "
+        lead = "The largest speedup is" if top["speedup"] > 1 else \
+            "No parallel point beat the serial reference; the closest is"
+        first = (f"{lead} {top['id']}: {number(top['speedup'])}x the serial reference "
                  f"on {top['p']} cores (efficiency {number(top.get('efficiency'))})")
         overhead = largest_overhead(top)
-        first += (f"; its largest cost besides compute is {overhead[0]} ({overhead[1]:.0%} of the step)."
-                  if overhead else ".")
+        if overhead:
+            first += f"; its largest cost besides compute is {overhead[0]} ({overhead[1]:.0%} of the step)."
+        elif isinstance(top.get("karp_flatt"), (int, float)):
+            first += f"; the Karp-Flatt serial fraction is {number(top['karp_flatt'])}."
+        else:
+            first += "."
     elif best:
         first = "No parallel point was measured; the serial reference stands alone."
     else:
@@ -221,7 +234,8 @@ def summary_section(report):
             cells.append(cell(number(p.get("vs_pytorch_1thread")), p.get("vs_pytorch_1thread"), True))
         rows.append(("", cells))
     return (f"<p>{esc(first)} {esc(second)}</p>" +
-            table(headers, rows, "The fastest strategy per model and core count (lowest median time)"))
+            table(headers, rows, "The fastest strategy per model and core count (highest paired speedup over "
+                  "serial)"))
 
 
 # ---- Points -----------------------------------------------------------------------------------
@@ -497,7 +511,7 @@ def page(report, inputs, out):
 <style>{STYLE}</style>
 </head>
 <body>
-<header><h1>{esc(title)}</h1><p class="muted">{esc(plots.caption(report))}</p>
+<header><h1>{esc(title)}</h1><p class="muted">{"<br>".join(map(esc, plots.caption(report).split(chr(10))))}</p>
 <nav aria-label="Sections"><ul>{nav}</ul></nav></header>
 <main>{sections}</main>
 <script>{SCRIPT}</script>
