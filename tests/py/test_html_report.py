@@ -238,13 +238,34 @@ def check_commands(cli, outline, reference, tmp):
         check(not wrong, f"{point_id}: the run has the sweep's settings (run vs sweep: {wrong})")
 
 
+def check_sweep_html(cli, tmp):
+    """sweep --html writes the page at the end of a sweep; with --out - there is no report to
+    render, a usage error before anything runs."""
+    sweep = [str(Path(cli).resolve()), "sweep", "--model", "fc3", "--strategies", "serial", "--steps", "2",
+             "--repeat", "1", "--warmup", "0", "--synthetic", "256", "--quiet"]
+    page = tmp / "sweep.html"
+    made = subprocess.run(sweep + ["--out", str(tmp / "sweep.json"), "--html", str(page)],
+                          capture_output=True, text=True, timeout=300)
+    text = page.read_text() if page.is_file() else ""
+    check(made.returncode == 0 and all(f'id="{s}"' in text for s in SECTIONS) and "fc3/serial/n1c1" in text,
+          f"sweep --html writes the page with every section ({made.stderr.strip()[-300:]})")
+    refused = subprocess.run(sweep + ["--out", "-", "--html", str(tmp / "never.html")],
+                             capture_output=True, text=True, timeout=300)
+    check(refused.returncode == 2 and "--html" in refused.stderr and not (tmp / "never.html").exists(),
+          f"sweep --out - --html is refused ({refused.stderr.strip()})")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--cli", required=True)
     parser.add_argument("--source", required=True)
     args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as scratch:
+        check_sweep_html(args.cli, Path(scratch))
     chromium = find_chromium()
     if chromium is None:
+        if FAILURES:
+            return 1
         print("SKIP: no Chromium (chromium, chromium-browser or $CNNBENCH_CHROMIUM): the HTML report is not "
               "checked in a browser; scripts/setup.sh --tests installs it (apt-get install chromium)")
         return 77
