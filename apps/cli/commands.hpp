@@ -33,6 +33,11 @@ struct HtmlReportRequest {
   std::string out = "report.html";
   double threshold = 0.05, alpha = 0.05;  // compare's defaults
 };
+// Before any work, besides check_outputs: the page's path names a file, not a folder ("out/" would
+// leave a file named "out"). `option` names it in the message ("--out", "--html").
+void check_page_name(const std::string& path, const std::string& option);
+// compare's and report's --threshold: "5%" or "0.05" -> 0.05; anything else is a usage error.
+double parse_threshold(const std::string& text);
 // Writes the page with plots/html_report.py (`script`, `python`: "" for the defaults); returns the
 // exit code, 1 after the generator reported an error of its own.
 int write_html_report(const HtmlReportRequest& request, const std::string& script = "",

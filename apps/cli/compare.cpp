@@ -17,17 +17,6 @@
 
 namespace cnnbench::cli {
 
-namespace {
-
-struct CompareArgs {
-  std::string base, candidate;
-  std::string threshold = "5%";
-  double alpha = 0.05;
-  bool json = false;
-  bool same_machine = false;  // machine or build differences are an error, not a warning
-  bool strict = false;        // ... and so are differences in the settings
-};
-
 // "5%" or "0.05" -> 0.05.
 double parse_threshold(const std::string& text) {
   std::size_t used = 0;
@@ -51,6 +40,17 @@ double parse_threshold(const std::string& text) {
   }
   return percent ? value / 100.0 : value;
 }
+
+namespace {
+
+struct CompareArgs {
+  std::string base, candidate;
+  std::string threshold = "5%";
+  double alpha = 0.05;
+  bool json = false;
+  bool same_machine = false;  // machine or build differences are an error, not a warning
+  bool strict = false;        // ... and so are differences in the settings
+};
 
 // "fc3/serial/n1c1, fc3/blas/n1c2 and 3 more", or "no measured point".
 std::string ids_text(const std::vector<PointRecord>& points) {

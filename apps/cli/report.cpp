@@ -25,6 +25,7 @@ using nlohmann::json;
 
 struct ReportArgs {
   HtmlReportRequest request;
+  std::string threshold = "5%";
   std::string script;
   std::string python;
 };
@@ -156,11 +157,16 @@ int run_report(const ReportArgs& a) {
   const HtmlReportRequest& r = a.request;
   std::vector<InputPath> inputs = {{"SWEEP", r.sweep}};
   if (!r.baseline.empty()) inputs.push_back({"--baseline", r.baseline});
+  check_page_name(r.out, "--out");
   check_outputs({{.option = "--out", .path = r.out}}, inputs);
   return write_html_report(r, a.script, a.python);
 }
 
 }  // namespace
+
+void check_page_name(const std::string& path, const std::string& option) {
+  if (path.ends_with('/')) fail(option + " " + path + ": names a folder; give the page a file name");
+}
 
 int write_html_report(const HtmlReportRequest& r, const std::string& script, const std::string& python) {
   const json report = read_report(r.sweep);
@@ -184,15 +190,17 @@ void add_report_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--out", args->request.out, "the HTML page")
       ->check(output_path_rule(OutputKind::file))
       ->capture_default_str();
-  cmd->add_option("--threshold", args->request.threshold,
-                  "with --baseline: slowdown tolerated, as a fraction (compare --threshold)")
-      ->check(CLI::Range(0.0, 1.0))
+  cmd->add_option("--threshold", args->threshold,
+                  "with --baseline: slowdown tolerated, e.g. 5% or 0.05 (as in compare)")
       ->capture_default_str();
   cmd->add_option("--script", args->script,
                   "page generator (default: $CNNBENCH_REPORT_SCRIPT, else plots/html_report.py)")
       ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
-  cmd->callback([args, &runner] { runner = [args] { return run_report(*args); }; });
+  cmd->callback([args, &runner] {
+    args->request.threshold = parse_threshold(args->threshold);  // a bad one is a usage error (exit 2)
+    runner = [args] { return run_report(*args); };
+  });
 }
 
 }  // namespace cnnbench::cli

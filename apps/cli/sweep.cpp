@@ -191,6 +191,7 @@ int run_sweep_command(const SweepArgs& a) {
   if (!a.trace_dir.empty()) outputs.push_back({.option = "--trace-dir", .path = a.trace_dir, .folder = true});
   if (!a.html.empty()) {
     if (a.out == "-") fail_usage("--html renders the report --out writes: give --out a file, not '-'");
+    check_page_name(a.html, "--html");
     outputs.push_back({.option = "--html", .path = a.html});
   }
   check_outputs(outputs, {{"--data", a.data_dir}, {"--hostfile", a.hostfile}});

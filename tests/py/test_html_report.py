@@ -173,6 +173,22 @@ def check_controls(chromium, tmp):
     check(any("example.com" in url for url in requests), f"control: a remote image request is seen ({requests})")
 
 
+def check_sorting(chromium, page, reference, tmp):
+    """Pressing the points table's "median (s)" header sorts by median time, pressing it again
+    reverses: the first row is then the fastest, then the slowest point of the report."""
+    probe = tmp / "sorting.html"
+    press = ('var b = document.querySelectorAll("table.sortable")[0].tHead.rows[0].cells[2].querySelector("button");'
+             'function first() { return document.querySelector("table.sortable tbody tr td").textContent; }'
+             'b.click(); console.log("ascending:" + first()); b.click(); console.log("descending:" + first());')
+    probe.write_text(page.read_text().replace("</body>", f"<script>{press}</script></body>"))
+    _, console, _, _ = load(chromium, probe, tmp, "sorting")
+    ok = sorted((p for p in reference["points"] if p["status"] == "ok"), key=lambda p: p["time"]["median"])
+    check(any(f"ascending:{ok[0]['id']}" in line for line in console) and
+          any(f"descending:{ok[-1]['id']}" in line for line in console),
+          f"the points table sorts by median time both ways ({ok[0]['id']} first, then {ok[-1]['id']}; "
+          f"console: {[line.split('CONSOLE')[-1][:60] for line in console]})")
+
+
 def derived_sweep(reference):
     """The reference with a failed, a diverged and a 2x slower point, a breakdown, a straggler, a
     trace, a PyTorch peer point and vs_pytorch_1thread on every point."""
@@ -283,6 +299,7 @@ def main():
             skipped = [p["id"] for p in reference["points"] if p["status"] == "skipped"]
             _, outline = check_page(chromium, page, tmp, "reference", expect=skipped + ["SKIPPED", "No baseline given"])
             check_commands(args.cli, outline, reference, tmp)
+            check_sorting(chromium, page, reference, tmp)
 
         derived_path = tmp / "derived.json"
         derived_path.write_text(json.dumps(derived_sweep(reference)))
