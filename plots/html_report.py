@@ -75,7 +75,7 @@ section.point { border-top: 1px dotted var(--line); }
   nav, th button::after { display: none; }
   h2 { break-after: avoid; } figure, table, section.point { break-inside: avoid; }
   pre { white-space: pre-wrap; }
-  a[href]::after { content: " (" attr(href) ")"; font-size: 0.8em; }
+  a[href]:not([href^="#"])::after { content: " (" attr(href) ")"; font-size: 0.8em; }
   tr.regression td { background: none; }
 }
 """
