@@ -123,7 +123,10 @@ def number(value, digits=3, suffix=""):
 
 
 def cell(text, sort=None, numeric=False):
-    attrs = f' data-sort="{sort if sort is not None else "NaN"}"' if numeric else ""
+    """A table cell; a numeric one carries its value for sorting (JavaScript's spelling: NaN for
+    none, Infinity for a target never reached)."""
+    value = "NaN" if sort is None else "Infinity" if sort == float("inf") else sort
+    attrs = f' data-sort="{value}"' if numeric else ""
     return f'<td{attrs}{" class=num" if numeric else ""}>{text}</td>'
 
 
