@@ -15,7 +15,11 @@
 # run against its prediction (serial step = ranks x busy time per step of the same ranks in shared
 # memory; the link's tbf bucket priced with the 2 uncapped hosts' profile). Needs root (scripts/emulate-hosts.sh). Every emulated host set comes down on exit.
 #
-# usage: bench/allreduce_model.sh [--cli PATH] --out DIR [--parts "profiles forced train tables"]
+# "fabric" writes the measured profiles of DIR into FILE (--fabric, default plots/fabric_profiles.json):
+# its "measured" entries are replaced, the published ones kept.
+#
+# usage: bench/allreduce_model.sh [--cli PATH] --out DIR [--parts "profiles forced train tables fabric"]
+#                                 [--fabric FILE]
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,12 +27,14 @@ root=$(dirname "$here")
 cli=$root/build/ci/apps/cnnbench
 out=""
 parts="profiles forced train tables"
+fabric=$root/plots/fabric_profiles.json
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --cli) cli="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --parts) parts="$2"; shift 2 ;;
-    *) echo "usage: $0 [--cli PATH] --out DIR [--parts \"profiles forced train tables\"]" >&2; exit 2 ;;
+    --fabric) fabric="$2"; shift 2 ;;
+    *) echo "usage: $0 [--cli PATH] --out DIR [--parts \"profiles forced train tables fabric\"] [--fabric FILE]" >&2; exit 2 ;;
   esac
 done
 [[ -n $out ]] || { echo "$0: --out DIR is required" >&2; exit 2; }
@@ -117,21 +123,29 @@ def scaling_model(*args):
         sys.exit(result.stdout + result.stderr)
     return json.loads(result.stdout)
 
-print("| link (4 hosts) | size | algorithm | measured median [q1, q3] | predicted | error |")
-print("|---|---|---|---|---|---|")
+def seconds_at(profile, ranks, size):
+    rows = scaling_model("--allreduce", profile, "--model", "lenet5", "--serial-step", "0.01",
+                         "--max-nodes", "8")["profiles"][0]["allreduce_seconds"]
+    return next(r for r in rows if r["ranks"] == ranks and r["bytes"] == size)
+
+# Each forced algorithm predicted two ways: by its formula at the link of the default algorithm's
+# profile, and by its formula at its own fit (its own alpha and beta, from the forced run's sizes).
+print("| link (4 hosts) | size | algorithm | measured median [q1, q3] | default's link | error | own fit | error |")
+print("|---|---|---|---|---|---|---|---|")
 for rate in ["1gbit", "100mbit"]:
-    model = scaling_model("--allreduce", f"{out}/profile-4-{rate}.json", "--model", "lenet5",
-                          "--serial-step", "0.01", "--max-nodes", "8")
-    for row in model["profiles"][0]["allreduce_seconds"]:
-        if row["ranks"] != 4:
-            continue
+    for size_bytes in [65536, 1048576]:
+        shared = seconds_at(f"{out}/profile-4-{rate}.json", 4, size_bytes)
         for algorithm in ["ring", "recursive_doubling", "rabenseifner"]:
-            bench = json.load(open(f"{out}/forced-4-{rate}-{algorithm}.json"))
-            size = next(s for s in bench["sizes"] if s["bytes"] == row["bytes"])
+            path = f"{out}/forced-4-{rate}-{algorithm}.json"
+            own = seconds_at(path, 4, size_bytes)[algorithm]
+            bench = json.load(open(path))
+            size = next(s for s in bench["sizes"] if s["bytes"] == size_bytes)
             ran = algorithm if size["algorithm_run"] == algorithm else f"{algorithm} (ran {size['algorithm_run']})"
-            print(f"| {rate} | {'64 KiB' if row['bytes'] == 65536 else '1 MiB'} | {ran} | "
-                  f"{size['seconds'] * 1e3:.0f} ms [{size['seconds_q1'] * 1e3:.0f}, {size['seconds_q3'] * 1e3:.0f}] | "
-                  f"{row[algorithm] * 1e3:.0f} ms | {100 * (row[algorithm] / size['seconds'] - 1):+.0f}% |")
+            measured = size["seconds"]
+            print(f"| {rate} | {'64 KiB' if size_bytes == 65536 else '1 MiB'} | {ran} | "
+                  f"{measured * 1e3:.1f} ms [{size['seconds_q1'] * 1e3:.1f}, {size['seconds_q3'] * 1e3:.1f}] | "
+                  f"{shared[algorithm] * 1e3:.1f} ms | {100 * (shared[algorithm] / measured - 1):+.0f}% | "
+                  f"{own * 1e3:.1f} ms | {100 * (own / measured - 1):+.0f}% |")
 
 print()
 print("| model | ranks | link | compute per step | predicted step | measured step | error | algorithm (largest bucket) | hidden share | token bucket |")
@@ -153,5 +167,55 @@ for name in ["lenet5", "fc3"]:
             print(f"| {name} | {ranks} x 1 | {rate} | {compute * 1e3:.2f} ms | {p['predicted_step_s'] * 1e3:.1f} ms | "
                   f"{p['measured_step_s'] * 1e3:.1f} ms | {100 * p['relative_error']:+.0f}% | {p['algorithm']} | "
                   f"{p['hidden_fraction']:.2f} | {'refilled' if p['within_token_bucket'] else 'capped'} |")
+EOF
+fi
+
+if [[ " $parts " == *" fabric "* ]]; then
+  python3 - "$out" "$fabric" "$(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)" \
+    "$(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | xargs)" "$(nproc)" <<'EOF'
+import datetime, json, os, sys
+out, path, family, model, cores = sys.argv[1:]
+fabric = json.load(open(path))
+log = open(f"{out}/log.txt").read() if os.path.exists(f"{out}/log.txt") else ""
+load = [line.split("load ")[1].split(" at")[0] for line in log.splitlines() if "load " in line]
+when = datetime.date.fromtimestamp(os.path.getmtime(f"{out}/profile-2-none.json")).isoformat()
+machine = (f"AMD EPYC, cpu family {family} model {model}, {cores} cores"
+           + (f" (load {load[0]} at start, {load[-1]} at end)" if load else "") + f"; {when}")
+shm = None
+measured = []
+for hosts, rate, label in [("shm2", "none", "shm-2-ranks"), ("2", "none", "emulated-tcp-uncapped-2"),
+                           ("4", "none", "emulated-tcp-uncapped-4"), ("2", "1gbit", "emulated-tcp-1gbit-2"),
+                           ("2", "100mbit", "emulated-tcp-100mbit-2"), ("4", "1gbit", "emulated-tcp-1gbit-4"),
+                           ("4", "100mbit", "emulated-tcp-100mbit-4")]:
+    bench = json.load(open(f"{out}/profile-{hosts}-{rate}.json"))
+    fit, link = bench["fit"], bench["fit"]["link"]
+    if link["beta_s_per_byte"] <= 0:
+        print(f"{label}: left out, its fitted beta is not positive", file=sys.stderr)
+        continue
+    where = ("shared memory, 2 ranks on one host" if hosts.startswith("shm") else
+             f"{hosts} emulated hosts{' on ' + cores + ' cores' if int(hosts) > int(cores) else ''}, TCP, "
+             + ("uncapped" if rate == "none" else f"tbf {rate}"))
+    entry = {"name": label, "kind": "measured",
+             "source": "bench/allreduce_model.sh (cnnbench allreduce-bench --samples 5, 4 B .. 4 MiB, "
+                       f"Open MPI's default algorithm), {where}; {machine}",
+             "network": {k: link[k] for k in ("alpha_s", "beta_s_per_byte", "gamma_s_per_byte")},
+             "fit": {"ranks": bench["ranks"], "alpha_s": fit["alpha_s"], "beta_s_per_byte": fit["beta_s_per_byte"],
+                     "kept": fit["kept"], "rms_relative_residual": round(fit["rms_relative_residual"], 3),
+                     "excluded_bytes_up_to": max(fit["excluded_bytes"]) if fit["excluded_bytes"] else None}}
+    if shm is None:
+        shm = entry["network"]
+    else:
+        entry["shared_memory"] = shm
+    measured.append(entry)
+fabric["profiles"] = measured + [p for p in fabric["profiles"] if p["kind"] != "measured"]
+for p in fabric["profiles"]:
+    if p["kind"] == "published" and "shared_memory" in p:
+        p["shared_memory"] = shm
+tmp = path + ".tmp"
+with open(tmp, "w") as f:
+    json.dump(fabric, f, indent=1)
+    f.write("\n")
+os.replace(tmp, path)
+print(f"{path}: {len(measured)} measured profiles from {out}", file=sys.stderr)
 EOF
 fi

@@ -51,7 +51,10 @@ TEST(CollectiveModel, CostsByHand) {
   EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::rabenseifner, 6, n, cost), 3.82e-3, 1e-12);
   // One rank communicates nothing.
   EXPECT_EQ(allreduce_seconds(AllreduceAlgorithm::ring, 1, n, cost), 0.0);
-  EXPECT_THROW(allreduce_seconds(AllreduceAlgorithm::open_mpi_default, 4, n, cost), Error);
+  // Nonoverlapping, p = 4: binomial reduce and broadcast, 2 rounds each: 4(1e-5 + 1e-3) + 2*2e-4.
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::nonoverlapping, 4, n, cost), 4.44e-3, 1e-12);
+  // Open MPI's default at p = 4 and 1 MB is Rabenseifner (its table: from 8 kB up).
+  EXPECT_NEAR(allreduce_seconds(AllreduceAlgorithm::open_mpi_default, 4, n, cost), 1.69e-3, 1e-12);
 }
 
 TEST(CollectiveModel, HierarchicalByHand) {
@@ -119,15 +122,48 @@ TEST(CollectiveModel, OpenMpiFallbacks) {
   EXPECT_EQ(algorithm_run(A::segmented_ring, 1024 * 8, 4, 256), A::segmented_ring);
   EXPECT_EQ(algorithm_run(A::recursive_doubling, 1, 4), A::recursive_doubling);
   // Names and Open MPI's ids go both ways.
-  for (A a : {A::open_mpi_default, A::basic_linear, A::recursive_doubling, A::ring, A::segmented_ring,
-              A::rabenseifner}) {
+  for (A a : {A::open_mpi_default, A::basic_linear, A::nonoverlapping, A::recursive_doubling, A::ring,
+              A::segmented_ring, A::rabenseifner}) {
     EXPECT_EQ(parse_allreduce_algorithm(algorithm_name(a)), a);
     EXPECT_EQ(algorithm_from_open_mpi_id(open_mpi_algorithm_id(a)), a);
   }
   EXPECT_EQ(open_mpi_algorithm_id(A::ring), 4);
   EXPECT_EQ(open_mpi_algorithm_id(A::rabenseifner), 6);
   expect_error_containing([] { parse_allreduce_algorithm("tree"); }, "known: default");
-  EXPECT_THROW(algorithm_from_open_mpi_id(2), Error);
+  EXPECT_THROW(algorithm_from_open_mpi_id(7), Error);
+}
+
+// Open MPI 4.1's fixed decision for a commutative allreduce, just below and at its switch points
+// (ompi_coll_tuned_allreduce_intra_dec_fixed), then what its fallbacks make of the choice.
+TEST(CollectiveModel, OpenMpiDecisionTable) {
+  using A = AllreduceAlgorithm;
+  const auto choice = [](int ranks, double bytes) { return open_mpi_default_choice(ranks, bytes); };
+  EXPECT_EQ(choice(2, 7), A::ring);
+  EXPECT_EQ(choice(2, 8), A::recursive_doubling);
+  EXPECT_EQ(choice(3, 4095), A::recursive_doubling);
+  EXPECT_EQ(choice(3, 4096), A::ring);
+  EXPECT_EQ(choice(2, 8192), A::recursive_doubling);
+  EXPECT_EQ(choice(2, 16384), A::ring);
+  EXPECT_EQ(choice(2, 65535), A::ring);
+  EXPECT_EQ(choice(2, 65536), A::segmented_ring);
+  EXPECT_EQ(choice(2, 262143), A::segmented_ring);
+  EXPECT_EQ(choice(2, 262144), A::rabenseifner);
+  EXPECT_EQ(choice(4, 15), A::ring);
+  EXPECT_EQ(choice(4, 16), A::recursive_doubling);
+  EXPECT_EQ(choice(7, 8191), A::recursive_doubling);
+  EXPECT_EQ(choice(4, 8192), A::rabenseifner);
+  EXPECT_EQ(choice(16, 63), A::segmented_ring);
+  EXPECT_EQ(choice(16, 64), A::recursive_doubling);
+  EXPECT_EQ(choice(31, 4096), A::rabenseifner);
+  EXPECT_EQ(choice(100, 262143), A::recursive_doubling);
+  EXPECT_EQ(choice(200, 131071), A::nonoverlapping);
+  EXPECT_EQ(choice(5000, 20000), A::recursive_doubling);
+  EXPECT_EQ(choice(5000, 40000), A::rabenseifner);
+  // Run: one float on 2 ranks asks the ring, which needs a float per rank: recursive doubling.
+  EXPECT_EQ(algorithm_run(A::open_mpi_default, 1, 2), A::recursive_doubling);
+  // The table's segmented ring gets no segment size: the plain ring.
+  EXPECT_EQ(algorithm_run(A::open_mpi_default, 16384, 2), A::ring);
+  EXPECT_EQ(algorithm_run(A::open_mpi_default, 65536, 2), A::rabenseifner);
 }
 
 TEST(CollectiveModel, LinkCostInvertsTheFit) {
@@ -266,6 +302,26 @@ TEST(CollectiveModel, StepPredictionByHand) {
   EXPECT_THROW(predict_step(model, Scaling::strong, fabric), Error);
 }
 
+// A run that let Open MPI choose is priced by what it ran, not by the cheapest: at p = 2 and
+// 50 kB its table runs the ring, 2e-5 + 5e-5 + 5e-6, where recursive doubling would take
+// 1e-5 + 5e-5 + 1e-5.
+TEST(CollectiveModel, StepPredictionByOpenMpisChoice) {
+  StepModel model;
+  model.serial_step_s = 0.01;
+  model.bucket_bytes = {5e4};
+  HierarchicalFabric fabric;
+  fabric.nodes = 2;
+  fabric.network = cost;
+  const StepPrediction cheapest = predict_step(model, Scaling::strong, fabric);
+  EXPECT_EQ(cheapest.algorithm, "recursive_doubling");
+  EXPECT_NEAR(cheapest.communication_s, 7e-5, 1e-15);
+  model.rule = AllreduceRule::open_mpi_default;
+  const StepPrediction open_mpi = predict_step(model, Scaling::strong, fabric);
+  EXPECT_EQ(open_mpi.algorithm, "ring");
+  EXPECT_NEAR(open_mpi.communication_s, 7.5e-5, 1e-15);
+  EXPECT_NEAR(open_mpi.step_s, 0.005 + 7.5e-5, 1e-15);
+}
+
 TEST(CollectiveModel, TrafficWithinTheTokenBucketGoesUncapped) {
   // 2 nodes, one 100 kB bucket: each link carries 2(2-1)/2 x 100 kB = 100 kB per step.
   StepModel model;
@@ -380,11 +436,13 @@ TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {
   add_cluster_predictions(sweep);
   const nlohmann::json& prediction = sweep.points[1].prediction;
   ASSERT_TRUE(prediction.is_object());
-  const double predicted = 0.008 / 4 + 0.5 * (4.0576e-5 + 3.94804e-4);
+  // Both buckets run Rabenseifner (Open MPI's table from 8 kB at 4 ranks): 4e-5 + 1.5 n 1e-9.
+  const double predicted = 0.008 / 4 + 0.5 * (5.5432e-5 + 3.94804e-4);
   EXPECT_NEAR(prediction.at("predicted_step_s").get<double>(), predicted, 1e-12);
   EXPECT_NEAR(prediction.at("measured_step_s").get<double>(), 0.004, 1e-15);
   EXPECT_NEAR(prediction.at("relative_error").get<double>(), (predicted - 0.004) / 0.004, 1e-9);
   EXPECT_EQ(prediction.at("algorithm"), "rabenseifner");
+  EXPECT_EQ(prediction.at("algorithm_rule"), "open_mpi_default");
   EXPECT_TRUE(sweep.points[0].prediction.is_null()) << "serial points are not predicted";
   EXPECT_TRUE(sweep.points[2].prediction.is_null()) << "the model has one thread per rank";
   // The field survives the report's round trip.

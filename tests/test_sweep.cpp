@@ -121,19 +121,14 @@ TEST(SweepStatistics, MannWhitneyNormalApproximationWithTies) {
   EXPECT_DOUBLE_EQ(mann_whitney_u(same, same).p_value, 1.0);
 }
 
-TEST(SweepScalingModel, RingAllreduceAndPrediction) {
-  const RingAllreduceModel ring{1e-5, 1e-9};
-  EXPECT_DOUBLE_EQ(ring.seconds(1, 1e6), 0.0);
-  // p = 4, n = 1 MB: 2*3*1e-5 + 2*3/4 * 1e6 * 1e-9 = 6e-5 + 1.5e-3.
-  EXPECT_NEAR(ring.seconds(4, 1e6), 6e-5 + 1.5e-3, 1e-15);
-  // A fit measured on 4 ranks maps back to the same per-message alpha and per-byte beta.
-  const RingAllreduceModel back = ring_model_from_fit(4, 2 * 3 * 1e-5, 2 * 3 / 4.0 * 1e-9);
-  EXPECT_NEAR(back.alpha_s, 1e-5, 1e-18);
-  EXPECT_NEAR(back.beta_s_per_byte, 1e-9, 1e-21);
-  EXPECT_THROW(ring_model_from_fit(1, 1, 1), Error);
-  // Batch 64 on 128 nodes: one sample per node, never less.
-  EXPECT_NEAR(predicted_step_seconds(0.064, 64, 128, 0, ring), 0.001 + ring.seconds(128, 0), 1e-15);
-  EXPECT_NEAR(predicted_step_seconds(0.064, 64, 4, 1e6, ring), 0.016 + ring.seconds(4, 1e6), 1e-15);
+TEST(SweepScalingModel, StrongScalingPrediction) {
+  const CollectiveCost ring{{1e-5, 1e-9}, 0};
+  // p = 4, n = 1 MB over a ring: 2*3*1e-5 + 2*3/4 * 1e6 * 1e-9 = 6e-5 + 1.5e-3.
+  const double ring_4 = 6e-5 + 1.5e-3;
+  EXPECT_NEAR(predicted_step_seconds(0.064, 64, 4, 1e6, ring), 0.016 + ring_4, 1e-15);
+  // Batch 64 on 128 nodes: one sample per node, never less; no bytes leave 2*127 latencies.
+  EXPECT_NEAR(predicted_step_seconds(0.064, 64, 128, 0, ring), 0.001 + 2 * 127 * 1e-5, 1e-15);
+  EXPECT_DOUBLE_EQ(predicted_step_seconds(0.064, 64, 1, 1e6, ring), 0.064);
 }
 
 // ---- reports and compare ---------------------------------------------------------------------

@@ -19,6 +19,7 @@
 #include "cnnbench/report.hpp"
 #include "cnnbench/trace.hpp"
 #include "cnnbench/train.hpp"
+#include "short_run.hpp"
 #include "simulated_ranks.hpp"
 
 namespace cnnbench {
@@ -119,17 +120,10 @@ TEST(ClockOffset, FindsAKnownOffsetWithinHalfTheShortestRoundTrip) {
 
 // ---- every strategy's trace -----------------------------------------------------------------
 
+// This file's runs are 24 steps long.
 TrainConfig short_run(const std::string& strategy, int threads,
                       std::map<std::string, std::string> options = {}) {
-  TrainConfig c;
-  c.model = ModelKind::lenet5;
-  c.strategy = strategy;
-  c.batch = 32;
-  c.steps = 24;
-  c.threads = threads;
-  c.pin = false;  // tests share the machine's cores
-  c.options = std::move(options);
-  return c;
+  return testing::short_run(strategy, threads, 24, std::move(options));
 }
 
 // Per track, spans nest: sorted by start (longest first), each one ends before the enclosing

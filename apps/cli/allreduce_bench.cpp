@@ -131,11 +131,11 @@ nlohmann::json fit_json(const nlohmann::json& result, AllreduceAlgorithm asked, 
                              std::to_string(static_cast<long long>(tbf_burst_bytes(*options.link_rate_bits_per_s))) +
                              " bytes at link rate " + rate.get<std::string>();
   }
-  // default's large messages are modelled as a ring (as the sweep's scaling model does).
+  // Unforced, each end is inverted by the algorithm Open MPI's decision table runs there.
   out["link"] = {{"alpha_s", from_small.alpha_s},
-                 {"alpha_from", algorithm_name(small == AllreduceAlgorithm::open_mpi_default ? AllreduceAlgorithm::ring : small)},
+                 {"alpha_from", algorithm_name(small)},
                  {"beta_s_per_byte", from_large.beta_s_per_byte},
-                 {"beta_from", algorithm_name(large == AllreduceAlgorithm::open_mpi_default ? AllreduceAlgorithm::ring : large)},
+                 {"beta_from", algorithm_name(large)},
                  {"gamma_s_per_byte", gamma}};
   return out;
 }

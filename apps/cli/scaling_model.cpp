@@ -198,6 +198,7 @@ nlohmann::json check_run(const std::string& path, const Profile& profile, const 
     fabric.token_bucket = TokenBucket{tbf_burst_bytes(*bits_per_s), *bits_per_s / 8};
     fabric.uncapped = uncapped->network;
   }
+  model.rule = AllreduceRule::open_mpi_default;  // the run let Open MPI choose
   const StepPrediction p = predict_step(model, Scaling::strong, fabric);
   return {{"run", path},
           {"prediction",
@@ -205,6 +206,7 @@ nlohmann::json check_run(const std::string& path, const Profile& profile, const 
             {"measured_step_s", measured},
             {"relative_error", (p.step_s - measured) / measured},
             {"algorithm", p.algorithm},
+            {"algorithm_rule", rule_name(model.rule)},
             {"hidden_fraction", model.hidden_fraction},
             {"within_token_bucket", p.within_token_bucket},
             {"profile", profile.name}}}};

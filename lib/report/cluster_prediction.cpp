@@ -55,6 +55,7 @@ void add_cluster_predictions(SweepRecord& sweep) {
     model.bucket_bytes = schedule_of(p);
     const nlohmann::json& overlap = p.strategy_metrics.value("overlap_detail", nlohmann::json::object());
     model.hidden_fraction = std::clamp(overlap.value("hidden_fraction", 0.0), 0.0, 1.0);
+    model.rule = AllreduceRule::open_mpi_default;  // the point let Open MPI choose
     HierarchicalFabric fabric;
     fabric.nodes = p.nodes;
     fabric.network = *link;
@@ -64,6 +65,7 @@ void add_cluster_predictions(SweepRecord& sweep) {
                     {"measured_step_s", measured},
                     {"relative_error", (predicted.step_s - measured) / measured},
                     {"algorithm", predicted.algorithm},
+                    {"algorithm_rule", rule_name(model.rule)},
                     {"hidden_fraction", model.hidden_fraction},
                     {"profile", profile}};
   }

@@ -6,7 +6,9 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <string>
+#include <utility>
 
 #include "cnnbench/core.hpp"
 
@@ -19,9 +21,10 @@ struct AlgorithmEntry {
   std::string_view name;
   int open_mpi_id;
 };
-constexpr std::array<AlgorithmEntry, 6> algorithm_table{{
+constexpr std::array<AlgorithmEntry, 7> algorithm_table{{
     {AllreduceAlgorithm::open_mpi_default, "default", 0},
     {AllreduceAlgorithm::basic_linear, "basic_linear", 1},
+    {AllreduceAlgorithm::nonoverlapping, "nonoverlapping", 2},
     {AllreduceAlgorithm::recursive_doubling, "recursive_doubling", 3},
     {AllreduceAlgorithm::ring, "ring", 4},
     {AllreduceAlgorithm::segmented_ring, "segmented_ring", 5},
@@ -84,9 +87,44 @@ double basic_linear_seconds(double p, double n, const CollectiveCost& c) {
   return 2 * (p - 1) * message + (p - 1) * n * c.gamma_s_per_byte;
 }
 
+// A reduce to rank 0 and a broadcast from it, each a binomial tree of ceil(lg p) rounds (what
+// Open MPI's own reduce and broadcast run for the small messages the decision table sends here).
+double nonoverlapping_seconds(int ranks, double n, const CollectiveCost& c) {
+  const double rounds = ceil_log2(ranks);
+  const double message = c.link.alpha_s + n * c.link.beta_s_per_byte;
+  return 2 * rounds * message + rounds * n * c.gamma_s_per_byte;
+}
+
+// One row of Open MPI 4.1's fixed allreduce decision for commutative operations: below
+// `ranks_below` ranks, the algorithm id of the first `bytes_below` the message is under (the
+// last entry's bound is infinite).
+struct DecisionRow {
+  int ranks_below;
+  std::array<std::pair<double, int>, 7> sizes;  // {bytes below, Open MPI id}; unused: {0, 0}
+};
+constexpr double any_size = 1e300;
+// ompi/mca/coll/tuned/coll_tuned_decision_fixed.c (v4.1.4), commutative branch.
+constexpr std::array<DecisionRow, 11> open_mpi_decision{{
+    {4, {{{8, 4}, {4096, 3}, {8192, 4}, {16384, 3}, {65536, 4}, {262144, 5}, {any_size, 6}}}},
+    {8, {{{16, 4}, {8192, 3}, {any_size, 6}}}},
+    {16, {{{8192, 3}, {any_size, 6}}}},
+    {32, {{{64, 5}, {4096, 3}, {any_size, 6}}}},
+    {64, {{{128, 5}, {any_size, 6}}}},
+    {128, {{{262144, 3}, {any_size, 6}}}},
+    {256, {{{131072, 2}, {262144, 3}, {any_size, 6}}}},
+    {512, {{{4096, 2}, {any_size, 6}}}},
+    {2048, {{{2048, 2}, {16384, 3}, {any_size, 6}}}},
+    {4096, {{{2048, 2}, {4096, 5}, {16384, 3}, {any_size, 6}}}},
+    {std::numeric_limits<int>::max(), {{{2048, 2}, {16384, 5}, {32768, 3}, {any_size, 6}}}},
+}};
+
 }  // namespace
 
 std::string_view algorithm_name(AllreduceAlgorithm algorithm) { return entry_of(algorithm).name; }
+
+std::string_view rule_name(AllreduceRule rule) {
+  return rule == AllreduceRule::cheapest ? "cheapest" : "open_mpi_default";
+}
 
 AllreduceAlgorithm parse_allreduce_algorithm(std::string_view name) {
   std::string known;
@@ -104,14 +142,28 @@ AllreduceAlgorithm algorithm_from_open_mpi_id(int id) {
     if (e.open_mpi_id == id) return e.algorithm;
   }
   fail("Open MPI allreduce algorithm id " + std::to_string(id) +
-       " is not modelled (known: 0 default, 1 basic linear, 3 recursive doubling, 4 ring, 5 "
-       "segmented ring, 6 Rabenseifner)");
+       " is not modelled (known: 0 default, 1 basic linear, 2 nonoverlapping, 3 recursive doubling, 4 "
+       "ring, 5 segmented ring, 6 Rabenseifner)");
+}
+
+AllreduceAlgorithm open_mpi_default_choice(int ranks, double bytes) {
+  CNNBENCH_CHECK(ranks >= 1 && bytes >= 0, "Open MPI's choice needs ranks >= 1 and bytes >= 0");
+  for (const DecisionRow& row : open_mpi_decision) {
+    if (ranks >= row.ranks_below) continue;
+    for (const auto& [below, id] : row.sizes) {
+      if (bytes < below) return algorithm_from_open_mpi_id(id);
+    }
+  }
+  fail("Open MPI's allreduce decision table has no row for " + std::to_string(ranks) + " ranks");
 }
 
 AllreduceAlgorithm algorithm_run(AllreduceAlgorithm asked, std::int64_t count, int ranks,
                                  std::int64_t segment_elements) {
   CNNBENCH_CHECK(count >= 1 && ranks >= 1, "algorithm_run needs count >= 1 and ranks >= 1");
   switch (asked) {
+    case AllreduceAlgorithm::open_mpi_default:
+      // The table's segmented ring gets a segment of 0: the plain ring.
+      return algorithm_run(open_mpi_default_choice(ranks, 4.0 * double(count)), count, ranks);
     case AllreduceAlgorithm::segmented_ring:
       // An unsegmented segment is the whole vector: count < ranks x count always holds.
       if (segment_elements <= 0 || segment_elements >= count || count < ranks * segment_elements) {
@@ -142,10 +194,14 @@ double allreduce_seconds(AllreduceAlgorithm algorithm, int ranks, double bytes,
       return rabenseifner_seconds(ranks, bytes, cost);
     case AllreduceAlgorithm::basic_linear:
       return basic_linear_seconds(p, bytes, cost);
-    case AllreduceAlgorithm::open_mpi_default:
-      break;
+    case AllreduceAlgorithm::nonoverlapping:
+      return nonoverlapping_seconds(ranks, bytes, cost);
+    case AllreduceAlgorithm::open_mpi_default: {
+      const auto count = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4));
+      return allreduce_seconds(algorithm_run(algorithm, count, ranks), ranks, bytes, cost);
+    }
   }
-  fail("the cost of Open MPI's default allreduce is not modelled: name an algorithm");
+  fail("unknown allreduce algorithm");
 }
 
 double hierarchical_allreduce_seconds(const HierarchicalFabric& fabric, double bytes) {
@@ -342,13 +398,23 @@ double token_bucket_wait(const TokenBucket& bucket, double bytes) {
 
 namespace {
 
+// What Open MPI runs unforced over every rank of the fabric (the network's cost: its worst link).
+AllreduceChoice open_mpi_allreduce(const HierarchicalFabric& fabric, double bytes) {
+  const int ranks = fabric.nodes * fabric.ranks_per_node;
+  const auto count = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4));
+  const AllreduceAlgorithm run = algorithm_run(AllreduceAlgorithm::open_mpi_default, count, ranks);
+  return {std::string(algorithm_name(run)), allreduce_seconds(run, ranks, bytes, fabric.network)};
+}
+
 StepPrediction predict_step_on(const StepModel& model, Scaling scaling, const HierarchicalFabric& fabric) {
   StepPrediction out;
   out.nodes = fabric.nodes;
   out.compute_s = scaling == Scaling::strong ? model.serial_step_s / fabric.nodes : model.serial_step_s;
   double largest = 0;
   for (double bytes : model.bucket_bytes) {
-    const AllreduceChoice choice = cheapest_allreduce(fabric, bytes);
+    const AllreduceChoice choice = model.rule == AllreduceRule::cheapest
+                                       ? cheapest_allreduce(fabric, bytes)
+                                       : open_mpi_allreduce(fabric, bytes);
     out.communication_s += choice.seconds;
     if (bytes >= largest) {
       largest = bytes;

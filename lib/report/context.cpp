@@ -19,6 +19,7 @@
 #include "cnnbench/report.hpp"
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
+#include "git_revision.hpp"
 
 #if CNNBENCH_HAVE_MPI
 #include <mpi.h>
@@ -26,11 +27,6 @@
 
 extern char** environ;
 
-// Generated at build time by cmake/git_info.cmake.
-namespace cnnbench::build {
-extern const char* const git_sha;
-extern const bool git_dirty;
-}  // namespace cnnbench::build
 
 namespace cnnbench {
 

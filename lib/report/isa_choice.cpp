@@ -20,12 +20,8 @@
 #include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/cpu_identity.hpp"
+#include "git_revision.hpp"
 
-// Generated at build time by cmake/git_info.cmake.
-namespace cnnbench::build {
-extern const char* const git_sha;
-extern const bool git_dirty;
-}  // namespace cnnbench::build
 
 namespace cnnbench {
 

@@ -47,13 +47,15 @@ std::vector<AmdahlRecord> amdahl_fits(const std::vector<PointRecord>& points, co
   return fits;
 }
 
-// The allreduce fit of allreduce-bench's output, when it measured more than one rank.
-std::optional<RingAllreduceModel> allreduce_ring(const nlohmann::json& allreduce) {
+// The ring's link cost behind allreduce-bench's fit, when it measured more than one rank.
+std::optional<CollectiveCost> allreduce_ring(const nlohmann::json& allreduce) {
   if (!allreduce.is_object() || !allreduce.contains("fit") || allreduce.at("ranks").get<int>() < 2) {
     return std::nullopt;
   }
-  return ring_model_from_fit(allreduce.at("ranks").get<int>(), allreduce.at("fit").at("alpha_s").get<double>(),
-                             allreduce.at("fit").at("beta_s_per_byte").get<double>());
+  const LinkCost link = link_cost_from_fit(
+      AllreduceAlgorithm::ring, allreduce.at("ranks").get<int>(), allreduce.at("fit").at("alpha_s").get<double>(),
+      allreduce.at("fit").at("beta_s_per_byte").get<double>(), 0);
+  return CollectiveCost{link, 0};
 }
 
 ScalingPredictionRecord scaling_prediction(const SweepRecord& sweep, ModelKind kind, const PointRecord& serial) {
@@ -61,7 +63,7 @@ ScalingPredictionRecord scaling_prediction(const SweepRecord& sweep, ModelKind k
   ScalingPredictionRecord out;
   out.model = model;
   out.gradient_bytes = 4.0 * static_cast<double>(model_spec(kind).param_count);
-  const std::optional<RingAllreduceModel> ring = allreduce_ring(sweep.allreduce);
+  const std::optional<CollectiveCost> ring = allreduce_ring(sweep.allreduce);
   if (!ring) {
     out.reason = sweep.allreduce.is_object() && sweep.allreduce.contains("reason")
                      ? sweep.allreduce.at("reason").get<std::string>()
@@ -75,7 +77,7 @@ ScalingPredictionRecord scaling_prediction(const SweepRecord& sweep, ModelKind k
 
   auto predict = [&](int nodes) {
     const double total = predicted_step_seconds(node_step, batch, nodes, out.gradient_bytes, *ring);
-    const double comm = ring->seconds(nodes, out.gradient_bytes);
+    const double comm = allreduce_seconds(AllreduceAlgorithm::ring, nodes, out.gradient_bytes, *ring);
     return PredictedStepRecord{nodes, total, total - comm, comm, serial_step / total};
   };
   for (int nodes = 1; nodes <= max_predicted_nodes; nodes *= 2) out.predicted.push_back(predict(nodes));
@@ -88,8 +90,8 @@ ScalingPredictionRecord scaling_prediction(const SweepRecord& sweep, ModelKind k
   out.one_node_step_source = one_node != nullptr ? model + "/cluster/n1c1" : model + "/serial/n1c1";
   out.serial_step_s = serial_step;
   out.batch = batch;
-  out.alpha_s = ring->alpha_s;
-  out.beta_s_per_byte = ring->beta_s_per_byte;
+  out.alpha_s = ring->link.alpha_s;
+  out.beta_s_per_byte = ring->link.beta_s_per_byte;
   return out;
 }
 

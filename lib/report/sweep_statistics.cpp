@@ -152,23 +152,12 @@ MannWhitney mann_whitney_u(std::span<const double> a, std::span<const double> b)
   return result;
 }
 
-double RingAllreduceModel::seconds(int ranks, double bytes) const {
-  if (ranks <= 1) return 0;
-  const double p = ranks;
-  return 2.0 * (p - 1.0) * alpha_s + 2.0 * (p - 1.0) / p * bytes * beta_s_per_byte;
-}
-
-RingAllreduceModel ring_model_from_fit(int ranks, double fit_alpha_s, double fit_beta_s_per_byte) {
-  CNNBENCH_CHECK(ranks > 1, "the ring model needs an allreduce measured on more than one rank");
-  const double p = ranks;
-  return {fit_alpha_s / (2.0 * (p - 1.0)), fit_beta_s_per_byte * p / (2.0 * (p - 1.0))};
-}
-
 double predicted_step_seconds(double one_node_step_seconds, int batch, int nodes,
-                              double gradient_bytes, const RingAllreduceModel& ring) {
+                              double gradient_bytes, const CollectiveCost& cost) {
   CNNBENCH_CHECK(batch > 0 && nodes > 0, "prediction needs a positive batch and node count");
   const double samples_per_node = std::ceil(static_cast<double>(batch) / nodes);
-  return one_node_step_seconds * samples_per_node / batch + ring.seconds(nodes, gradient_bytes);
+  return one_node_step_seconds * samples_per_node / batch +
+         allreduce_seconds(AllreduceAlgorithm::ring, nodes, gradient_bytes, cost);
 }
 
 }  // namespace cnnbench

@@ -195,7 +195,8 @@ TEST(ClusterCli, TheReportBreaksTheStepsDownAndNamesTheSlowedRank) {
 
 // --algorithm reaches Open MPI (read back after MPI_Init), and every size is labelled with what
 // Open MPI 4.1 runs for its count on 3 ranks: the ring below 3 floats is recursive doubling,
-// Rabenseifner below 2^floor(lg 3) = 2 floats is basic linear.
+// Rabenseifner below 2^floor(lg 3) = 2 floats is basic linear; unforced, what its decision
+// table picks.
 TEST(ClusterCli, AllreduceBenchForcesTheAlgorithmAndLabelsTheFallbacks) {
   const fs::path dir = fresh_folder("allreduce");
   struct Expect {
@@ -224,6 +225,20 @@ TEST(ClusterCli, AllreduceBenchForcesTheAlgorithmAndLabelsTheFallbacks) {
                   1e-9 * sizes[i].at("bus_gbps").get<double>());
     }
     EXPECT_EQ(report.at("fit").at("residuals").size(), sizes.size());
+  }
+  // Unforced, each size is labelled with what Open MPI 4.1's decision table runs on 3 ranks.
+  const fs::path out = dir / "default.json";
+  run_ok(test::mpirun_command(3, {CNNBENCH_CLI, "allreduce-bench", "--min-bytes", "4096", "--max-bytes",
+                                  "262144", "--samples", "3", "--repetitions", "3", "--report", out.string()}),
+         dir / "run.log");
+  const auto report = nlohmann::json::parse(read_file(out));
+  const std::vector<std::string> table = {"ring", "recursive_doubling", "ring", "ring",
+                                          "ring", "ring", "rabenseifner"};  // 4 kB .. 256 kB
+  const auto& sizes = report.at("sizes");
+  ASSERT_EQ(sizes.size(), table.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(sizes[i].at("algorithm_asked"), "default");
+    EXPECT_EQ(sizes[i].at("algorithm_run"), table[i]) << "at " << sizes[i].at("bytes") << " bytes";
   }
   fs::remove_all(dir);
 }

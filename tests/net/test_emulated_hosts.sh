@@ -100,6 +100,13 @@ for rate in "" 1gbit; do
   label=${rate:-uncapped}
   for count in 2 4; do
     timeout 60 "$script" up "$count" ${rate:+--rate "$rate"} --dir "$dir" >/dev/null
+    # Hosts that share cores make their ranks give a core away while they wait (and only then).
+    yielding=$(timeout -k 5 60 "$dir/mpirun" -np "$count" --bind-to none \
+      sh -c 'echo "${OMPI_MCA_mpi_yield_when_idle:-0}"' | sort -u)
+    want=0
+    ((count <= $(nproc))) || want=1
+    [[ $yielding == "$want" ]] ||
+      fail "$count hosts on $(nproc) CPUs: the ranks' mpi_yield_when_idle is '$yielding', want $want"
     shapes=("$count 1")
     ((count == 2)) && shapes+=("2 2")
     for shape in "${shapes[@]}"; do

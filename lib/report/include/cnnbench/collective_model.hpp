@@ -20,6 +20,7 @@ namespace cnnbench {
 enum class AllreduceAlgorithm {
   open_mpi_default,    // 0
   basic_linear,        // 1: reduce to rank 0, then broadcast, both linear
+  nonoverlapping,      // 2: MPI_Reduce to rank 0, then MPI_Bcast (modelled as binomial trees)
   recursive_doubling,  // 3
   ring,                // 4
   segmented_ring,      // 5
@@ -30,14 +31,20 @@ std::string_view algorithm_name(AllreduceAlgorithm algorithm);  // "ring", "recu
 // Accepts the names above and "default"; Error listing them otherwise.
 AllreduceAlgorithm parse_allreduce_algorithm(std::string_view name);
 int open_mpi_algorithm_id(AllreduceAlgorithm algorithm);
-// Error for ids Open MPI 4.1 does not have (2, nonoverlapping, is not modelled either).
+// Error for ids Open MPI 4.1 does not have.
 AllreduceAlgorithm algorithm_from_open_mpi_id(int id);
 
-// What Open MPI 4.1 runs when `asked` is forced for `count` elements on `ranks` ranks: ring falls
+// What Open MPI 4.1's tuned component picks for a commutative allreduce (MPI_SUM) of `bytes` on
+// `ranks` ranks when nothing is forced: its fixed decision table
+// (ompi_coll_tuned_allreduce_intra_dec_fixed, switch points averaged from several clusters).
+// Before its fallbacks: algorithm_run applies those.
+AllreduceAlgorithm open_mpi_default_choice(int ranks, double bytes);
+
+// What Open MPI 4.1 runs when `asked` is forced for `count` floats on `ranks` ranks: ring falls
 // back to recursive doubling when count < ranks; Rabenseifner to basic linear when
 // count < 2^floor(lg ranks); the segmented ring to the plain ring when count < ranks x segment
 // (a segment of 0 elements, Open MPI's default segment size, means unsegmented: always the ring).
-// open_mpi_default stays itself: the decision table is not modelled.
+// open_mpi_default runs open_mpi_default_choice (with its segment of 0) and its fallbacks.
 AllreduceAlgorithm algorithm_run(AllreduceAlgorithm asked, std::int64_t count, int ranks,
                                  std::int64_t segment_elements = 0);
 
@@ -54,15 +61,13 @@ struct CollectiveCost {
   double gamma_s_per_byte = 0;
 };
 
-// Seconds of one allreduce of `bytes` over `ranks` ranks by `algorithm` (not open_mpi_default:
-// Error). Non-powers of two as Open MPI does them: recursive doubling and Rabenseifner fold the
-// r = p - 2^floor(lg p) extra ranks into their neighbours first and send them the result last.
+// Seconds of one allreduce of `bytes` over `ranks` ranks by `algorithm` (open_mpi_default: the
+// algorithm_run of `bytes` / 4 floats). Non-powers of two as Open MPI does them: recursive
+// doubling and Rabenseifner fold the r = p - 2^floor(lg p) extra ranks into their neighbours
+// first and send them the result last.
 double allreduce_seconds(AllreduceAlgorithm algorithm, int ranks, double bytes,
                          const CollectiveCost& cost);
 
-// Two levels: a binomial reduce over shared memory inside each node, an allreduce among the node
-// leaders over the network (the cheapest of ring, recursive doubling, Rabenseifner), a binomial
-// broadcast inside each node.
 // A link shaped by a tbf token bucket (scripts/emulate-hosts.sh): while the rate refills the
 // bucket between steps, a step's first burst_bytes pass at the link's uncapped speed and only
 // the rest waits for tokens, at the rate.
@@ -85,6 +90,9 @@ struct HierarchicalFabric {
   std::optional<TokenBucket> token_bucket;
   std::optional<CollectiveCost> uncapped;
 };
+// Two levels: a binomial reduce over shared memory inside each node, an allreduce among the node
+// leaders over the network (the cheapest of ring, recursive doubling, Rabenseifner), a binomial
+// broadcast inside each node.
 double hierarchical_allreduce_seconds(const HierarchicalFabric& fabric, double bytes);
 
 struct AllreduceChoice {
@@ -159,16 +167,23 @@ enum class Scaling {
   strong,  // the global batch stays: each of p nodes computes batch/p samples
   weak,    // the batch per node stays: compute per step is constant
 };
+// Which algorithm prices each allreduce: the cheapest the model knows (what a tuned library
+// could reach), or what Open MPI 4.1 runs unforced (open_mpi_default_choice and its fallbacks,
+// flat over every rank): how a measured run of the cluster strategy was made.
+enum class AllreduceRule { cheapest, open_mpi_default };
+std::string_view rule_name(AllreduceRule rule);  // "cheapest", "open_mpi_default"
+
 struct StepModel {
   double serial_step_s = 0;             // one node's step over the whole batch (strong) / its batch (weak)
   std::vector<double> bucket_bytes;     // the gradient buckets, one allreduce each per step
   double hidden_fraction = 0;           // measured share of communication hidden behind backward
+  AllreduceRule rule = AllreduceRule::cheapest;
 };
 struct StepPrediction {
   int nodes = 1;
   double compute_s = 0, communication_s = 0, exposed_s = 0, step_s = 0;
   double efficiency = 1;  // compute of one node over nodes x this step (strong), or its step over this one (weak)
-  std::string algorithm;  // the cheapest for the largest bucket
+  std::string algorithm;  // the one the rule picked for the largest bucket
   bool within_token_bucket = false;  // priced uncapped + token wait (HierarchicalFabric::token_bucket)
 };
 // With a token bucket, each rank's link carries the ring's 2(p-1)/p of every allreduce per step.

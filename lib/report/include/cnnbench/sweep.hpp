@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cnnbench/collective_model.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/records.hpp"
 
@@ -75,25 +76,12 @@ MannWhitney mann_whitney_u(std::span<const double> a, std::span<const double> b)
 
 // ---- scaling model -----------------------------------------------------------------------------
 
-// Ring allreduce of n bytes over p ranks: 2(p-1) messages, each of n/p bytes, so
-// t(p, n) = 2(p-1) alpha + 2(p-1)/p n beta, with alpha the per-message latency (s) and beta the
-// per-byte time (s/B) of one link. t(1, n) = 0.
-struct RingAllreduceModel {
-  double alpha_s = 0;
-  double beta_s_per_byte = 0;
-  double seconds(int ranks, double bytes) const;
-};
-// allreduce-bench fits t(n) = A + n B at `ranks` ranks; under the ring model
-// A = 2(p-1) alpha and B = 2(p-1)/p beta, so alpha = A / (2(p-1)), beta = B p / (2(p-1)).
-// ranks must be > 1.
-RingAllreduceModel ring_model_from_fit(int ranks, double fit_alpha_s, double fit_beta_s_per_byte);
-
 // Data-parallel step time on p nodes with a fixed global batch B (strong scaling):
-// T(p) = t_step * ceil(B / p) / B + ring.seconds(p, gradient_bytes), t_step = measured time of
-// one step on one node; a node cannot compute less than one sample, so beyond B nodes the compute
-// term stops shrinking.
+// T(p) = t_step * ceil(B / p) / B + a ring allreduce of gradient_bytes over p ranks at `cost`
+// (collective_model.hpp), t_step = measured time of one step on one node; a node cannot compute
+// less than one sample, so beyond B nodes the compute term stops shrinking.
 double predicted_step_seconds(double one_node_step_seconds, int batch, int nodes,
-                              double gradient_bytes, const RingAllreduceModel& ring);
+                              double gradient_bytes, const CollectiveCost& cost);
 
 // ---- reports -----------------------------------------------------------------------------------
 
