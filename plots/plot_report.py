@@ -9,6 +9,7 @@ Usage: plot_report.py REPORT.json --out DIR
 anything else that goes wrong)
 """
 import argparse
+import io
 import json
 import os
 import stat
@@ -150,8 +151,16 @@ def write_output(path, write):
 
 
 def save(fig, out, name):
+    """Writes out/NAME.png and .svg; `out` may instead be a dict, which then keeps the figure's SVG
+    text under NAME (html_report.py inlines them in its page)."""
     right = 1 - getattr(fig, "legend_width", 0)  # room for a legend beside the panels
     fig.tight_layout(rect=(0, 0.08, right, 1 - 0.045 * getattr(fig, "title_lines", 1)))
+    if isinstance(out, dict):
+        text = io.StringIO()
+        fig.savefig(text, format="svg")
+        plt.close(fig)
+        out[name] = text.getvalue()
+        return
     for ext in ("png", "svg"):
         write_output(out / f"{name}.{ext}", lambda f: fig.savefig(f, format=ext, dpi=120))
     plt.close(fig)
@@ -719,10 +728,11 @@ def main():
     return 0
 
 
-def run():
-    """main, with any failure as one line naming what went wrong instead of a traceback."""
+def run(entry=None):
+    """`entry` (default main), with any failure as one line naming what went wrong instead of a
+    traceback."""
     try:
-        return main()
+        return (entry or main)()
     except OSError as e:
         where = e.filename if e.filename is not None else "plot_report.py"
         print(f"cnnbench: error: {where}: {e.strerror or e}", file=sys.stderr)

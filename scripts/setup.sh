@@ -3,7 +3,8 @@
 # Idempotent: when everything is present it only checks (no network, a second or two).
 #   scripts/setup.sh          what the main job (scripts/run.sh) needs
 #   scripts/setup.sh --tests  that and python3-torch, which the PyTorch parity and checkpoint
-#                             tests need (scripts/test.sh); CNNBENCH_NO_TORCH=1 leaves it out
+#                             tests need (scripts/test.sh; CNNBENCH_NO_TORCH=1 leaves it out),
+#                             and chromium, in which the HTML report's test loads its pages
 set -euo pipefail
 for_tests=0
 case "${1:-}" in
@@ -28,6 +29,8 @@ command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 if [[ $for_tests == 1 && "${CNNBENCH_NO_TORCH:-0}" != 1 ]]; then
   packages+=(python3-torch)
 fi
+# The HTML report's test loads its pages in headless Chromium (a browser: tests only).
+[[ $for_tests == 1 ]] && packages+=(chromium)
 # Optional extras: the PyTorch comparison benchmarks and Google Benchmark's compare.py.
 if [[ "${CNNBENCH_SETUP_EXTRAS:-0}" == 1 ]]; then
   packages+=(python3-torch libbenchmark-tools)

@@ -214,6 +214,12 @@ TEST(SweepCompare, TwiceSlowerIsARegressionAndItselfIsNot) {
   const auto json = nlohmann::json::parse(log_text("json.log"));
   EXPECT_TRUE(json.at("regression").get<bool>());
   EXPECT_NEAR(json.at("points")[0].at("ratio").get<double>(), 2.0, 1e-12);
+  // The verdicts and the last line the table prints, for readers of --json (cnnbench report).
+  EXPECT_EQ(json.at("points")[0].at("verdict"), "REGRESSION");
+  EXPECT_EQ(json.at("points")[1].at("verdict"), "same");
+  const std::string summary = json.at("summary").get<std::string>();
+  EXPECT_EQ(summary.rfind("regression: 1 point more than 5.0% slower", 0), 0u) << summary;
+  EXPECT_NE(log_text("slow.log").find(summary), std::string::npos) << log_text("slow.log");
 }
 
 // Runs of different length compare by time per image: 60 steps at the same speed as 200 are

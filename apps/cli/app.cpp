@@ -80,6 +80,7 @@ void build_app(CLI::App& app, Runner& runner) {
   add_sweep_command(app, runner);
   add_compare_command(app, runner);
   add_plot_command(app, runner);
+  add_report_command(app, runner);
   add_allreduce_bench_command(app, runner);
   add_scaling_model_command(app, runner);
   add_completion_command(app, runner);

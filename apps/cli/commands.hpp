@@ -20,10 +20,28 @@ void add_info_command(CLI::App& root, Runner& runner);
 void add_sweep_command(CLI::App& root, Runner& runner);
 void add_compare_command(CLI::App& root, Runner& runner);
 void add_plot_command(CLI::App& root, Runner& runner);
+void add_report_command(CLI::App& root, Runner& runner);
 void add_allreduce_bench_command(CLI::App& root, Runner& runner);
 void add_scaling_model_command(CLI::App& root, Runner& runner);
 void add_completion_command(CLI::App& root, Runner& runner);
 void add_man_command(CLI::App& root, Runner& runner);
+
+// One HTML page of a sweep report (`report`, `sweep --html`; apps/cli/report.cpp).
+struct HtmlReportRequest {
+  std::string sweep;     // the sweep report
+  std::string baseline;  // "" or an older report to compare against (compare's verdicts)
+  std::string out = "report.html";
+  double threshold = 0.05, alpha = 0.05;  // compare's defaults
+};
+// Before any work, besides check_outputs: the page's path names a file, not a folder ("out/" would
+// leave a file named "out"). `option` names it in the message ("--out", "--html").
+void check_page_name(const std::string& path, const std::string& option);
+// compare's and report's --threshold: "5%" or "0.05" -> 0.05; anything else is a usage error.
+double parse_threshold(const std::string& text);
+// Writes the page with plots/html_report.py (`script`, `python`: "" for the defaults); returns the
+// exit code, 1 after the generator reported an error of its own.
+int write_html_report(const HtmlReportRequest& request, const std::string& script = "",
+                      const std::string& python = "");
 
 // One flag per strategy option (strategy_option_specs()), storing into values[name]; "" means not
 // given. The sweep gets only the options it passes on, with its own defaults. Choices and numbers

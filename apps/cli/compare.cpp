@@ -17,17 +17,6 @@
 
 namespace cnnbench::cli {
 
-namespace {
-
-struct CompareArgs {
-  std::string base, candidate;
-  std::string threshold = "5%";
-  double alpha = 0.05;
-  bool json = false;
-  bool same_machine = false;  // machine or build differences are an error, not a warning
-  bool strict = false;        // ... and so are differences in the settings
-};
-
 // "5%" or "0.05" -> 0.05.
 double parse_threshold(const std::string& text) {
   std::size_t used = 0;
@@ -52,51 +41,16 @@ double parse_threshold(const std::string& text) {
   return percent ? value / 100.0 : value;
 }
 
-const char* verdict(const ComparedPoint& c, double threshold) {
-  if (c.regression) return "REGRESSION";
-  if (c.improvement) return "faster";
-  if (std::abs(c.ratio - 1.0) > threshold) return "noise";  // beyond the threshold, not significant
-  return "same";
-}
+namespace {
 
-std::string points_text(std::size_t count) {
-  return std::to_string(count) + (count == 1 ? " point" : " points");
-}
-
-// The last line says what the test said: a regression the rank test could not tell from noise
-// (too few repetitions) is said as such, never as "beyond noise".
-std::string verdict_line(const Comparison& comparison) {
-  std::size_t significant = 0, by_threshold = 0, within_noise = 0;
-  for (const ComparedPoint& c : comparison.points) {
-    if (c.regression && c.significant) ++significant;
-    if (c.regression && !c.significant) ++by_threshold;
-    if (!c.regression && c.ratio > 1.0 + comparison.threshold) ++within_noise;
-  }
-  char percent[32];
-  std::snprintf(percent, sizeof percent, "%.1f%%", 100 * comparison.threshold);
-  char alpha[32];
-  std::snprintf(alpha, sizeof alpha, "%.3g", comparison.alpha);
-  std::vector<std::string> parts;
-  if (significant > 0) {
-    parts.push_back(points_text(significant) + " more than " + percent +
-                    " slower, beyond noise (p < " + alpha + ")");
-  }
-  if (by_threshold > 0) {
-    parts.push_back(points_text(by_threshold) + " more than " + percent +
-                    " slower; too few repetitions to tell from noise, so the threshold alone "
-                    "decided (measure more --repeat to know)");
-  }
-  if (!parts.empty()) {
-    std::string line = "regression: " + parts[0];
-    if (parts.size() > 1) line += "; " + parts[1];
-    return line;
-  }
-  if (within_noise > 0) {
-    return std::string("no regression shown beyond ") + percent + ": " + points_text(within_noise) +
-           " slower beyond it, but within noise (p >= " + alpha + ")";
-  }
-  return std::string("no regression beyond ") + percent;
-}
+struct CompareArgs {
+  std::string base, candidate;
+  std::string threshold = "5%";
+  double alpha = 0.05;
+  bool json = false;
+  bool same_machine = false;  // machine or build differences are an error, not a warning
+  bool strict = false;        // ... and so are differences in the settings
+};
 
 // "fc3/serial/n1c1, fc3/blas/n1c2 and 3 more", or "no measured point".
 std::string ids_text(const std::vector<PointRecord>& points) {
@@ -113,7 +67,7 @@ void print_table(const Comparison& comparison) {
   for (const ComparedPoint& c : comparison.points) {
     std::printf("%-24s %12.4f %12.4f %8.3f %9.4f%s %s\n", c.id.c_str(), c.base_median_s,
                 c.new_median_s, c.ratio, c.p_value, c.decided_by_threshold ? "*" : " ",
-                verdict(c, comparison.threshold));
+                comparison_verdict(c, comparison.threshold));
     threshold_only = threshold_only || c.decided_by_threshold;
   }
   if (std::any_of(comparison.points.begin(), comparison.points.end(),
@@ -132,7 +86,7 @@ void print_table(const Comparison& comparison) {
     std::printf("noise: beyond the threshold but not significant (p >= %.3g): the repetitions overlap\n",
                 comparison.alpha);
   }
-  std::printf("%s\n", verdict_line(comparison).c_str());
+  std::printf("%s\n", comparison_summary(comparison).c_str());
 }
 
 // Differences between the reports on stderr (so that --json output stays one parseable

@@ -1,19 +1,11 @@
 // `cnnbench plot REPORT.json --out DIR`: draws a sweep report's plots (PNG + SVG) with
 // plots/plot_report.py, found next to the source tree the binary was built from or installed;
 // `cnnbench plot --trace TRACE.json --out DIR` a Gantt chart of one step of a train --trace.
-#include <spawn.h>
-#include <sys/wait.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-
 #include "cnnbench/core.hpp"
 #include "cnnbench/sweep.hpp"
 #include "commands.hpp"
 #include "input_rules.hpp"
-
-extern char** environ;
+#include "python_script.hpp"
 
 namespace cnnbench::cli {
 
@@ -26,33 +18,6 @@ struct PlotArgs {
   std::string script;
   std::string python;  // empty: the system's /usr/bin/python3 (where Debian puts matplotlib), else python3
 };
-
-// The exit codes plot_report.py uses when matplotlib cannot be imported, and after it printed a
-// "cnnbench: error: ..." line of its own.
-constexpr int missing_matplotlib_exit = 3;
-constexpr int reported_error_exit = 4;
-
-// --script, else $CNNBENCH_PLOT_SCRIPT, else plots/plot_report.py in a folder above the binary
-// (a build tree inside the source tree), else the installed share/cnnbench/plot_report.py.
-// The variable is checked as --script is, and named in the message (a usage error, exit 2).
-std::filesystem::path find_plot_script(const std::string& given) {
-  if (!given.empty()) return given;
-  if (const char* env = std::getenv("CNNBENCH_PLOT_SCRIPT"); env != nullptr && *env != 0) {
-    const std::string problem = path_kind_problem(env, PathKind::file, true);
-    if (!problem.empty()) fail_usage("CNNBENCH_PLOT_SCRIPT=" + problem);
-    return env;
-  }
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe");
-  for (auto dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-    const auto candidate = dir / "plots" / "plot_report.py";
-    if (std::filesystem::exists(candidate)) return candidate;
-    if (dir == dir.root_path()) break;
-  }
-  const auto installed = exe.parent_path().parent_path() / "share" / "cnnbench" / "plot_report.py";
-  if (std::filesystem::exists(installed)) return installed;
-  fail("cannot find plots/plot_report.py above " + exe.parent_path().string() +
-       " nor in share/cnnbench; pass --script PATH or set CNNBENCH_PLOT_SCRIPT");
-}
 
 // The images plots/plot_report.py writes into --out, without their .png/.svg: a sweep report's,
 // or NAME-gantt for a trace NAME.json.
@@ -80,34 +45,9 @@ int run_plot(const PlotArgs& a) {
   const std::string input = a.trace.empty() ? a.report : a.trace;
   check_outputs({{.option = "--out", .path = a.out, .folder = true, .files = files}},
                 {{a.trace.empty() ? "REPORT" : "--trace", input}});
-  const std::filesystem::path script = find_plot_script(a.script);
+  const std::filesystem::path script = find_plots_script("plot_report.py", a.script, "CNNBENCH_PLOT_SCRIPT");
   check_output_folder(a.out, "--out");
-  const std::string python =
-      !a.python.empty() ? a.python : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  // The scaling-prediction plot asks this cnnbench for its curves (cnnbench scaling-model).
-  ::setenv("CNNBENCH_EXECUTABLE", std::filesystem::read_symlink("/proc/self/exe").c_str(), 1);
-  std::vector<std::string> words = {python, script.string()};
-  words.insert(words.end(), arguments.begin(), arguments.end());
-  std::vector<char*> argv;
-  for (auto& w : words) argv.push_back(w.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int started = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
-  if (started != 0) {
-    fail("cannot run " + python + " (" + std::strerror(started) +
-         "): install python3 with matplotlib (Debian: apt-get install python3-matplotlib)");
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) fail(std::string("waiting for the plot script: ") + std::strerror(errno));
-  }
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  if (code == missing_matplotlib_exit) {
-    fail(python + " has no matplotlib: install it (Debian: apt-get install python3-matplotlib)");
-  }
-  if (code == reported_error_exit) return 1;
-  if (code != 0) fail(script.string() + " failed with exit code " + std::to_string(code));
-  return 0;
+  return run_plots_script(script, arguments, a.python);
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ struct SweepArgs : CommonArgs {
   std::string rate;       // --rate: their links' cap
   std::string out = "results/sweep.json";
   std::string trace_dir;  // --trace-dir: a Chrome trace per point, from one extra traced repetition
+  std::string html;       // --html: the report as one HTML page at the end (cnnbench report)
   // Internal: one time-to-accuracy job of a cluster point, run by the sweep under the launcher.
   std::string tta_job, tta_out;
   std::vector<const OptionSpec*> given_options;  // the strategy options given on the command line
@@ -188,6 +189,11 @@ int run_sweep_command(const SweepArgs& a) {
   std::vector<OutputPath> outputs = {{.option = "--out", .path = a.out}};
   // Its files are checked against the plan's points when the sweep starts.
   if (!a.trace_dir.empty()) outputs.push_back({.option = "--trace-dir", .path = a.trace_dir, .folder = true});
+  if (!a.html.empty()) {
+    if (a.out == "-") fail_usage("--html renders the report --out writes: give --out a file, not '-'");
+    check_page_name(a.html, "--html");
+    outputs.push_back({.option = "--html", .path = a.html});
+  }
   check_outputs(outputs, {{"--data", a.data_dir}, {"--hostfile", a.hostfile}});
   // Hours of measurements must not vanish under a repeated command: say how to keep or replace them.
   if (!a.resume && !a.force && std::filesystem::exists(a.out)) {
@@ -247,7 +253,11 @@ int run_sweep_command(const SweepArgs& a) {
   const SweepRecord report = run_sweep(o);
   if (!a.quiet) std::fprintf(stderr, "report: %s\n", a.out.c_str());
   if (report.interrupted) return 128 + (stop_signal.load() != 0 ? stop_signal.load() : SIGINT);
-  return report.failed_points().empty() ? 0 : 1;
+  HtmlReportRequest page_request;
+  page_request.sweep = a.out;
+  page_request.out = a.html;
+  const int page = a.html.empty() ? 0 : write_html_report(page_request);
+  return report.failed_points().empty() && page == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -300,6 +310,9 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
                   "after each point's timed repetitions run one more, traced, and write its Chrome "
                   "trace here as MODEL-STRATEGY-nNcC.json (serial, blas, stream, cluster)")
       ->check(output_path_rule(OutputKind::folder));
+  cmd->add_option("--html", args->html,
+                  "at the end, write the report as one self-contained HTML page here (cnnbench report)")
+      ->check(output_path_rule(OutputKind::file));
   cmd->add_flag("--resume", args->resume, "keep the finished points of --out and run the rest");
   cmd->add_flag("--force", args->force, "overwrite an existing --out report");
   cmd->add_option("--tta-job", args->tta_job)->group("");

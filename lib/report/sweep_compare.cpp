@@ -2,6 +2,8 @@
 // ask the Mann-Whitney U test whether the raw repetitions differ beyond noise; list what makes the
 // two incomparable (machine, build, settings) or incomplete (missing or failed points).
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,6 +16,10 @@
 namespace cnnbench {
 
 namespace {
+
+std::string points_text(std::size_t count) {
+  return std::to_string(count) + (count == 1 ? " point" : " points");
+}
 
 // A context value as text for comparison and messages; nothing when the report lacks it.
 std::optional<std::string> context_text(const nlohmann::json& report,
@@ -164,6 +170,46 @@ Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& can
   return comparison;
 }
 
+const char* comparison_verdict(const ComparedPoint& c, double threshold) {
+  if (c.regression) return "REGRESSION";
+  if (c.improvement) return "faster";
+  if (std::abs(c.ratio - 1.0) > threshold) return "noise";  // beyond the threshold, not significant
+  return "same";
+}
+
+std::string comparison_summary(const Comparison& comparison) {
+  std::size_t significant = 0, by_threshold = 0, within_noise = 0;
+  for (const ComparedPoint& c : comparison.points) {
+    if (c.regression && c.significant) ++significant;
+    if (c.regression && !c.significant) ++by_threshold;
+    if (!c.regression && c.ratio > 1.0 + comparison.threshold) ++within_noise;
+  }
+  char percent[32];
+  std::snprintf(percent, sizeof percent, "%.1f%%", 100 * comparison.threshold);
+  char alpha[32];
+  std::snprintf(alpha, sizeof alpha, "%.3g", comparison.alpha);
+  std::vector<std::string> parts;
+  if (significant > 0) {
+    parts.push_back(points_text(significant) + " more than " + percent +
+                    " slower, beyond noise (p < " + alpha + ")");
+  }
+  if (by_threshold > 0) {
+    parts.push_back(points_text(by_threshold) + " more than " + percent +
+                    " slower; too few repetitions to tell from noise, so the threshold alone "
+                    "decided (measure more --repeat to know)");
+  }
+  if (!parts.empty()) {
+    std::string line = "regression: " + parts[0];
+    if (parts.size() > 1) line += "; " + parts[1];
+    return line;
+  }
+  if (within_noise > 0) {
+    return std::string("no regression shown beyond ") + percent + ": " + points_text(within_noise) +
+           " slower beyond it, but within noise (p >= " + alpha + ")";
+  }
+  return std::string("no regression beyond ") + percent;
+}
+
 nlohmann::json comparison_json(const Comparison& comparison) {
   const auto differences = [](const std::vector<ReportDifference>& list) {
     nlohmann::json out = nlohmann::json::array();
@@ -172,10 +218,15 @@ nlohmann::json comparison_json(const Comparison& comparison) {
     }
     return out;
   };
+  nlohmann::json points = comparison.points;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    points[i]["verdict"] = comparison_verdict(comparison.points[i], comparison.threshold);
+  }
   return {{"threshold", comparison.threshold},
           {"alpha", comparison.alpha},
           {"regression", comparison.any_regression()},
-          {"points", comparison.points},
+          {"summary", comparison_summary(comparison)},
+          {"points", points},
           {"only_in_base", comparison.only_in_base},
           {"only_in_new", comparison.only_in_new},
           {"machine_differences", differences(comparison.machine_differences)},

@@ -144,6 +144,13 @@ struct Comparison {
 };
 Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& candidate,
                            double threshold, double alpha);
+// A point's verdict as compare prints it: REGRESSION, faster, noise (beyond the threshold but not
+// significant) or same.
+const char* comparison_verdict(const ComparedPoint& point, double threshold);
+// compare's last line: what the test said. A regression the rank test could not tell from noise
+// (too few repetitions) is said as such, never as "beyond noise".
+std::string comparison_summary(const Comparison& comparison);
+// compare --json: the Comparison with each point's verdict and the summary line.
 nlohmann::json comparison_json(const Comparison& comparison);
 
 // Fills in the derived numbers of a sweep from its measured points: per point speedup,

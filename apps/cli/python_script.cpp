@@ -1,0 +1,68 @@
+// Finding and running the plots/ scripts (python_script.hpp).
+#include "python_script.hpp"
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "cnnbench/core.hpp"
+#include "input_rules.hpp"
+
+extern char** environ;
+
+namespace cnnbench::cli {
+
+std::filesystem::path find_plots_script(const std::string& name, const std::string& given,
+                                        const char* env_variable) {
+  if (!given.empty()) return given;
+  if (const char* env = std::getenv(env_variable); env != nullptr && *env != 0) {
+    const std::string problem = path_kind_problem(env, PathKind::file, true);
+    if (!problem.empty()) fail_usage(std::string(env_variable) + "=" + problem);
+    return env;
+  }
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe");
+  for (auto dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    const auto candidate = dir / "plots" / name;
+    if (std::filesystem::exists(candidate)) return candidate;
+    if (dir == dir.root_path()) break;
+  }
+  const auto installed = exe.parent_path().parent_path() / "share" / "cnnbench" / name;
+  if (std::filesystem::exists(installed)) return installed;
+  fail("cannot find plots/" + name + " above " + exe.parent_path().string() +
+       " nor in share/cnnbench; pass --script PATH or set " + env_variable);
+}
+
+int run_plots_script(const std::filesystem::path& script, const std::vector<std::string>& arguments,
+                     const std::string& python_given) {
+  const std::string python = !python_given.empty()                         ? python_given
+                             : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3"
+                                                                           : "python3";
+  ::setenv("CNNBENCH_EXECUTABLE", std::filesystem::read_symlink("/proc/self/exe").c_str(), 1);
+  std::vector<std::string> words = {python, script.string()};
+  words.insert(words.end(), arguments.begin(), arguments.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int started = posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ);
+  if (started != 0) {
+    fail("cannot run " + python + " (" + std::strerror(started) +
+         "): install python3 with matplotlib (Debian: apt-get install python3-matplotlib)");
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) fail("waiting for " + script.filename().string() + ": " + std::strerror(errno));
+  }
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code == missing_matplotlib_exit) {
+    fail(python + " has no matplotlib: install it (Debian: apt-get install python3-matplotlib)");
+  }
+  if (code == reported_error_exit) return 1;
+  if (code != 0) fail(script.string() + " failed with exit code " + std::to_string(code));
+  return 0;
+}
+
+}  // namespace cnnbench::cli
