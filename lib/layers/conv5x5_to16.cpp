@@ -398,12 +398,14 @@ void c2_backward(float* dinp, float* dweight, float* dbias, const float* dout, c
   for (int b = 0; b < B; ++b) {
     const float* dout_b = dout + std::size_t(b) * Ho * Wo * channels;
     const float* inp_b = inp + std::size_t(b) * C * H * W;
-    for (int p = 0; p < Ho * Wo; ++p) {
-      for (int m = 0; m < M; ++m) {
-        bias_total[m] = hn::Add(bias_total[m], hn::LoadU(d, dout_b + p * channels + m * lanes));
+    if (dweight) {
+      for (int p = 0; p < Ho * Wo; ++p) {
+        for (int m = 0; m < M; ++m) {
+          bias_total[m] = hn::Add(bias_total[m], hn::LoadU(d, dout_b + p * channels + m * lanes));
+        }
       }
+      c2_weight_gradient(packed_dweight, dout_b, inp_b, C, H, W);
     }
-    c2_weight_gradient(packed_dweight, dout_b, inp_b, C, H, W);
     float* dinp_b = dinp ? dinp + std::size_t(b) * C * H * W : nullptr;
     if (by_rows) {
       c2_input_gradient_by_rows(dinp_b, dout_b, weight, C, H, W, tile);
@@ -411,6 +413,7 @@ void c2_backward(float* dinp, float* dweight, float* dbias, const float* dout, c
       c2_input_gradient_any_shape(dinp_b, dout_b, packed, C, H, W);
     }
   }
+  if (!dweight) return;
   for (int m = 0; m < M; ++m) {
     alignas(64) float lane_values[lanes];
     hn::Store(bias_total[m], d, lane_values);
