@@ -112,7 +112,9 @@ void register_fused_lenet5() {
   const PoolLayer pool1 = kLenet5Pool[0], pool2 = kLenet5Pool[1];
   const int channels = c2.in_channels;  // c1's output, c2's input
   const int side1 = c1.size, side2 = c2.size, a2_side = pool2.size;
-  register_fused("conv5x5_pad2_relu_forward/lenet5.c1", conv_product_flops(c1.shape(1)), [=](int B) {
+  const double c1_flops = conv_product_flops(c1.shape(1));
+  const double c2_flops = conv_product_flops(c2.shape(1));
+  register_fused("conv5x5_pad2_relu_forward/lenet5.c1", c1_flops, [=](int B) {
     const Conv2dShape s = c1.shape(B);
     auto inp = random_buffer(input_floats(s), 1), weight = random_buffer(weight_floats(s), 2),
          bias = random_buffer(s.out_channels, 3);
@@ -134,7 +136,7 @@ void register_fused_lenet5() {
                                                    inp.data(), B, channels, side1, side1);
                    };
                  });
-  register_fused("conv5x5_to16_relu_forward/lenet5.c2", conv_product_flops(c2.shape(1)), [=](int B) {
+  register_fused("conv5x5_to16_relu_forward/lenet5.c2", c2_flops, [=](int B) {
     const Conv2dShape s = c2.shape(B);
     auto inp = random_buffer(input_floats(s), 1), weight = random_buffer(weight_floats(s), 2),
          bias = random_buffer(s.out_channels, 3);
@@ -168,7 +170,7 @@ void register_fused_lenet5() {
   c2_backward("conv5x5_to16_backward/lenet5.c2", conv_backward_flops(c2, 1), true, true);
   c2_backward("conv5x5_to16_backward_weights/lenet5.c2", conv_backward_weights_flops(c2, 1), false,
               true);
-  c2_backward("conv5x5_to16_backward_data/lenet5.c2", conv_product_flops(c2.shape(1)), true, false);
+  c2_backward("conv5x5_to16_backward_data/lenet5.c2", c2_flops, true, false);
   // The pools' input is the convolution's output, their gradient a quarter of it.
   register_fused("maxpool2x2_relu_backward/lenet5.pool1", pool1.flops(1), [=](int B) {
     const std::size_t in = output_floats(c1.shape(B));

@@ -1,5 +1,6 @@
 // Whole-model training steps (forward + backward + SGD, as the serial strategy runs them) of FC-3
-// and LeNet-5 at batch 16, 64 and 256, reporting images/s, GFLOP/s of training work and its share of one core's sgemm peak.
+// and LeNet-5 at batch 16, 64 and 256, reporting images/s, GFLOP/s of training work and its
+// share of one core's sgemm peak.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
