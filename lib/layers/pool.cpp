@@ -1,7 +1,8 @@
 // 2x2 stride-2 pooling over planes (max and average), and LeNet-5's fused forms (channels last,
 // ReLU backward folded in). An odd last row or column is ignored, as PyTorch's floor mode does;
-// backward writes zeros there. Compiled once per SIMD target: the plane loops as plain code the
-// compiler vectorises for the target, the 16-channel forms on explicit vectors.
+// backward writes zeros there. Compiled once per SIMD target: max-pool on explicit vectors (along
+// the rows of a plane, or the 16 channels of a pixel), average pooling as plain loops the compiler
+// vectorises for the target.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "layers/pool.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
