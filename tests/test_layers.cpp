@@ -495,6 +495,12 @@ void expect_sixteen_matches_naive(int B, int C, int H, int W, Rng& rng, bool wit
                         dout.data(), c.inp.data(), c.weight.data(), B, C, H, W, scratch.data());
   if (with_dinp) {
     EXPECT_TRUE(matches_naive(dinp, g.expected_dinp)) << "dinp";
+    // The input gradient alone (no dweight): the same values, and dbias left as it was.
+    Floats dinp_alone(c.inp.size(), NAN), dbias_untouched(16, 7.0f);
+    conv5x5_to16_backward(dinp_alone.data(), nullptr, dbias_untouched.data(), dout.data(),
+                          c.inp.data(), c.weight.data(), B, C, H, W, scratch.data());
+    EXPECT_TRUE(matches_naive(dinp_alone, g.expected_dinp)) << "dinp without dweight";
+    EXPECT_EQ(dbias_untouched, Floats(16, 7.0f));
   }
   g.expect_parameters_match_naive();
 }

@@ -1,6 +1,7 @@
 // Per-layer micro-benchmarks at the shapes FC-3 and LeNet-5 train with, for batch 1..256, each
-// reporting GFLOP/s; plain sgemm at 64^3..1024^3 is the yardstick for what one core can do.
-// Pooling, ReLU and softmax count one "flop" per comparison / add / multiply / exp.
+// reporting GFLOP/s and its share of one core's sgemm peak (peak_share, micro_common.hpp); plain
+// sgemm at 64^3..1024^3 shows how that rate depends on the product's size. Pooling, ReLU and
+// softmax count one "flop" per comparison / add / multiply / exp (layer_flops.hpp).
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -103,8 +104,9 @@ void register_conv(const ConvLayer layer) {
 
 // --- the fused LeNet-5 kernels of the serial fast path ------------------------------------------
 
-// Each through register_fused (micro_common.hpp); flops as for the plain layers. Buffers live in
-// the closure; each benchmark keeps its own.
+// Each pass of the serial LeNet-5 step on the kernels it runs, through register_fused
+// (micro_common.hpp); flops as for the plain layers. c2's backward also as its weight gradient
+// alone and its input gradient alone. Buffers live in the closure; each benchmark keeps its own.
 void register_fused_lenet5() {
   const ConvLayer c1 = kLenet5Conv[0], c2 = kLenet5Conv[1];
   const PoolLayer pool1 = kLenet5Pool[0], pool2 = kLenet5Pool[1];
@@ -122,16 +124,18 @@ void register_fused_lenet5() {
                                 side1, side1);
     };
   });
-  register_fused("conv5x5_pad2_backward_weights/lenet5.c1", c1_flops, [=](int B) {
-    const Conv2dShape s = c1.shape(B);
-    auto inp = random_buffer(input_floats(s), 1), dout = random_buffer(output_floats(s), 2);
-    auto dweight = std::make_shared<aligned_vector<float>>(weight_floats(s)),
-         dbias = std::make_shared<aligned_vector<float>>(s.out_channels);
-    return [=] {
-      conv5x5_pad2_backward_weights(dweight->data(), dbias->data(), dout.data(), inp.data(), B,
-                                    channels, side1, side1);
-    };
-  });
+  register_fused("conv5x5_pad2_backward_weights/lenet5.c1", conv_backward_weights_flops(c1, 1),
+                 [=](int B) {
+                   const Conv2dShape s = c1.shape(B);
+                   auto inp = random_buffer(input_floats(s), 1),
+                        dout = random_buffer(output_floats(s), 2);
+                   auto dweight = std::make_shared<aligned_vector<float>>(weight_floats(s)),
+                        dbias = std::make_shared<aligned_vector<float>>(s.out_channels);
+                   return [=] {
+                     conv5x5_pad2_backward_weights(dweight->data(), dbias->data(), dout.data(),
+                                                   inp.data(), B, channels, side1, side1);
+                   };
+                 });
   register_fused("conv5x5_to16_relu_forward/lenet5.c2", c2_flops, [=](int B) {
     const Conv2dShape s = c2.shape(B);
     auto inp = random_buffer(input_floats(s), 1), weight = random_buffer(weight_floats(s), 2),
@@ -143,19 +147,30 @@ void register_fused_lenet5() {
                                 side2, side2, scratch->data());
     };
   });
-  register_fused("conv5x5_to16_backward/lenet5.c2", 2 * c2_flops, [=](int B) {
-    const Conv2dShape s = c2.shape(B);
-    auto inp = random_buffer(input_floats(s), 1), weight = random_buffer(weight_floats(s), 2),
-         dout = random_buffer(output_floats(s), 3);
-    auto dinp = std::make_shared<aligned_vector<float>>(inp.size());
-    auto dweight = std::make_shared<aligned_vector<float>>(weight.size()),
-         dbias = std::make_shared<aligned_vector<float>>(s.out_channels);
-    auto scratch = std::make_shared<aligned_vector<float>>(conv5x5_to16_scratch_floats(channels));
-    return [=] {
-      conv5x5_to16_backward(dinp->data(), dweight->data(), dbias->data(), dout.data(), inp.data(),
-                            weight.data(), B, channels, side2, side2, scratch->data());
-    };
-  });
+  // with_data / with_weights: which gradients the call computes (the other's pointer is null).
+  const auto c2_backward = [=](const std::string& name, double flops, bool with_data,
+                               bool with_weights) {
+    register_fused(name, flops, [=](int B) {
+      const Conv2dShape s = c2.shape(B);
+      auto inp = random_buffer(input_floats(s), 1), weight = random_buffer(weight_floats(s), 2),
+           dout = random_buffer(output_floats(s), 3);
+      auto dinp = std::make_shared<aligned_vector<float>>(inp.size());
+      auto dweight = std::make_shared<aligned_vector<float>>(weight.size()),
+           dbias = std::make_shared<aligned_vector<float>>(s.out_channels);
+      auto scratch =
+          std::make_shared<aligned_vector<float>>(conv5x5_to16_scratch_floats(channels));
+      return [=] {
+        conv5x5_to16_backward(with_data ? dinp->data() : nullptr,
+                              with_weights ? dweight->data() : nullptr, dbias->data(), dout.data(),
+                              inp.data(), weight.data(), B, channels, side2, side2,
+                              scratch->data());
+      };
+    });
+  };
+  c2_backward("conv5x5_to16_backward/lenet5.c2", conv_backward_flops(c2, 1), true, true);
+  c2_backward("conv5x5_to16_backward_weights/lenet5.c2", conv_backward_weights_flops(c2, 1), false,
+              true);
+  c2_backward("conv5x5_to16_backward_data/lenet5.c2", c2_flops, true, false);
   // The pools' input is the convolution's output, their gradient a quarter of it.
   register_fused("maxpool2x2_relu_backward/lenet5.pool1", pool1.flops(1), [=](int B) {
     const std::size_t in = output_floats(c1.shape(B));
@@ -268,6 +283,20 @@ void register_softmax_xent(int classes) {
       })->Apply(with_batches);
 }
 
+// --- SGD ---------------------------------------------------------------------------------------
+
+void register_sgd(ModelKind kind) {
+  benchmark::RegisterBenchmark(
+      ("sgd_step/" + std::string(model_name(kind))).c_str(), [kind](benchmark::State& state) {
+        const std::size_t n = model_spec(kind).param_count;
+        auto params = random_buffer(n, 1), momentum = random_buffer(n, 2);
+        const auto grads = random_buffer(n, 3);
+        const SgdConfig sgd;
+        time_kernel(state, sgd_flops(n), params.data(),
+                    [&] { sgd_step(params.data(), grads.data(), momentum.data(), n, sgd); });
+      });
+}
+
 // --- the yardstick -----------------------------------------------------------------------------
 
 void register_sgemm() {
@@ -302,6 +331,8 @@ void register_layer_benchmarks() {
   register_fused_lenet5();
 
   register_softmax_xent(Fc3Sizes::classes);
+  register_sgd(ModelKind::fc3);
+  register_sgd(ModelKind::lenet5);
   register_sgemm();
 }
 

@@ -10,6 +10,7 @@
 
 #include "benchmarks.hpp"
 #include "cnnbench/isa_choice.hpp"
+#include "micro_common.hpp"
 
 namespace {
 
@@ -55,6 +56,8 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("openblas_config", openblas_get_config());
   benchmark::AddCustomContext("openblas_threads", std::to_string(openblas_get_num_threads()));
   benchmark::AddCustomContext("simd_target", cnnbench::isa_info().active);
+  benchmark::AddCustomContext("sgemm_peak_gflops_one_core",
+                              std::to_string(cnnbench::micro::one_core_peak_gflops()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

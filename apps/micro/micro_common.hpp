@@ -1,6 +1,7 @@
-// What the per-layer micro-benchmark files share: random inputs, the GFLOP/s counter, the batch
-// sizes, and the layer shapes of FC-3 and LeNet-5 with their flop counts, so that every backend's
-// rows (own kernels, sgemm, oneDNN) run the same shapes and count work the same way.
+// What the per-layer micro-benchmark files share: random inputs, the GFLOP/s and peak_share
+// counters, the batch sizes, and the layer shapes of FC-3 and LeNet-5 with their flop counts
+// (layer_flops.hpp), so that every backend's rows (own kernels, sgemm, oneDNN) run the same shapes
+// and count work the same way.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -12,6 +13,8 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
 #include "cnnbench/models.hpp"
+#include "cnnbench/report.hpp"
+#include "layer_flops.hpp"
 
 namespace cnnbench::micro {
 
@@ -24,9 +27,22 @@ inline aligned_vector<float> random_buffer(std::size_t n, std::uint64_t seed) {
   return buffer;
 }
 
+// One core's OpenBLAS sgemm rate (GFLOP/s, lib/report/peak.cpp, as `cnnbench info --peak`
+// measures it), measured once per process on first use: main() calls it before any row runs, so
+// that no row's timing includes it.
+inline double one_core_peak_gflops() {
+  static const double peak = measure_sgemm_peak(1, 0.3).at("gflops").get<double>();
+  return peak;
+}
+
+// GFLOP/s of the row, and peak_share: that rate as a share of one_core_peak_gflops(), so that the
+// rows farthest from what the core can do stand out.
 inline void set_flops(benchmark::State& state, double flops_per_iteration) {
+  const double gflop = flops_per_iteration / 1e9;
   state.counters["GFLOP/s"] =
-      benchmark::Counter(flops_per_iteration / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+      benchmark::Counter(gflop, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["peak_share"] = benchmark::Counter(gflop / one_core_peak_gflops(),
+                                                    benchmark::Counter::kIsIterationInvariantRate);
 }
 
 inline void with_batches(benchmark::internal::Benchmark* bench) {
@@ -55,73 +71,5 @@ void register_fused(const std::string& name, double flops_per_sample, Run run) {
     time_kernel(state, flops_per_sample * B, nullptr, run(B));
   })->Apply(with_batches);
 }
-
-// --- the layer shapes and their flops --------------------------------------------------------
-// Products count 2 flops per multiply-add; the bias gradient one per output; pooling 3 comparisons
-// per 2x2 window.
-
-struct DenseLayer {
-  const char* name;
-  int in, out;
-  bool needs_dinp;  // false for a model's first layer
-  double forward_flops(int B) const { return 2.0 * B * in * out; }
-  double backward_flops(int B) const {
-    return (needs_dinp ? 2 : 1) * forward_flops(B) + double(B) * out;
-  }
-};
-
-struct ConvLayer {
-  const char* name;
-  int in_channels, size, out_channels, kernel, pad;
-  bool needs_dinp;
-  Conv2dShape shape(int batch) const {
-    return {batch, in_channels, size, size, out_channels, kernel, pad};
-  }
-};
-
-// Floats of a convolution's input (B,C,H,W), weight (K,C,R,R) and output (B,K,Ho,Wo).
-inline std::size_t input_floats(const Conv2dShape& s) {
-  return std::size_t(s.batch) * s.in_channels * s.height * s.width;
-}
-inline std::size_t weight_floats(const Conv2dShape& s) {
-  return std::size_t(s.out_channels) * s.in_channels * s.kernel * s.kernel;
-}
-inline std::size_t output_floats(const Conv2dShape& s) {
-  return std::size_t(s.batch) * s.out_channels * s.out_height() * s.out_width();
-}
-
-inline double conv_product_flops(const Conv2dShape& s) {
-  return 2.0 * s.batch * s.out_channels * s.in_channels * s.kernel * s.kernel * s.out_height() *
-         s.out_width();
-}
-
-inline double conv_backward_flops(const ConvLayer& layer, int B) {
-  const Conv2dShape s = layer.shape(B);
-  return (layer.needs_dinp ? 2 : 1) * conv_product_flops(s) +
-         double(B) * s.out_channels * s.out_height() * s.out_width();
-}
-
-struct PoolLayer {
-  const char* name;
-  int channels, size;
-  double flops(int B) const { return 3.0 * B * channels * (size / 2) * (size / 2); }
-};
-
-// The shapes of models.hpp's Fc3Sizes and Lenet5Sizes.
-inline constexpr DenseLayer kFc3Dense[] = {{"fc3.f1", Fc3Sizes::input, Fc3Sizes::hidden1, false},
-                                           {"fc3.f2", Fc3Sizes::hidden1, Fc3Sizes::hidden2, true},
-                                           {"fc3.f3", Fc3Sizes::hidden2, Fc3Sizes::classes, true}};
-inline constexpr ConvLayer kLenet5Conv[] = {
-    {"lenet5.c1", 1, Lenet5Sizes::side, Lenet5Sizes::c1_channels, Lenet5Sizes::kernel,
-     Lenet5Sizes::c1_pad, false},
-    {"lenet5.c2", Lenet5Sizes::c1_channels, Lenet5Sizes::p1_side, Lenet5Sizes::c2_channels,
-     Lenet5Sizes::kernel, 0, true}};
-inline constexpr PoolLayer kLenet5Pool[] = {
-    {"lenet5.pool1", Lenet5Sizes::c1_channels, Lenet5Sizes::side},
-    {"lenet5.pool2", Lenet5Sizes::c2_channels, Lenet5Sizes::a2_side}};
-inline constexpr DenseLayer kLenet5Dense[] = {
-    {"lenet5.f1", Lenet5Sizes::flat, Lenet5Sizes::hidden1, true},
-    {"lenet5.f2", Lenet5Sizes::hidden1, Lenet5Sizes::hidden2, true},
-    {"lenet5.f3", Lenet5Sizes::hidden2, Lenet5Sizes::classes, true}};
 
 }  // namespace cnnbench::micro

@@ -1,7 +1,8 @@
 // 2x2 stride-2 pooling over planes (max and average), and LeNet-5's fused forms (channels last,
 // ReLU backward folded in). An odd last row or column is ignored, as PyTorch's floor mode does;
-// backward writes zeros there. Compiled once per SIMD target: the plane loops as plain code the
-// compiler vectorises for the target, the 16-channel forms on explicit vectors.
+// backward writes zeros there. Compiled once per SIMD target: max-pool on explicit vectors (along
+// the rows of a plane, or the 16 channels of a pixel), average pooling as plain loops the compiler
+// vectorises for the target.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "layers/pool.cpp"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -11,6 +12,8 @@
 
 #ifndef CNNBENCH_LAYERS_POOL_ONCE
 #define CNNBENCH_LAYERS_POOL_ONCE
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -37,26 +40,17 @@ HWY_INLINE void pool_forward(float* out, const float* inp, int planes, int H, in
   }
 }
 
-void maxpool_forward(float* out, const float* inp, int planes, int H, int W) {
-  pool_forward(out, inp, planes, H, W,
-               [](const float* __restrict__ top, const float* __restrict__ bottom, int ox) {
-                 const float upper = top[2 * ox] >= top[2 * ox + 1] ? top[2 * ox] : top[2 * ox + 1];
-                 const float lower =
-                     bottom[2 * ox] >= bottom[2 * ox + 1] ? bottom[2 * ox] : bottom[2 * ox + 1];
-                 return upper >= lower ? upper : lower;
-               });
-}
-
 namespace {
 
-// One pair of input rows: recomputes each window's first maximum in row-major order (a b / c d:
-// a wins ties with everything, b with c and d, c with d) and writes all four gradients.
-// Bitwise & instead of && keeps the loop free of branches, which random data would mispredict;
-// __restrict__ (the rows never overlap) lets it vectorise without run-time overlap checks.
-void maxpool_backward_rows(float* __restrict__ dtop, float* __restrict__ dbottom,
-                           const float* __restrict__ g, const float* __restrict__ top,
-                           const float* __restrict__ bottom, int Wo) {
-  for (int ox = 0; ox < Wo; ++ox) {
+#if HWY_TARGET == HWY_SCALAR
+// One pair of input rows, We (even) wide: recomputes each window's first maximum in row-major
+// order (a b / c d: a wins ties with everything, b with c and d, c with d) and writes all four
+// gradients, one window per iteration (HWY_SCALAR's vectors hold one float). Bitwise & instead
+// of && keeps the loop free of branches, which random data would mispredict.
+void maxpool_backward_rows_by_window(float* __restrict__ dtop, float* __restrict__ dbottom,
+                                     const float* __restrict__ g, const float* __restrict__ top,
+                                     const float* __restrict__ bottom, int We) {
+  for (int ox = 0; ox < We / 2; ++ox) {
     const float a = top[2 * ox], b = top[2 * ox + 1], c = bottom[2 * ox], d = bottom[2 * ox + 1];
     const float upper = a >= b ? a : b, lower = c >= d ? c : d;
     const float max = upper >= lower ? upper : lower;
@@ -70,6 +64,124 @@ void maxpool_backward_rows(float* __restrict__ dtop, float* __restrict__ dbottom
     dbottom[2 * ox + 1] = d_wins ? g[ox] : 0.0f;
   }
 }
+#else
+// Calls at(x, n) for the stretches of an input row We (even) wide that one call handles: n = Step
+// inputs at x = 0, Step, ..., the last stretch moved left to We - Step (even: windows stay whole;
+// inputs already done are done again with the same values), or one stretch of n = We < Step.
+template <int Step, class At>
+HWY_INLINE void for_each_row_stretch(int We, At at) {
+  if (We < Step) return at(0, We);
+  for (int x = 0;; x += Step) {
+    const int from = std::min(x, We - Step);
+    at(from, Step);
+    if (from + Step == We) return;
+  }
+}
+
+// Max-pool forward of one pair of input rows, We (even) wide, 2 vectors of inputs per output
+// vector: ConcatEven and ConcatOdd split each row into its windows' first and second columns,
+// compared in the order of the per-window loop (a >= b ? a : b, ...), so that even 0 and -0 come
+// out as there. (The compiler's own vectorisation of that loop ran pool1 at half this speed on
+// AVX-512.)
+void maxpool_forward_rows(float* out, const float* top, const float* bottom, int We) {
+  const FloatTag d;
+  for_each_row_stretch<2 * lanes>(We, [&](int x, int n) {
+    const int first = std::min(n, lanes), second = n - first;
+    const FloatVec top0 = load_first(top + x, first), top1 = load_first(top + x + lanes, second);
+    const FloatVec bottom0 = load_first(bottom + x, first),
+                   bottom1 = load_first(bottom + x + lanes, second);
+    const FloatVec a = hn::ConcatEven(d, top1, top0), b = hn::ConcatOdd(d, top1, top0);
+    const FloatVec c = hn::ConcatEven(d, bottom1, bottom0), e = hn::ConcatOdd(d, bottom1, bottom0);
+    const FloatVec upper = hn::IfThenElse(a >= b, a, b), lower = hn::IfThenElse(c >= e, c, e);
+    store_first(out + x / 2, hn::IfThenElse(upper >= lower, upper, lower), n / 2);
+  });
+}
+
+// One pair of input rows, We (even) wide: recomputes each window's first maximum in row-major
+// order (a b / c d: a wins ties with everything, b with c and d, c with d) and writes all four
+// gradients. With Relu, inp is a ReLU output and ReLU's backward rides along: the winner keeps
+// its gradient only where it is positive, as a second pass zeroing dinp where inp <= 0 would.
+// Whole vectors of the rows, every lane one input: Reverse2 brings each input's neighbour in its
+// window row alongside, so every lane finds its window's maximum and whether it is the first one,
+// and the window's gradient comes duplicated into its two lanes. (The compiler's own
+// vectorisation of a loop over windows, with its stride-2 loads and stores, ran pool1's backward
+// at 1.2 ns per input on AVX-512, 7-10x this.) NaN-free inputs route as the scalar loop does: Max
+// and >= differ only in which of two equal values (0 and -0) they return, and == cannot tell
+// those apart.
+template <bool Relu>
+class MaxpoolBackwardVectors {
+ public:
+  MaxpoolBackwardVectors() {
+    alignas(64) std::int32_t pairs[lanes];
+    for (int i = 0; i < lanes; ++i) pairs[i] = i / 2;
+    duplicate_ = hn::SetTableIndices(d_, pairs);
+  }
+
+  void rows(float* dtop, float* dbottom, const float* g, const float* top, const float* bottom,
+            int We) const {
+    for_each_row_stretch<lanes>(We,
+                                [&](int x, int n) { vector(dtop, dbottom, g, top, bottom, x, n); });
+  }
+
+ private:
+  // The n (even) inputs from x of both rows.
+  HWY_INLINE void vector(float* dtop, float* dbottom, const float* g, const float* top,
+                         const float* bottom, int x, int n) const {
+    const FloatVec t = load_first(top + x, n), b = load_first(bottom + x, n);
+    const FloatVec t_partner = hn::Reverse2(d_, t), b_partner = hn::Reverse2(d_, b);
+    const FloatVec max = hn::Max(hn::Max(t, t_partner), hn::Max(b, b_partner));
+    const auto t_max = t == max, t_partner_max = t_partner == max;
+    const auto b_max = b == max, b_partner_max = b_partner == max;
+    const auto odd = hn::Eq(hn::OddEven(hn::Set(d_, 1.0f), hn::Zero(d_)), hn::Set(d_, 1.0f));
+    // a where it is the maximum, b where it is and a is not.
+    auto top_wins = hn::AndNot(hn::And(odd, t_partner_max), t_max);
+    // c where it is the maximum and neither a nor b is; d where none of a, b, c is.
+    auto bottom_wins = hn::AndNot(hn::Or(t_max, t_partner_max),
+                                  hn::Or(hn::AndNot(odd, b_max), hn::AndNot(b_partner_max, odd)));
+    if constexpr (Relu) {
+      top_wins = hn::And(top_wins, t > hn::Zero(d_));
+      bottom_wins = hn::And(bottom_wins, b > hn::Zero(d_));
+    }
+    const FloatVec window_g = n == lanes ? hn::ZeroExtendVector(d_, hn::LoadU(half_, g + x / 2))
+                                         : load_first(g + x / 2, n / 2);
+    const FloatVec lane_g = hn::TableLookupLanes(window_g, duplicate_);
+    store_first(dtop + x, hn::IfThenElseZero(top_wins, lane_g), n);
+    store_first(dbottom + x, hn::IfThenElseZero(bottom_wins, lane_g), n);
+  }
+
+  FloatTag d_;
+  hn::Half<FloatTag> half_;
+  decltype(hn::SetTableIndices(FloatTag(), static_cast<const std::int32_t*>(nullptr))) duplicate_;
+};
+#endif
+
+// Full windows route their gradient to one input; an odd last row/column gets zeros.
+template <bool Relu>
+HWY_INLINE void maxpool_backward_planes(float* dinp, const float* dout, const float* inp,
+                                        int planes, int H, int W) {
+  const int Ho = H / 2, Wo = W / 2;
+#if HWY_TARGET != HWY_SCALAR
+  const MaxpoolBackwardVectors<Relu> vectors;
+#else
+  static_assert(!Relu, "HWY_SCALAR applies ReLU's backward in a pass of its own");
+#endif
+  for (int p = 0; p < planes; ++p) {
+    const float* plane = inp + std::size_t(p) * H * W;
+    float* dplane = dinp + std::size_t(p) * H * W;
+    for (int oy = 0; oy < Ho; ++oy) {
+      float* dtop = dplane + 2 * oy * W;
+      const float* g = dout + (std::size_t(p) * Ho + oy) * Wo;
+      const float* top = plane + 2 * oy * W;
+#if HWY_TARGET != HWY_SCALAR
+      vectors.rows(dtop, dtop + W, g, top, top + W, 2 * Wo);
+#else
+      maxpool_backward_rows_by_window(dtop, dtop + W, g, top, top + W, 2 * Wo);
+#endif
+      if (W % 2 != 0) dtop[W - 1] = dtop[2 * W - 1] = 0.0f;
+    }
+    if (H % 2 != 0) std::memset(dplane + std::size_t(H - 1) * W, 0, sizeof(float) * W);
+  }
+}
 
 // The 16 channels of one pixel as 16 / lanes vectors.
 constexpr int channel_vectors = 16 / lanes;
@@ -77,31 +189,49 @@ static_assert(channel_vectors * lanes == 16, "16 channels must be whole vectors"
 
 }  // namespace
 
-// Full windows route their gradient to one input; an odd last row/column gets zeros.
-void maxpool_backward(float* dinp, const float* dout, const float* inp, int planes, int H, int W) {
-  const int Ho = H / 2, Wo = W / 2;
-  for (int p = 0; p < planes; ++p) {
-    const float* plane = inp + std::size_t(p) * H * W;
-    float* dplane = dinp + std::size_t(p) * H * W;
-    for (int oy = 0; oy < Ho; ++oy) {
-      float* dtop = dplane + 2 * oy * W;
-      maxpool_backward_rows(dtop, dtop + W, dout + (std::size_t(p) * Ho + oy) * Wo,
-                            plane + 2 * oy * W, plane + (2 * oy + 1) * W, Wo);
-      if (W % 2 != 0) dtop[W - 1] = dtop[2 * W - 1] = 0.0f;
+// On explicit vectors where loads and stores of part of a vector are native (AVX2, AVX-512);
+// elsewhere the per-window loop: on SSE4 the vectors were no faster (pool1 at batch 64 took 24 to
+// 34 us either way, with the same instructions, as the code's placement moved).
+void maxpool_forward(float* out, const float* inp, int planes, int H, int W) {
+#if HWY_TARGET != HWY_SCALAR
+  if constexpr (native_masked_memory) {
+    const int Ho = H / 2, Wo = W / 2;
+    for (int p = 0; p < planes; ++p) {
+      for (int oy = 0; oy < Ho; ++oy) {
+        const float* top = inp + (std::size_t(p) * H + 2 * oy) * W;
+        maxpool_forward_rows(out + (std::size_t(p) * Ho + oy) * Wo, top, top + W, 2 * Wo);
+      }
     }
-    if (H % 2 != 0) std::memset(dplane + std::size_t(H - 1) * W, 0, sizeof(float) * W);
+    return;
   }
+#endif
+  pool_forward(out, inp, planes, H, W,
+               [](const float* __restrict__ top, const float* __restrict__ bottom, int ox) {
+                 const float upper = top[2 * ox] >= top[2 * ox + 1] ? top[2 * ox] : top[2 * ox + 1];
+                 const float lower =
+                     bottom[2 * ox] >= bottom[2 * ox + 1] ? bottom[2 * ox] : bottom[2 * ox + 1];
+                 return upper >= lower ? upper : lower;
+               });
 }
 
-// The same routing where inp is a ReLU output: a window whose maximum is 0 had no positive input,
-// so ReLU's backward would zero what max-pool routed; both happen here in one pass.
+void maxpool_backward(float* dinp, const float* dout, const float* inp, int planes, int H, int W) {
+  maxpool_backward_planes<false>(dinp, dout, inp, planes, H, W);
+}
+
+// The same routing where inp is a ReLU output, ReLU's backward folded in: one pass over dinp
+// where vectors allow (on HWY_SCALAR a second plain pass, which the compiler vectorises, ran
+// faster than the per-window tests folded into the first).
 void maxpool_relu_backward(float* dinp, const float* dout, const float* inp, int planes, int H,
                            int W) {
-  maxpool_backward(dinp, dout, inp, planes, H, W);
+#if HWY_TARGET != HWY_SCALAR
+  maxpool_backward_planes<true>(dinp, dout, inp, planes, H, W);
+#else
+  maxpool_backward_planes<false>(dinp, dout, inp, planes, H, W);
   const std::size_t n = std::size_t(planes) * H * W;
   float* __restrict__ d = dinp;
   const float* __restrict__ x = inp;
   for (std::size_t i = 0; i < n; ++i) d[i] = x[i] > 0.0f ? d[i] : 0.0f;
+#endif
 }
 
 // inp (B,H,W,16) channels last -> out (B,16,H/2,W/2) channels first, i.e. flatten order.

@@ -100,7 +100,8 @@ void conv5x5_to16_relu_forward(float* out, const float* inp, const float* weight
 void conv5x5_to16_forward(float* out, const float* inp, const float* weight, const float* bias,
                           int B, int C, int H, int W, float* scratch);
 // dout (B,H-4,W-4,16) channels last (after ReLU's backward): dinp (B,C,H,W) overwritten (skipped
-// when nullptr), dweight (16,C,5,5) and dbias (16) accumulated.
+// when nullptr), dweight (16,C,5,5) and dbias (16) accumulated (both skipped when dweight is
+// nullptr, which leaves the input gradient alone to time).
 void conv5x5_to16_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                            const float* inp, const float* weight, int B, int C, int H, int W,
                            float* scratch);
