@@ -40,10 +40,29 @@ def points(report):
     return {p["id"]: p for p in report["points"]}
 
 
-def check_parity(cli, tmp, peer, extra):
-    """Each peer point's final loss against the serial point's of the same model."""
+def schema_errors(source, report):
+    """The report's errors against results/schema/sweep-report.schema.json (none without jsonschema)."""
+    try:
+        import jsonschema
+    except ImportError:
+        print("note: python3-jsonschema is not installed: the report is not validated")
+        return []
+    schema = json.loads(Path(source, "results/schema/sweep-report.schema.json").read_text())
+    return list(jsonschema.Draft202012Validator(schema).iter_errors(report))
+
+
+def check_parity(cli, source, tmp, peer, extra):
+    """Each peer point's final loss against the serial point's of the same model; the report with
+    its peer points validates, and every point has a ratio to PyTorch on one thread."""
     report, _ = sweep(cli, Path(tmp, f"{peer}.json"), f"serial,{peer}", *extra)
     failures = 0
+    for e in schema_errors(source, report):
+        print(f"FAIL schema: {'/'.join(map(str, e.path))}: {e.message}")
+        failures += 1
+    has_ratio = [p["id"] for p in report["points"] if "vs_pytorch_1thread" in p]
+    if len(has_ratio) != len(report["points"]):
+        print(f"FAIL: vs_pytorch_1thread only on {has_ratio}")
+        failures += 1
     by_id = points(report)
     for model in ("fc3", "lenet5"):
         serial = by_id[f"{model}/serial/n1c1"]
@@ -68,6 +87,19 @@ def check_parity(cli, tmp, peer, extra):
                 print(f"FAIL {p['id']}: peer {p.get('peer')}, peer_info lacks {missing}")
                 failures += 1
     return failures, report
+
+
+def check_pytorch_ratio(report):
+    """vs_pytorch_1thread is the point's images/s over pytorch/n1c1's, computed here anew."""
+    by_id, failures = points(report), 0
+    for p in report["points"]:
+        torch = by_id[f"{p['model']}/pytorch/n1c1"]
+        expected = p["images_per_s"]["median"] / torch["images_per_s"]["median"]
+        if abs(p["vs_pytorch_1thread"] - expected) > 1e-9 * expected:
+            print(f"FAIL {p['id']}: vs_pytorch_1thread {p['vs_pytorch_1thread']}, expected {expected}")
+            failures += 1
+    print(f"{'ok  ' if not failures else 'FAIL'} vs_pytorch_1thread of every point")
+    return failures
 
 
 def check_skipped_without_torch(cli, tmp):
@@ -151,9 +183,10 @@ def main():
         return 77
     with tempfile.TemporaryDirectory() as tmp:
         if args.ddp:
-            failures, _ = check_parity(args.cli, tmp, "pytorch-ddp", ["--nodes", "2"])
+            failures, _ = check_parity(args.cli, args.source, tmp, "pytorch-ddp", ["--nodes", "2"])
         else:
-            failures, report = check_parity(args.cli, tmp, "pytorch", [])
+            failures, report = check_parity(args.cli, args.source, tmp, "pytorch", [])
+            failures += check_pytorch_ratio(report)
             failures += check_skipped_without_torch(args.cli, tmp)
             failures += check_compare(args.cli, tmp, report)
     print("all passed" if failures == 0 else f"{failures} failed")
