@@ -1,5 +1,5 @@
-// One point of a sweep: its repetitions (in-process, or launched under the MPI launcher), the
-// serial repetitions it is paired with, and its time to accuracy.
+// One point of a sweep: its repetitions (in-process, launched under the MPI launcher, or a PyTorch
+// peer's worker), the serial repetitions it is paired with, and its time to accuracy.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -405,10 +405,6 @@ json SweepRunner::time_to_accuracy(const PointSpec& point) {
             {"error", e.what()}, {"curve", json::array()}};
   }
 }
-
-}  // namespace cnnbench
-
-namespace cnnbench {
 
 PeerFiles& SweepRunner::peer_files() {
   if (!peer_files_) peer_files_ = std::make_unique<PeerFiles>(options_, train_, scratch_ / "peer");

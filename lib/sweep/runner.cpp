@@ -276,7 +276,7 @@ void SweepRunner::announce(std::size_t index, std::size_t total, const PointSpec
 // Every point's throughput, its speedup over our serial and its ratio to PyTorch on one thread
 // ("-" where there is none), the PyTorch peers marked.
 void SweepRunner::print_table() const {
-  std::fprintf(stderr, "%-26s %10s %8s %14s\n", "point", "images/s", "speedup", "vs PyTorch 1t");
+  std::fprintf(stderr, "%-31s %10s %8s %14s\n", "point", "images/s", "speedup", "vs PyTorch 1t");
   const auto number = [](const std::optional<double>& value, const char* format) {
     char text[32] = "-";
     if (value) std::snprintf(text, sizeof text, format, *value);
@@ -285,11 +285,11 @@ void SweepRunner::print_table() const {
   for (const PointRecord& p : report_.points) {
     const std::string name = p.id + (p.peer.value_or(false) ? " (peer)" : "");
     if (!p.measured()) {
-      std::fprintf(stderr, "%-26s %s\n", name.c_str(), p.status.c_str());
+      std::fprintf(stderr, "%-31s %s\n", name.c_str(), p.status.c_str());
       continue;
     }
     const std::optional<double> rate = p.images_per_s ? std::optional(p.images_per_s->median) : std::nullopt;
-    std::fprintf(stderr, "%-26s %10s %8s %14s\n", name.c_str(), number(rate, "%.0f").c_str(),
+    std::fprintf(stderr, "%-31s %10s %8s %14s\n", name.c_str(), number(rate, "%.0f").c_str(),
                  number(p.speedup, "%.2f").c_str(), number(p.vs_pytorch_1thread, "%.2f").c_str());
   }
 }

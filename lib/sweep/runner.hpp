@@ -1,7 +1,7 @@
 // The sweep runner: serial baselines first, then every point of models x strategies x cores x
-// nodes, each repeated, in-process through run_training or (cluster) under the MPI launcher
-// (mpirun or srun); the report is rewritten atomically after every finished point so an
-// interrupted sweep keeps them.
+// nodes, each repeated, in-process through run_training, (cluster) under the MPI launcher
+// (mpirun or srun) or (the PyTorch peers) as bench/torch_peer.py; the report is rewritten
+// atomically after every finished point so an interrupted sweep keeps them.
 // runner.cpp holds the sweep as a whole (plan, resume, ETA, the report); measure.cpp one point.
 #pragma once
 
