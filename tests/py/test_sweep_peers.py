@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The PyTorch peers of `cnnbench sweep` (pytorch, pytorch-ddp):
 - parity: after 20 steps on the same data a peer point's final loss equals the serial point's
-  within 1e-4, for FC-3 and LeNet-5 (--ddp: pytorch-ddp on 2 ranks, which binds loopback ports);
+  within 1e-4, for FC-3 and LeNet-5 (--ddp: pytorch-ddp on 2 ranks, which binds loopback ports),
+  and its time-to-accuracy curve finds serial's accuracies at serial's steps;
 - a Python that cannot import torch skips both peers with the reason, the rest of the sweep as
   without them;
 - compare prints peer points, marked, and leaves them out of its exit code.
@@ -54,7 +55,9 @@ def schema_errors(source, report):
 def check_parity(cli, source, tmp, peer, extra):
     """Each peer point's final loss against the serial point's of the same model; the report with
     its peer points validates, and every point has a ratio to PyTorch on one thread."""
-    report, _ = sweep(cli, Path(tmp, f"{peer}.json"), f"serial,{peer}", *extra)
+    # Time to accuracy with a target out of reach: every evaluation of the curve is compared.
+    tta = ["--target-accuracy", "0.999", "--eval-every", "10", "--tta-max-steps", str(STEPS)]
+    report, _ = sweep(cli, Path(tmp, f"{peer}.json"), f"serial,{peer}", *extra, *tta)
     failures = 0
     for e in schema_errors(source, report):
         print(f"FAIL schema: {'/'.join(map(str, e.path))}: {e.message}")
@@ -80,6 +83,7 @@ def check_parity(cli, source, tmp, peer, extra):
             print(f"{'ok  ' if ok else 'FAIL'} {p['id']}: final loss {p['final_loss']:.7f}, serial "
                   f"{serial['final_loss']:.7f} after {p['steps']} steps (|diff| {difference:.2g})")
             failures += not ok
+            failures += check_accuracy_curve(p, serial)
             info = p.get("peer_info", {})
             missing = [k for k in ("torch_version", "blas", "onednn", "isa_cap", "threads",
                                    "backend", "command") if k not in info]
@@ -87,6 +91,20 @@ def check_parity(cli, source, tmp, peer, extra):
                 print(f"FAIL {p['id']}: peer {p.get('peer')}, peer_info lacks {missing}")
                 failures += 1
     return failures, report
+
+
+def check_accuracy_curve(peer, serial):
+    """The peer's time-to-accuracy curve evaluates at serial's steps and finds serial's accuracies
+    (the same function on the same test set; one sample may flip on a near tie)."""
+    theirs, ours = peer["time_to_accuracy"], serial["time_to_accuracy"]
+    steps = [c["step"] for c in theirs["curve"]]
+    samples = theirs.get("test_samples", 1)
+    worst = max((abs(a["accuracy"] - b["accuracy"]) for a, b in zip(theirs["curve"], ours["curve"])),
+                default=1.0)
+    ok = steps == [c["step"] for c in ours["curve"]] and steps and worst <= 1.0 / samples
+    print(f"{'ok  ' if ok else 'FAIL'} {peer['id']}: time to accuracy evaluated at steps {steps}, "
+          f"accuracies within {worst:.3g} of serial's (test set of {samples})")
+    return 0 if ok else 1
 
 
 def check_pytorch_ratio(report):
