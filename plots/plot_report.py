@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Plots of a `cnnbench sweep` report: speedup (with the ideal line and the Amdahl fit), efficiency,
 images/s, time to accuracy, the cluster scaling prediction and where each point's step time goes,
-each as PNG and SVG; or, with --trace, a Gantt chart of one step of a `train --trace` file.
+each as PNG and SVG; or, with --trace, a Gantt chart of one step of a `train --trace` file. The
+PyTorch peers (pytorch, pytorch-ddp) are drawn grey and dashed.
 
 Usage: plot_report.py REPORT.json --out DIR
        plot_report.py --trace TRACE.json --out DIR   (writes DIR/<trace name>-gantt.png and .svg)
@@ -31,7 +32,9 @@ except ImportError:
     sys.exit(3)
 
 STYLE = {"serial": ("k", "s"), "blas": ("tab:orange", "^"), "stream": ("tab:blue", "o"),
-         "gpu": ("tab:green", "D")}
+         "gpu": ("tab:green", "D"), "pytorch": ("0.45", "P"), "pytorch-ddp": ("0.6", "X")}
+# The PyTorch peers (sweep --strategies pytorch,pytorch-ddp): grey, dashed, for comparison.
+PEERS = {"pytorch": "PyTorch (threads, peer)", "pytorch-ddp": "PyTorch DDP (gloo ranks, peer)"}
 CLUSTER_COLOURS = ["tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive"]
 
 # The time categories of a run's breakdown and of a trace's spans (docs/design.md, "Where the time
@@ -59,7 +62,11 @@ def series_label(series):
     if series.startswith("cluster/c"):
         threads = int(series.split("/c")[1])
         return f"cluster ({threads} thread{'s' if threads > 1 else ''}/rank, x = ranks*threads)"
-    return {"blas": "blas (OpenBLAS threads)", "stream": "stream (pinned cores)"}.get(series, series)
+    return {"blas": "blas (OpenBLAS threads)", "stream": "stream (pinned cores)", **PEERS}.get(series, series)
+
+
+def line_style(series):
+    return "--" if series in PEERS else "-"
 
 
 def series_style(series):
@@ -215,8 +222,8 @@ def plot_speedup(report, models, out):
             lo = [p["speedup"] - low for p, (low, _) in zip(ps, ranges)]
             hi = [high - p["speedup"] for p, (_, high) in zip(ps, ranges)]
             ax.errorbar(xs, ys, yerr=[lo, hi], color=colour, marker=marker, capsize=3,
-                        label=series_label(series))
-            f = fits.get((model, series))
+                        linestyle=line_style(series), label=series_label(series))
+            f = None if series in PEERS else fits.get((model, series))
             if f is not None:
                 grid = [1 + i * (pmax - 1) / 50 for i in range(51)]
                 ax.plot(grid, [1 / (f + (1 - f) / g) for g in grid], color=colour, linestyle="--",
@@ -232,7 +239,7 @@ def plot_efficiency(report, models, out):
     for ax, model in zip(axes, models):
         for series, ps, colour, marker in parallel_series(report, model, "efficiency"):
             ax.plot([p["p"] for p in ps], [p["efficiency"] for p in ps], color=colour,
-                    marker=marker, label=series_label(series))
+                    marker=marker, linestyle=line_style(series), label=series_label(series))
         ax.axhline(1, color="0.6", linestyle=":", label="ideal E = 1")
         label_cores_axes(ax, model, "efficiency E", pmax)
     save(fig, out, "efficiency")
@@ -247,7 +254,16 @@ def plot_throughput(report, models, out):
         errors = [[p["images_per_s"]["median"] - p["images_per_s"]["min"] for p in ps],
                   [p["images_per_s"]["max"] - p["images_per_s"]["median"] for p in ps]]
         colours = [series_style(p["series"])[0] for p in ps]
-        ax.bar(range(len(ps)), values, yerr=errors, color=colours, capsize=3)
+        bars = ax.bar(range(len(ps)), values, yerr=errors, color=colours, capsize=3)
+        # Peer bars are outlined dashed, and PyTorch on one thread is a dashed grey line across.
+        for bar, p in zip(bars, ps):
+            if p.get("peer"):
+                bar.set(facecolor="0.85", edgecolor="0.4", linestyle="--", linewidth=1.2)
+        torch_1t = next((p for p in ps if p["id"].endswith("/pytorch/n1c1")), None)
+        if torch_1t:
+            ax.axhline(torch_1t["images_per_s"]["median"], color="0.5", linestyle="--", linewidth=1,
+                       label="PyTorch, 1 thread")
+            ax.legend(fontsize=8)
         ax.set_xticks(range(len(ps)))
         ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=8)
         ax.set_title(model)
@@ -275,7 +291,7 @@ def plot_time_to_accuracy(report, models, out):
             mark = "" if tta["reached"] else " (not reached)"
             ax.plot([c["seconds"] for c in tta["curve"]], [c["accuracy"] for c in tta["curve"]],
                     color=colour, marker=marker, markersize=3, linewidth=1,
-                    label=p["id"].split("/", 1)[1] + mark)
+                    linestyle=line_style(p["series"]), label=p["id"].split("/", 1)[1] + mark)
             drawn = True
         if target is not None:
             ax.axhline(target, color="k", linestyle=":", linewidth=1, label="target")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: install what is missing, build (release), fetch MNIST and run
 # the default benchmark sweep (both models, every compiled strategy, cores 1..nproc, nodes
-# 1..min(4, nproc)) with time to 90% accuracy, writing results/sweep.json, its plots and
-# results/report.html, the whole sweep on one page.
+# 1..min(4, nproc); the PyTorch peers too when python3-torch is installed) with time to 90%
+# accuracy, writing results/sweep.json, its plots and results/report.html, the whole sweep on one
+# page.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -14,7 +15,19 @@ cmake --build --preset release -j"$(nproc)"
 ./datasets/fetch_mnist.sh
 cli=build/release/apps/cnnbench
 mkdir -p results
-"$cli" sweep --target-accuracy 0.9 --out results/sweep.json --force
+# The PyTorch peers (pytorch: 1..nproc threads; pytorch-ddp: 1..min(4, nproc) gloo ranks) join the
+# sweep when /usr/bin/python3 imports torch; this script does not install it.
+python=/usr/bin/python3
+[[ -x "$python" ]] || python=python3
+peers=()
+if "$python" -c 'import torch' 2>/dev/null; then
+  strategies=$("$cli" info --json | "$python" -c 'import json, sys; print(",".join(json.load(sys.stdin)["features"]))')
+  peers=(--strategies "$strategies,pytorch,pytorch-ddp")
+  echo "run.sh: the sweep includes the PyTorch peers (pytorch, pytorch-ddp)"
+else
+  echo "run.sh: the PyTorch peers are left out: $python cannot import torch; apt-get install python3-torch adds them"
+fi
+"$cli" sweep --target-accuracy 0.9 --out results/sweep.json --force "${peers[@]}"
 "$cli" plot results/sweep.json --out results/plots
 "$cli" report results/sweep.json --out results/report.html >/dev/null
 echo "report: results/sweep.json  plots: results/plots/speedup.png (and .svg, efficiency, throughput, time_to_accuracy, scaling_prediction, breakdown)"

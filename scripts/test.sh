@@ -21,14 +21,16 @@ print_timings() {
 }
 trap print_timings EXIT
 
-# PyTorch parity and the checkpoint round trip run on every machine: without torch they fail
-# rather than skip, unless CNNBENCH_NO_TORCH=1 says to leave them out (said again at the end).
-torch_tests='^py_test_torch_(parity|checkpoint)$'
+# PyTorch parity, the checkpoint round trip and the sweep's PyTorch peers run on every machine:
+# without torch they fail rather than skip, unless CNNBENCH_NO_TORCH=1 says to leave them out (said
+# again at the end).
+torch_tests='^(py_test_torch_(parity|checkpoint)|py_test_sweep_peers|net_torch_ddp_peer)$'
 no_torch_banner() {
   echo "test.sh: ################################################################################"
-  echo "test.sh: NOT CHECKED: PyTorch parity (py_test_torch_parity) and the checkpoint round trip"
-  echo "test.sh: (py_test_torch_checkpoint) did not run: CNNBENCH_NO_TORCH=1. The semantics"
-  echo "test.sh: contract against PyTorch is unverified on this machine."
+  echo "test.sh: NOT CHECKED: PyTorch parity (py_test_torch_parity), the checkpoint round trip"
+  echo "test.sh: (py_test_torch_checkpoint) and the sweep's PyTorch peers (py_test_sweep_peers,"
+  echo "test.sh: net_torch_ddp_peer) did not run: CNNBENCH_NO_TORCH=1. The semantics contract"
+  echo "test.sh: against PyTorch is unverified on this machine."
   echo "test.sh: ################################################################################"
 }
 if [[ "${CNNBENCH_NO_TORCH:-0}" == 1 ]]; then

@@ -2,7 +2,8 @@
 // on the raw repetitions. Exit 0: no regression; 1: a point is slower beyond the threshold and the
 // difference is beyond noise (or, with too few repetitions to tell, the threshold alone says so),
 // a report that cannot be read, a report that is incomplete or has failed or diverged points; 2: usage error, reports with no point in common, or (--strict, --same-machine)
-// reports whose machines or settings differ.
+// reports whose machines or settings differ. PyTorch peer points are printed, marked, and make no
+// exit code.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -63,11 +64,12 @@ std::string ids_text(const std::vector<PointRecord>& points) {
 
 void print_table(const Comparison& comparison) {
   std::printf("%-24s %12s %12s %8s %9s  %s\n", "point", "base med s", "new med s", "ratio", "p-value", "verdict");
-  bool threshold_only = false;
+  bool threshold_only = false, peers = false;
   for (const ComparedPoint& c : comparison.points) {
-    std::printf("%-24s %12.4f %12.4f %8.3f %9.4f%s %s\n", c.id.c_str(), c.base_median_s,
+    std::printf("%-24s %12.4f %12.4f %8.3f %9.4f%s %s%s\n", c.id.c_str(), c.base_median_s,
                 c.new_median_s, c.ratio, c.p_value, c.decided_by_threshold ? "*" : " ",
-                comparison_verdict(c, comparison.threshold));
+                comparison_verdict(c, comparison.threshold), c.peer ? " (peer)" : "");
+    peers = peers || c.peer;
     threshold_only = threshold_only || c.decided_by_threshold;
   }
   if (std::any_of(comparison.points.begin(), comparison.points.end(),
@@ -76,6 +78,9 @@ void print_table(const Comparison& comparison) {
   }
   for (const auto& id : comparison.only_in_base) std::printf("%-24s only in the base report\n", id.c_str());
   for (const auto& id : comparison.only_in_new) std::printf("%-24s only in the new report\n", id.c_str());
+  if (peers) {
+    std::printf("(peer): a PyTorch peer point, shown for comparison; it does not count towards the exit code\n");
+  }
   if (threshold_only) {
     std::printf("* too few repetitions for the rank test to reach p < %.3g: the threshold alone decides\n",
                 comparison.alpha);

@@ -57,7 +57,7 @@ const OptionSpec sweep_cores = whole(
     "cores", "threads per node / pinned cores, comma separated (default 1..nproc)", 1, 4096,
     "in 1..4096", "LIST");
 const OptionSpec nodes = whole(
-    "nodes", "MPI ranks of cluster points, comma separated (default 1..min(4, nproc))", 1, 65536,
+    "nodes", "MPI ranks of cluster points (processes of pytorch-ddp), comma separated (default 1..min(4, nproc))", 1, 65536,
     "in 1..65536", "LIST");
 const OptionSpec repeat = whole("repeat", "measured repetitions per point", 1, 1000, "in 1..1000");
 const OptionSpec warmup = whole("warmup", "unmeasured repetitions before them", 0, 1000, "in 0..1000");

@@ -39,6 +39,9 @@ struct SweepArgs : CommonArgs {
   std::string srun = "srun", srun_args;
   int emulate_hosts = 0;  // --emulate-hosts N: cluster points over N emulated hosts
   std::string rate;       // --rate: their links' cap
+  // --python: the Python of the PyTorch peers; empty: /usr/bin/python3 (where Debian installs
+  // python3-torch) when it exists, else python3 in PATH.
+  std::string python;
   std::string out = "results/sweep.json";
   std::string trace_dir;  // --trace-dir: a Chrome trace per point, from one extra traced repetition
   std::string html;       // --html: the report as one HTML page at the end (cnnbench report)
@@ -241,6 +244,9 @@ int run_sweep_command(const SweepArgs& a) {
   if (!a.hostfile.empty()) o.hostfile = std::filesystem::absolute(a.hostfile);
   o.emulated_hosts = a.emulate_hosts;
   o.link_rate = a.rate;
+  o.python = !a.python.empty()                           ? a.python
+             : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3"
+                                                           : "python3";
   o.self = std::filesystem::read_symlink("/proc/self/exe");
   o.out = a.out;
   if (!a.trace_dir.empty()) o.trace_dir = a.trace_dir;
@@ -271,7 +277,8 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
       ->check(CLI::IsMember(model_choices()))
       ->capture_default_str();
   cmd->add_option("--strategies", args->strategies,
-                  "strategies, comma separated (default: every strategy; missing ones are listed as skipped)")
+                  "strategies, comma separated (default: every strategy; missing ones are listed as "
+                  "skipped); the PyTorch peers pytorch and pytorch-ddp run only when named")
       ->delimiter(',');
   add_number_option(cmd, general_option::sweep_cores, args->cores);
   add_number_option(cmd, general_option::nodes, args->nodes);
@@ -303,6 +310,9 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
                   "machine, TCP between them; root; docs/cluster.md)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--rate", args->rate, "cap each emulated host's link, e.g. 1gbit, 100mbit");
+  cmd->add_option("--python", args->python,
+                  "the Python of the PyTorch peers (--strategies pytorch,pytorch-ddp), which must "
+                  "import torch (default: /usr/bin/python3, else python3)");
   cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")
       ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();

@@ -127,7 +127,8 @@ using P = PointRecord;
 const auto point_header = std::tuple{
     field("id", &P::id), field("model", &P::model), field("strategy", &P::strategy),
     field("cores", &P::cores), field("nodes", &P::nodes), field("p", &P::p),
-    field("series", &P::series), field("status", &P::status), optional_field("launch", &P::launch)};
+    field("series", &P::series), field("status", &P::status), optional_field("launch", &P::launch),
+    optional_field("peer", &P::peer), field("vs_pytorch_1thread", &P::vs_pytorch_1thread)};
 const auto point_measured = std::tuple{
     field("times_s", &P::times_s), field("warmup_times_s", &P::warmup_times_s),
     field("time", &P::time), optional_field("images_per_s", &P::images_per_s),
@@ -139,7 +140,8 @@ const auto point_measured = std::tuple{
     optional_field("baseline_cores", &P::baseline_cores),
     optional_field("paired_baseline", &P::paired_baseline),
     optional_field("time_to_accuracy", &P::time_to_accuracy),
-    optional_field("calibration", &P::calibration), optional_field("prediction", &P::prediction)};
+    optional_field("calibration", &P::calibration), optional_field("prediction", &P::prediction),
+    optional_field("peer_info", &P::peer_info)};
 // Written together once the analysis ran (karp_flatt null at p = 1).
 const auto point_derived = std::tuple{
     field("speedup", &P::speedup), field("speedup_unpaired", &P::speedup_unpaired),

@@ -117,9 +117,21 @@ std::optional<BaselineWarningRecord> baseline_warning(const std::vector<PointRec
   return warning;
 }
 
+// Every point's images/s against PyTorch on one thread (pytorch/n1c1) of the same model: how a
+// strategy compares with the framework a user already has.
+void add_pytorch_ratios(SweepRecord& sweep) {
+  for (PointRecord& p : sweep.points) {
+    const PointRecord* torch = sweep.find_measured(p.model + "/pytorch/n1c1");
+    p.vs_pytorch_1thread.reset();
+    if (torch == nullptr || !torch->images_per_s || !p.measured() || !p.images_per_s) continue;
+    p.vs_pytorch_1thread = p.images_per_s->median / torch->images_per_s->median;
+  }
+}
+
 }  // namespace
 
 void add_scaling_analysis(SweepRecord& sweep) {
+  add_pytorch_ratios(sweep);
   sweep.amdahl.clear();
   sweep.scaling_prediction.clear();
   for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {

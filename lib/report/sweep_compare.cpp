@@ -100,8 +100,12 @@ namespace {
 // What keeps a report from standing for a whole measurement, each line prefixed with `which`.
 void add_unfinished(const SweepRecord& report, const std::string& which,
                     std::vector<std::string>& out) {
-  const auto failed = report.failed_points();
-  if (!report.complete) {
+  auto failed = report.failed_points();
+  // The peers measure PyTorch, not this code: their failures do not stop the gate.
+  std::erase_if(failed, [](const PointRecord* p) { return p->peer.value_or(false); });
+  const bool only_peers_failed = !report.interrupted && failed.empty() &&
+                                 !report.failed_points().empty();
+  if (!report.complete && !only_peers_failed) {
     out.push_back(which + " report is incomplete (\"complete\": false)" +
                   (report.interrupted ? ": the sweep was interrupted"
                    : failed.empty()   ? ": points are missing"
@@ -116,7 +120,8 @@ void add_unfinished(const SweepRecord& report, const std::string& which,
 }  // namespace
 
 bool Comparison::any_regression() const {
-  return std::any_of(points.begin(), points.end(), [](const ComparedPoint& p) { return p.regression; });
+  return std::any_of(points.begin(), points.end(),
+                     [](const ComparedPoint& p) { return p.regression && !p.peer; });
 }
 
 Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& candidate,
@@ -146,6 +151,7 @@ Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& can
     const PointRecord& n = *it->second;
     ComparedPoint c;
     c.id = b.id;
+    c.peer = b.peer.value_or(false) || n.peer.value_or(false);
     if (b.images() > 0 && n.images() > 0) c.work_scale = b.images() / n.images();
     std::vector<double> new_times = n.times_s;
     for (double& t : new_times) t *= c.work_scale;
@@ -180,6 +186,7 @@ const char* comparison_verdict(const ComparedPoint& c, double threshold) {
 std::string comparison_summary(const Comparison& comparison) {
   std::size_t significant = 0, by_threshold = 0, within_noise = 0;
   for (const ComparedPoint& c : comparison.points) {
+    if (c.peer) continue;  // not gated
     if (c.regression && c.significant) ++significant;
     if (c.regression && !c.significant) ++by_threshold;
     if (!c.regression && c.ratio > 1.0 + comparison.threshold) ++within_noise;

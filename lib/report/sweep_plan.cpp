@@ -31,7 +31,7 @@ std::vector<PointSpec> plan_points(const SweepOptions& options, const std::vecto
   for (ModelKind model : options.models) {
     for (const std::string& strategy : strategies) {
       if (strategy == "serial") continue;
-      if (strategy == "blas" || strategy == "stream") {
+      if (strategy == "blas" || strategy == "stream" || strategy == "pytorch") {
         for (int c : cores) points.push_back({model, strategy, c, 1});
       } else if (strategy == "cluster") {
         // Nodes x threads per node, except combinations that would need more cores than the
@@ -41,6 +41,8 @@ std::vector<PointSpec> plan_points(const SweepOptions& options, const std::vecto
             if (c == 1 || n == 1 || n * c <= machine_cores) points.push_back({model, strategy, c, n});
           }
         }
+      } else if (strategy == "pytorch-ddp") {
+        for (int n : nodes) points.push_back({model, strategy, 1, n});  // one thread per rank
       } else {
         points.push_back({model, strategy, 1, 1});  // gpu and strategies without a core count
       }

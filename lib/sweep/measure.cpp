@@ -1,5 +1,5 @@
-// One point of a sweep: its repetitions (in-process, or launched under the MPI launcher), the
-// serial repetitions it is paired with, and its time to accuracy.
+// One point of a sweep: its repetitions (in-process, launched under the MPI launcher, or a PyTorch
+// peer's worker), the serial repetitions it is paired with, and its time to accuracy.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +23,7 @@ PointRecord SweepRunner::point_header(const PointSpec& point) const {
   record.nodes = point.nodes;
   record.p = point.total_cores();
   record.series = point.strategy == "cluster" ? "cluster/c" + std::to_string(point.cores) : point.strategy;
+  if (is_peer_strategy(point.strategy)) record.peer = true;
   return record;
 }
 
@@ -47,7 +48,7 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
                         "needs about " + std::to_string(needed >> 20) + " MiB but MemAvailable is " +
                             std::to_string(free_bytes >> 20) + " MiB");
   }
-  const bool in_process = point.strategy != "cluster";
+  const bool in_process = point.strategy != "cluster" && !is_peer_strategy(point.strategy);
   if (in_process) {
     try {
       make_strategy(point.strategy);  // a strategy that cannot start here (no CUDA device) is skipped
@@ -79,7 +80,7 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
       record.calibration = calibrate_steps(point, cores[0]);
       steps = record.calibration->probes.back().steps;
     }
-    if (!in_process) record.launch = launcher_.record(launched_train_command(point, steps));
+    if (point.strategy == "cluster") record.launch = launcher_.record(launched_train_command(point, steps));
     for (int r = 0; r < options_.warmup + options_.repeat; ++r) {
       if (pair) {
         const Repetition baseline_run = run_in_process(pair->point, pair->core, pair_steps);
@@ -89,7 +90,7 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
       }
       for (std::size_t k = 0; k < cores.size(); ++k) {
         Series& s = series[k];
-        Repetition run = in_process ? run_in_process(point, cores[k], steps) : run_launched(point, steps);
+        Repetition run = run_point(point, cores[k], steps);
         stop_check();
         (r < options_.warmup ? s.warmup_times : s.times).push_back(run.seconds);
         if (r >= options_.warmup) {
@@ -158,6 +159,7 @@ void keep_median_repetition(PointRecord& record, std::span<const Repetition> tim
   record.pin_map = chosen.pin_map;
   record.time_breakdown = chosen.time_breakdown;
   record.straggler = chosen.straggler;
+  record.peer_info = chosen.peer_info;
   record.noise_warning = noise_warning(chosen.time_breakdown);
 }
 
@@ -193,13 +195,12 @@ constexpr std::int64_t max_calibrated_steps = 1'000'000;
 // until a probe reaches it, and a second probe of as many steps does too (one slow probe on a
 // busy machine would otherwise leave repetitions far shorter). The probes are not measurements;
 // the report keeps them, and the last one's steps are the point's.
-CalibrationRecord SweepRunner::calibrate_steps(const PointSpec& point, int pin_core) const {
+CalibrationRecord SweepRunner::calibrate_steps(const PointSpec& point, int pin_core) {
   CalibrationRecord calibration{options_.min_time, {}};
   std::int64_t steps = first_probe_steps;
   bool reached_once = false;
   for (;;) {
-    const Repetition probe = point.strategy == "cluster" ? run_launched(point, steps)
-                                                         : run_in_process(point, pin_core, steps);
+    const Repetition probe = run_point(point, pin_core, steps);
     stop_check();
     calibration.probes.push_back({steps, probe.seconds});
     if (steps >= max_calibrated_steps) return calibration;
@@ -215,6 +216,12 @@ CalibrationRecord SweepRunner::calibrate_steps(const PointSpec& point, int pin_c
     const auto next = static_cast<std::int64_t>(std::ceil(static_cast<double>(steps) * grow));
     steps = std::min(max_calibrated_steps, std::max(steps + 1, next));
   }
+}
+
+Repetition SweepRunner::run_point(const PointSpec& point, int pin_core, std::int64_t steps) {
+  if (point.strategy == "cluster") return run_launched(point, steps);
+  if (is_peer_strategy(point.strategy)) return run_peer(point, steps);
+  return run_in_process(point, pin_core, steps);
 }
 
 TrainConfig SweepRunner::train_config(const PointSpec& point, std::int64_t steps) const {
@@ -357,6 +364,7 @@ constexpr std::int64_t traced_steps = 20;
 // strategy records no spans: Error, before running.
 std::filesystem::path SweepRunner::trace_point(const PointSpec& point, int pin_core, std::int64_t steps) const {
   CNNBENCH_CHECK(point.strategy != "gpu", "the gpu strategy records no spans yet");
+  CNNBENCH_CHECK(!is_peer_strategy(point.strategy), "the PyTorch peers record no spans");
   const std::filesystem::path path = *options_.trace_dir / trace_file_name(point);
   if (point.strategy == "cluster") {
     std::vector<std::string> args = launched_train_command(point, steps);
@@ -371,7 +379,8 @@ std::filesystem::path SweepRunner::trace_point(const PointSpec& point, int pin_c
   return path;
 }
 
-json SweepRunner::time_to_accuracy(const PointSpec& point) const {
+json SweepRunner::time_to_accuracy(const PointSpec& point) {
+  if (is_peer_strategy(point.strategy)) return peer_time_to_accuracy(point);
   TimeToAccuracyJob job;
   const TrainConfig config = train_config(point);
   job.config = config;
@@ -394,6 +403,63 @@ json SweepRunner::time_to_accuracy(const PointSpec& point) const {
   } catch (const Error& e) {
     return {{"target", job.target}, {"reached", false}, {"seconds", nullptr}, {"steps", nullptr},
             {"error", e.what()}, {"curve", json::array()}};
+  }
+}
+
+PeerFiles& SweepRunner::peer_files() {
+  if (!peer_files_) peer_files_ = std::make_unique<PeerFiles>(options_, train_, scratch_ / "peer");
+  return *peer_files_;
+}
+
+// The steps of a run: as asked, else the sweep's --steps, else its --epochs in steps.
+std::int64_t SweepRunner::peer_steps(std::int64_t steps) const {
+  if (steps >= 0) return steps;
+  if (options_.steps >= 0) return options_.steps;
+  return options_.epochs * sharded_steps_per_epoch(train_.set_size(), options_.shards, options_.batch);
+}
+
+Repetition SweepRunner::run_peer(const PointSpec& point, std::int64_t steps) {
+  const std::filesystem::path output = scratch_ / "peer.json";
+  std::vector<std::string> args = peer_command(options_, peer_files(), point, peer_steps(steps));
+  args.insert(args.end(), {"--out", output.string()});
+  const json run = launch_for_json(args, output, point.id());
+  try {
+    return peer_repetition(run, args);
+  } catch (const json::exception& e) {
+    fail(point.id() + ": unexpected output of " + args[1] + ": " + e.what());
+  }
+}
+
+// What a repetition keeps of the worker's output `run` of the command `args`.
+Repetition SweepRunner::peer_repetition(const json& run, const std::vector<std::string>& args) const {
+  Repetition rep;
+  rep.seconds = run.at("train_seconds").get<double>();
+  rep.steps = run.at("steps").get<std::int64_t>();
+  CNNBENCH_CHECK(rep.seconds > 0, "the run took no measurable time");
+  // The worker writes a loss that is not finite as text ("nan"): JSON has no number for it.
+  const json& loss = run.at("final_loss");
+  if (!loss.is_number()) {
+    throw PointDiverged{"the loss of the last step was " + loss.get<std::string>() + "; try a smaller --lr"};
+  }
+  rep.final_loss = loss.get<double>();
+  rep.pin_map = run.at("pin_map");
+  rep.peer_info = run.at("peer_info");
+  rep.peer_info["command"] = args;
+  return rep;
+}
+
+// The same rule as ours (time_to_accuracy.cpp): the clock starts before the data is read, the test
+// set is evaluated every eval_every steps inside it; the worker runs at most tta_max_steps.
+json SweepRunner::peer_time_to_accuracy(const PointSpec& point) {
+  const std::filesystem::path output = scratch_ / "peer-tta.json";
+  try {
+    std::vector<std::string> args =
+        peer_command(options_, peer_files(), point, options_.tta_max_steps, *options_.target_accuracy);
+    args.insert(args.end(), {"--out", output.string()});
+    return launch_for_json(args, output, point.id() + " time to accuracy").at("time_to_accuracy");
+  } catch (const Error& e) {
+    return {{"target", *options_.target_accuracy}, {"reached", false}, {"seconds", nullptr},
+            {"steps", nullptr}, {"error", e.what()}, {"curve", json::array()}};
   }
 }
 

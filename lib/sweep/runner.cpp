@@ -52,6 +52,10 @@ SweepRunner::SweepRunner(const SweepOptions& options)
   for (int c : cores_) CNNBENCH_CHECK(c >= 1, "--cores values must be at least 1");
   for (int n : nodes_) CNNBENCH_CHECK(n >= 1, "--nodes values must be at least 1");
   for (const auto& s : list_strategies()) available_[s.name] = s;
+  for (const auto& peer : peer_strategy_names()) {
+    available_[peer] = {.name = peer, .available = false, .reason = "runs only when named in --strategies",
+                        .description = "", .options = {}};
+  }
   for (const auto& s : options.strategies) {
     if (!available_.count(s)) {
       std::string known;
@@ -62,6 +66,11 @@ SweepRunner::SweepRunner(const SweepOptions& options)
   scratch_ = std::filesystem::temp_directory_path() /
              ("cnnbench-sweep-" + std::to_string(::getpid()));
   std::filesystem::create_directories(scratch_);
+  // A peer asked for but not runnable here is skipped with the reason, as a gpu point without a
+  // device is.
+  for (const auto& s : options.strategies) {
+    if (is_peer_strategy(s)) available_[s] = peer_strategy_info(s, options.python, scratch_);
+  }
 }
 
 SweepRunner::~SweepRunner() {
@@ -127,6 +136,7 @@ SweepRecord SweepRunner::run() {
   if (!options_.quiet && report_.baseline_warning) {
     std::fprintf(stderr, "warning: %s\n", report_.baseline_warning->message.c_str());
   }
+  if (!options_.quiet) print_table();
   if (!options_.quiet) warn_noisy_points();
   if (!options_.quiet && failed > 0) {
     std::fprintf(stderr, "%zu point%s failed or diverged: the report is marked incomplete; --resume measures %s again\n",
@@ -252,7 +262,8 @@ std::map<std::string, PointRecord> SweepRunner::resumed_points() {
 double SweepRunner::point_cost(const PointSpec& p) const {
   const double reps = options_.repeat + options_.warmup + (options_.target_accuracy ? 3 : 0) +
                       (options_.trace_dir ? 1 : 0);
-  const double launch = p.strategy == "cluster" ? 2e8 : 0.0;  // a launcher start, in FLOP-equivalents
+  // A launcher's or an interpreter's start, in FLOP-equivalents.
+  const double launch = p.strategy == "cluster" || is_peer_strategy(p.strategy) ? 2e8 : 0.0;
   return reps * (model_spec(p.model).train_flops_per_image * options_.batch + launch);
 }
 
@@ -260,6 +271,27 @@ void SweepRunner::announce(std::size_t index, std::size_t total, const PointSpec
   if (options_.quiet) return;
   std::fprintf(stderr, "[%zu/%zu] %-22s %s\n", index + 1, total, point.id().c_str(),
                eta >= 0 ? ("ETA " + duration_text(eta)).c_str() : "");
+}
+
+// Every point's throughput, its speedup over our serial and its ratio to PyTorch on one thread
+// ("-" where there is none), the PyTorch peers marked.
+void SweepRunner::print_table() const {
+  std::fprintf(stderr, "%-31s %10s %8s %14s\n", "point", "images/s", "speedup", "vs PyTorch 1t");
+  const auto number = [](const std::optional<double>& value, const char* format) {
+    char text[32] = "-";
+    if (value) std::snprintf(text, sizeof text, format, *value);
+    return std::string(text);
+  };
+  for (const PointRecord& p : report_.points) {
+    const std::string name = p.id + (p.peer.value_or(false) ? " (peer)" : "");
+    if (!p.measured()) {
+      std::fprintf(stderr, "%-31s %s\n", name.c_str(), p.status.c_str());
+      continue;
+    }
+    const std::optional<double> rate = p.images_per_s ? std::optional(p.images_per_s->median) : std::nullopt;
+    std::fprintf(stderr, "%-31s %10s %8s %14s\n", name.c_str(), number(rate, "%.0f").c_str(),
+                 number(p.speedup, "%.2f").c_str(), number(p.vs_pytorch_1thread, "%.2f").c_str());
+  }
 }
 
 // The closing summary names the points whose workers lost time to descheduling, so that a reader

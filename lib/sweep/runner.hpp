@@ -1,13 +1,14 @@
 // The sweep runner: serial baselines first, then every point of models x strategies x cores x
-// nodes, each repeated, in-process through run_training or (cluster) under the MPI launcher
-// (mpirun or srun); the report is rewritten atomically after every finished point so an
-// interrupted sweep keeps them.
+// nodes, each repeated, in-process through run_training, (cluster) under the MPI launcher
+// (mpirun or srun) or (the PyTorch peers) as bench/torch_peer.py; the report is rewritten
+// atomically after every finished point so an interrupted sweep keeps them.
 // runner.cpp holds the sweep as a whole (plan, resume, ETA, the report); measure.cpp one point.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -20,6 +21,7 @@
 #include "cnnbench/sweep.hpp"
 #include "cnnbench/train.hpp"
 #include "launcher.hpp"
+#include "peer.hpp"
 
 namespace cnnbench {
 
@@ -39,6 +41,7 @@ struct Repetition {
   nlohmann::json pin_map = nlohmann::json::array();
   // The run report's metrics.time_breakdown and metrics.straggler; null when not measured.
   nlohmann::json time_breakdown, straggler;
+  nlohmann::json peer_info;  // a peer's: what ran (PointRecord::peer_info); null for our own
 };
 
 // Fills in what `record` keeps of the repetition whose time is the median (median_repetition):
@@ -72,6 +75,7 @@ class SweepRunner {
   double point_cost(const PointSpec& p) const;
   void announce(std::size_t index, std::size_t total, const PointSpec& point, double eta) const;
   void finish_point();
+  void print_table() const;
   void warn_noisy_points() const;
   void save() const;
 
@@ -85,7 +89,9 @@ class SweepRunner {
   void stop_check() const;
   // steps < 0 (the default): SweepOptions::steps.
   TrainConfig train_config(const PointSpec& point, std::int64_t steps = -1) const;
-  CalibrationRecord calibrate_steps(const PointSpec& point, int pin_core) const;
+  CalibrationRecord calibrate_steps(const PointSpec& point, int pin_core);
+  // One repetition of the point however it runs: in this process, launched, or a peer's worker.
+  Repetition run_point(const PointSpec& point, int pin_core, std::int64_t steps);
   // One run of the point in this process (pin_core >= 0: pinned there), keeping the spans of
   // about its last trace_steps steps when > 0.
   RunResult train_in_process(const PointSpec& point, int pin_core, std::int64_t steps,
@@ -97,7 +103,14 @@ class SweepRunner {
   std::vector<std::string> launched_train_command(const PointSpec& point, std::int64_t steps) const;
   std::filesystem::path launched_report() const;
   Repetition run_launched(const PointSpec& point, std::int64_t steps = -1) const;
-  nlohmann::json time_to_accuracy(const PointSpec& point) const;
+  nlohmann::json time_to_accuracy(const PointSpec& point);
+  // The PyTorch peers (peer.hpp): their files, written when the first peer point runs, and one
+  // run of the worker (steps < 0: the sweep's steps).
+  PeerFiles& peer_files();
+  std::int64_t peer_steps(std::int64_t steps) const;
+  Repetition run_peer(const PointSpec& point, std::int64_t steps);
+  Repetition peer_repetition(const nlohmann::json& run, const std::vector<std::string>& args) const;
+  nlohmann::json peer_time_to_accuracy(const PointSpec& point);
   std::filesystem::path trace_point(const PointSpec& point, int pin_core, std::int64_t steps) const;
 
   const SweepOptions& options_;
@@ -107,6 +120,7 @@ class SweepRunner {
   std::map<std::string, StrategyInfo> available_;
   std::filesystem::path scratch_;
   Dataset train_;
+  std::unique_ptr<PeerFiles> peer_files_;
   SweepRecord report_;
 };
 

@@ -22,6 +22,12 @@ void from_json(const nlohmann::json& in, TimeToAccuracyJob& job) {
   job.max_steps = in.at("max_steps").get<std::int64_t>();
 }
 
+Dataset accuracy_test_set(const std::optional<std::filesystem::path>& data_dir,
+                          std::size_t synthetic_samples, std::uint64_t seed) {
+  if (data_dir) return load_mnist(*data_dir, Split::test);
+  return make_synthetic(std::max<std::size_t>(synthetic_samples / 6, 1000), seed, synthetic_samples);
+}
+
 nlohmann::json measure_time_to_accuracy(const TimeToAccuracyJob& job, bool* primary) {
   CNNBENCH_CHECK(job.eval_every > 0, "--eval-every must be positive");
   CNNBENCH_CHECK(job.target > 0 && job.target <= 1, "--target-accuracy must lie in (0, 1]");
@@ -29,16 +35,17 @@ nlohmann::json measure_time_to_accuracy(const TimeToAccuracyJob& job, bool* prim
   config.steps = job.max_steps;
   const double start = now_seconds();  // before the data is touched
 
-  Dataset train, test;
+  Dataset train;
+  std::optional<std::filesystem::path> data_dir;
+  std::size_t samples = 0;
   if (job.config.contains("data_dir")) {
-    const std::filesystem::path dir = job.config.at("data_dir").get<std::string>();
-    train = load_mnist(dir, Split::train);
-    test = load_mnist(dir, Split::test);
+    data_dir = job.config.at("data_dir").get<std::string>();
+    train = load_mnist(*data_dir, Split::train);
   } else {
-    const auto samples = job.config.at("synthetic").get<std::size_t>();
+    samples = job.config.at("synthetic").get<std::size_t>();
     train = make_synthetic(samples, config.seed);
-    test = make_synthetic(std::max<std::size_t>(samples / 6, 1000), config.seed, samples);
   }
+  const Dataset test = accuracy_test_set(data_dir, samples, config.seed);
   CNNBENCH_CHECK(static_cast<std::int64_t>(train.count) >= config.batch,
                  "time to accuracy: the training set is smaller than one batch");
 

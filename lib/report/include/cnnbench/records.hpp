@@ -62,6 +62,11 @@ struct PointRecord {
   std::string status = "ok";  // "ok", "skipped", "failed" or "diverged" (a loss not finite)
   std::string reason;         // why it was skipped or failed
   std::optional<LaunchRecord> launch;  // launched points (cluster): how their jobs were started
+  // The PyTorch peers (pytorch, pytorch-ddp): true; absent for cnnbench's own strategies.
+  std::optional<bool> peer;
+  // Derived by add_scaling_analysis on every point: its images/s over those of the PyTorch
+  // one-thread point (pytorch/n1c1) of the same model; none without such a point.
+  std::optional<double> vs_pytorch_1thread;
   // Measured points ("ok"):
   std::vector<double> times_s, warmup_times_s;
   Summary time;
@@ -81,6 +86,9 @@ struct PointRecord {
   std::optional<BaselineCoresRecord> baseline_cores;
   std::optional<PairedBaselineRecord> paired_baseline;
   nlohmann::json time_to_accuracy;  // measure_time_to_accuracy's result; null when not measured
+  // Peer points: what ran (torch_version, blas, onednn, isa_cap, threads, backend, command); null
+  // for cnnbench's own strategies.
+  nlohmann::json peer_info;
   std::optional<CalibrationRecord> calibration;  // none when the steps were given
   // Cluster points: the communication model's step against the measured one
   // (add_cluster_predictions, cnnbench/cluster_prediction.hpp); null when not predicted.

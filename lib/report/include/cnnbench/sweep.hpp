@@ -106,10 +106,12 @@ struct ComparedPoint {
   bool decided_by_threshold = false;  // too few repetitions for any p < alpha: the threshold decides
   bool regression = false;   // ratio > 1 + threshold, and significant or decided_by_threshold
   bool improvement = false;  // ratio < 1 - threshold, and significant or decided_by_threshold
+  // A PyTorch peer (pytorch, pytorch-ddp): compared and printed, but never the gate's regression.
+  bool peer = false;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ComparedPoint, id, base_median_s, new_median_s, work_scale, ratio,
                                    u, p_value, exact, significant, decided_by_threshold, regression,
-                                   improvement)
+                                   improvement, peer)
 
 // One way in which two reports differ that makes their times incomparable as a measure of the
 // code alone: the machine or build (MachineDifference) or a setting of the run (config).
@@ -136,11 +138,12 @@ struct Comparison {
   std::vector<MachineDifference> machine_differences;
   std::vector<ReportDifference> config_differences;
   // Why a report cannot stand for a whole measurement: "base: incomplete (...)", "new: point
-  // fc3/stream/n1c2 failed: ..."; any of them makes compare exit 1.
+  // fc3/stream/n1c2 failed: ..."; any of them makes compare exit 1. A failed peer point is none
+  // of them.
   std::vector<std::string> unfinished;
   double threshold = 0.05;
   double alpha = 0.05;
-  bool any_regression() const;
+  bool any_regression() const;  // of a point that is not a peer
 };
 Comparison compare_reports(const nlohmann::json& base, const nlohmann::json& candidate,
                            double threshold, double alpha);
@@ -175,7 +178,9 @@ int slurm_allocation_cpus();
 
 struct SweepOptions {
   std::vector<ModelKind> models = {ModelKind::fc3, ModelKind::lenet5};
-  std::vector<std::string> strategies;  // empty: every strategy the registry lists
+  // Empty: every strategy the registry lists. The PyTorch peers (pytorch, pytorch-ddp) run only
+  // when named.
+  std::vector<std::string> strategies;
   std::vector<int> cores;               // empty: 1..nproc
   std::vector<int> nodes;               // empty: 1..min(4, nproc)
   int repeat = 3;
@@ -216,6 +221,9 @@ struct SweepOptions {
   std::string launcher = "mpirun";  // the launcher's command: a name looked up in PATH, or a path
   std::vector<std::string> launcher_args;
   std::optional<std::filesystem::path> hostfile;  // mpirun only
+  // The Python that runs the PyTorch peers (pytorch, pytorch-ddp): /usr/bin/python3, where Debian
+  // installs python3-torch, when it exists, else python3 in PATH.
+  std::string python = "python3";
   std::filesystem::path self;          // this cnnbench binary
   std::filesystem::path out;           // the report, rewritten atomically after every point
   bool resume = false;                 // keep the finished points of an existing `out`
@@ -261,6 +269,11 @@ struct TimeToAccuracyJob {
   std::int64_t max_steps = 3000;
 };
 nlohmann::json measure_time_to_accuracy(const TimeToAccuracyJob& job, bool* primary = nullptr);
+// The test set of time to accuracy: MNIST's test split when data_dir is set, else synthetic samples
+// after the training set's synthetic_samples (never one of them).
+struct Dataset;
+Dataset accuracy_test_set(const std::optional<std::filesystem::path>& data_dir,
+                          std::size_t synthetic_samples, std::uint64_t seed);
 // The job as the sweep hands it to a launched `cnnbench sweep --tta-job FILE`.
 void to_json(nlohmann::json& out, const TimeToAccuracyJob& job);
 void from_json(const nlohmann::json& in, TimeToAccuracyJob& job);

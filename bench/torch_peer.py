@@ -1,0 +1,284 @@
+#!/usr/bin/env python3
+"""One repetition of a PyTorch peer point of `cnnbench sweep` (docs/design.md, "Peer strategies"):
+the sweep's model from the sweep's initial weights, trained on the sweep's data in the sweep's
+sample order with SGD momentum, by one process of --threads threads (pytorch) or by --ranks
+processes under DistributedDataParallel over gloo on 127.0.0.1 (pytorch-ddp). Only the training
+steps are timed: the interpreter, the imports, the data loading and the process group are not.
+
+usage: torch_peer.py --model fc3 --data DIR --init INIT.safetensors --order ORDER.u32
+                     --batch 64 --lr 0.01 --momentum 0.9 --steps 60 --threads 2 --cpus 0,1
+                     [--ddp --ranks 2] [--target-accuracy 0.9 --eval-every 25] [--out FILE]
+DIR holds the training set (and, for --target-accuracy, the test set) as MNIST's IDX files
+(train-*, t10k-*); ORDER the
+samples of step k at [k*batch, (k+1)*batch), little-endian uint32. Prints one JSON object (or
+writes it to --out): train_seconds, steps, step_seconds, final_loss, peer_info, pin_map, and
+time_to_accuracy with --target-accuracy.
+"""
+import argparse
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, choices=["fc3", "lenet5"])
+    parser.add_argument("--data", required=True, type=Path)
+    parser.add_argument("--init", required=True, type=Path)
+    parser.add_argument("--order", required=True, type=Path)
+    parser.add_argument("--batch", type=int, required=True)
+    parser.add_argument("--lr", type=float, required=True)
+    parser.add_argument("--momentum", type=float, required=True)
+    parser.add_argument("--steps", type=int, required=True)
+    parser.add_argument("--threads", type=int, default=1, help="threads per process")
+    parser.add_argument("--ddp", action="store_true",
+                        help="DistributedDataParallel over gloo, --ranks processes (1 too)")
+    parser.add_argument("--ranks", type=int, default=1, help="processes of --ddp")
+    parser.add_argument("--cpus", default="", help="OS CPUs, ranks x threads of them, comma separated")
+    parser.add_argument("--target-accuracy", type=float, default=0.0)
+    parser.add_argument("--eval-every", type=int, default=25)
+    parser.add_argument("--out", type=Path, help="write the JSON object here instead of stdout")
+    # Internal: one rank of a --ranks job and the port of its rendezvous.
+    parser.add_argument("--rank", type=int, default=-1, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+def read_idx(path):
+    """An IDX file of unsigned bytes as a uint8 tensor."""
+    import torch
+    blob = path.read_bytes()
+    if blob[:3] != b"\x00\x00\x08":
+        raise SystemExit(f"{path}: not an IDX file of unsigned bytes")
+    rank = blob[3]
+    dims = [int.from_bytes(blob[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
+    data = torch.frombuffer(bytearray(blob[4 + 4 * rank:]), dtype=torch.uint8)
+    return data.reshape(dims)
+
+
+def load_split(folder, split):
+    images = read_idx(folder / f"{split}-images-idx3-ubyte")
+    labels = read_idx(folder / f"{split}-labels-idx1-ubyte")
+    return images.unsqueeze(1), labels.long()  # (N,1,28,28), (N,)
+
+
+def load_init(model, path):
+    """cnnbench's initial weights (a safetensors checkpoint) into model."""
+    import torch
+    blob = path.read_bytes()
+    length = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + length])
+    header.pop("__metadata__", None)
+    data = blob[8 + length:]
+    state = {}
+    for name, info in header.items():
+        if name.startswith("momentum."):
+            continue
+        begin, end = info["data_offsets"]
+        tensor = torch.frombuffer(bytearray(data[begin:end]), dtype=torch.float32)
+        state[name] = tensor.reshape(info["shape"])
+    model.load_state_dict(state, strict=True)
+
+
+def shard(batch, ranks, rank):
+    """[first, first + count) of a batch of `batch` samples for `rank`: the cluster strategy's cut
+    (the first batch % ranks ranks take one more)."""
+    base, extra = divmod(batch, ranks)
+    return rank * base + min(rank, extra), base + (1 if rank < extra else 0)
+
+
+def provenance(torch, threads, ddp):
+    """What the report says of the PyTorch that ran: version, BLAS, oneDNN, ISA cap."""
+    config = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=([^,\s]+)", config)
+    onednn = re.search(r"(?:MKL-DNN|oneDNN) (v[0-9.]+)", config)
+    capability = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", None)
+    isa = capability() if capability else None
+    if isa is None:
+        used = re.search(r"CPU capability usage: (\S+)", config)
+        isa = used.group(1) if used else "unknown"
+    if os.environ.get("ATEN_CPU_CAPABILITY"):
+        isa += f" (ATEN_CPU_CAPABILITY={os.environ['ATEN_CPU_CAPABILITY']})"
+    mkldnn = torch.backends.mkldnn.is_available()
+    return {
+        "torch_version": torch.__version__,
+        "blas": blas.group(1) if blas else "unknown",
+        "onednn": (onednn.group(1) if onednn else "available") if mkldnn else "unavailable",
+        "isa_cap": isa,
+        "threads": threads,
+        "backend": "gloo" if ddp else "none",
+    }
+
+
+def accuracy(model, images, labels, torch):
+    """The fraction of the test set classified right, in batches of 256 as cnnbench evaluates."""
+    right = 0
+    with torch.no_grad():
+        for first in range(0, len(labels), 256):
+            x = images[first:first + 256].float().div_(255.0)
+            right += int((model(x).argmax(1) == labels[first:first + 256]).sum())
+    return right / len(labels)
+
+
+def train(args, rank, group):
+    """This process's part of the run; rank 0 returns the result, the others None."""
+    import torch
+    from torch_nets import build_model
+    torch.set_num_threads(args.threads)
+    if group is not None:
+        torch.distributed.barrier()
+    clock_start = time.perf_counter()  # time to accuracy counts from here, before the data
+    images, labels = load_split(args.data, "train")
+    # uint32 on disk; every index is below 2^31, so int32 reads the same on a little-endian CPU.
+    order = torch.frombuffer(bytearray(args.order.read_bytes()), dtype=torch.int32).long()
+    if len(order) < args.steps * args.batch:
+        raise SystemExit(f"{args.order}: {len(order)} samples, fewer than {args.steps} steps need")
+    first, count = shard(args.batch, args.ranks, rank)
+    model = build_model(args.model)
+    load_init(model, args.init)
+    net = torch.nn.parallel.DistributedDataParallel(model) if group is not None else model
+    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
+    # Each rank's loss is its samples' sum over the whole batch, times the ranks: DDP averages
+    # the gradients over the ranks, so their mean is the whole batch's mean loss's gradient.
+    scale = args.ranks / args.batch
+    tta = args.target_accuracy > 0
+    if tta:
+        test_images, test_labels = load_split(args.data, "t10k")
+    curve, reached = [], None
+    step_seconds, loss = [], None
+    if group is not None:
+        torch.distributed.barrier()
+    start = time.perf_counter()
+    for k in range(args.steps):
+        step_start = time.perf_counter()
+        idx = order[k * args.batch + first:k * args.batch + first + count]
+        x = images.index_select(0, idx).float().div_(255.0)
+        y = labels.index_select(0, idx)
+        optimizer.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(net(x), y, reduction="sum") * scale
+        loss.backward()
+        optimizer.step()
+        step_seconds.append(time.perf_counter() - step_start)
+        done = k + 1
+        if tta and (done % args.eval_every == 0 or done == args.steps):
+            stop = torch.zeros(1)
+            if rank == 0:
+                value = accuracy(model, test_images, test_labels, torch)
+                seconds = time.perf_counter() - clock_start
+                curve.append({"step": done, "seconds": seconds, "accuracy": value})
+                if value >= args.target_accuracy:
+                    reached, stop[0] = (done, seconds), 1
+            if group is not None:
+                torch.distributed.broadcast(stop, 0)
+            if stop[0] == 1:
+                break
+    train_seconds = time.perf_counter() - start
+    # The batch's mean loss of the last step: the ranks' parts summed (outside the clock).
+    final = loss.detach().clone() / args.ranks
+    if group is not None:
+        torch.distributed.all_reduce(final)
+        torch.distributed.barrier()
+    if rank != 0:
+        return None
+    result = {"train_seconds": train_seconds, "steps": len(step_seconds), "step_seconds": step_seconds,
+              "final_loss": float(final) if math.isfinite(float(final)) else str(float(final)),
+              "peer_info": provenance(torch, args.threads, args.ddp),
+              "pin_map": pin_map(args)}
+    if tta:
+        result["time_to_accuracy"] = {
+            "target": args.target_accuracy, "reached": reached is not None,
+            "seconds": reached[1] if reached else None, "steps": reached[0] if reached else None,
+            "eval_every": args.eval_every, "max_steps": args.steps,
+            "test_samples": len(test_labels), "curve": curve}
+    return result
+
+
+def cpus_of(args, rank):
+    cpus = [int(c) for c in args.cpus.split(",") if c != ""]
+    return cpus[rank * args.threads:(rank + 1) * args.threads]
+
+
+def pin_map(args):
+    """One entry per thread slot, as cnnbench's pin maps are (observed_cpu is not known here)."""
+    name = "pytorch-ddp" if args.ddp else "pytorch"
+    entries = []
+    for rank in range(args.ranks):
+        for thread, cpu in enumerate(cpus_of(args, rank)):
+            entries.append({"worker": f"{name}/rank{rank}/thread{thread}",
+                            "core": rank * args.threads + thread, "pu": cpu, "observed_cpu": -1})
+    return entries
+
+
+def pin(args, rank):
+    cpus = cpus_of(args, rank)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
+def emit(args, result):
+    text = json.dumps(result)
+    if args.out:
+        args.out.write_text(text + "\n")
+    else:
+        print(text)
+
+
+def run_rank(args):
+    """One rank of a DistributedDataParallel job."""
+    pin(args, args.rank)
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{args.port}", rank=args.rank,
+                            world_size=args.ranks)
+    result = train(args, args.rank, dist.group.WORLD)
+    dist.destroy_process_group()
+    if result is not None:
+        emit(args, result)
+    return 0
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(args):
+    """Starts --ranks processes of this script on 127.0.0.1 and passes rank 0's result on."""
+    port = free_port()
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo")
+    procs = [subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--rank", str(r), "--port", str(port)],
+                              env=env, stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL, text=True)
+             for r in range(args.ranks)]
+    output = procs[0].communicate()[0]
+    codes = [p.wait() for p in procs]
+    bad = [r for r, code in enumerate(codes) if code != 0]
+    if bad:
+        print(f"torch_peer.py: rank {bad[0]} exited with {codes[bad[0]]}", file=sys.stderr)
+        return 1
+    sys.stdout.write(output)
+    return 0
+
+
+def main():
+    args = parse_args()
+    if args.ranks > 1 and not args.ddp:
+        raise SystemExit("torch_peer.py: --ranks needs --ddp")
+    if args.ddp and args.rank < 0:
+        return run_ranks(args)
+    if args.ddp:
+        return run_rank(args)
+    pin(args, 0)
+    emit(args, train(args, 0, None))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
