@@ -114,6 +114,7 @@ def provenance(torch, threads, ddp):
         "onednn": (onednn.group(1) if onednn else "available") if mkldnn else "unavailable",
         "isa_cap": isa,
         "threads": threads,
+        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "unset"),
         "backend": "gloo" if ddp else "none",
     }
 
@@ -269,6 +270,10 @@ def run_ranks(args):
 
 def main():
     args = parse_args()
+    # torch.set_num_threads sizes ATen's OpenMP pool, not the BLAS behind its dense layers, which
+    # otherwise starts a thread per core: beyond the point's cores they wait on each other (FC-3
+    # unpinned beside a busy core: 1.4-34k images/s instead of 43-95k). Set before torch loads it.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
     if args.ranks > 1 and not args.ddp:
         raise SystemExit("torch_peer.py: --ranks needs --ddp")
     if args.ddp and args.rank < 0:

@@ -7,6 +7,7 @@ usage: torch_train.py --model lenet5 --batch 64 --steps 400 [--threads 1]
 Prints one JSON object: images_per_s, seconds, steps, batch, torch version, threads.
 """
 import json
+import os
 import sys
 import time
 
@@ -17,6 +18,8 @@ def main():
     parser = baseline_parser(__doc__.splitlines()[0], batch=64, steps=400, warmup=30, samples=8192)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    # The BLAS behind torch's dense layers gets the same threads as torch (torch_peer.py says why).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(args.threads))
 
     import torch
     torch.set_num_threads(args.threads)
