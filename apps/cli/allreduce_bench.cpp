@@ -67,6 +67,7 @@ AllreduceAlgorithm ask_for_algorithm(const std::string& flag) {
   return asked;
 }
 
+#if CNNBENCH_HAVE_MPI
 // Open MPI read back after MPI_Init must hold the algorithm asked for, or the report would
 // label Open MPI's own choice with it.
 void check_library_took(AllreduceAlgorithm asked, const nlohmann::json& settings) {
@@ -80,6 +81,7 @@ void check_library_took(AllreduceAlgorithm asked, const nlohmann::json& settings
          ", coll_tuned_use_dynamic_rules=" + dynamic.dump());
   }
 }
+#endif
 
 nlohmann::json line_json(const FitLine& line) {
   return {{"alpha_s", line.alpha_s},
