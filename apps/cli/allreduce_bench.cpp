@@ -31,6 +31,8 @@ struct AllreduceArgs {
   bool allow_one_rank = false;
 };
 
+#if CNNBENCH_HAVE_MPI
+// What only a build with MPI runs: asking Open MPI for an algorithm and labelling its answer.
 constexpr const char* algorithm_variable = "OMPI_MCA_coll_tuned_allreduce_algorithm";
 constexpr const char* dynamic_rules_variable = "OMPI_MCA_coll_tuned_use_dynamic_rules";
 constexpr const char* segment_variable = "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize";
@@ -67,7 +69,6 @@ AllreduceAlgorithm ask_for_algorithm(const std::string& flag) {
   return asked;
 }
 
-#if CNNBENCH_HAVE_MPI
 // Open MPI read back after MPI_Init must hold the algorithm asked for, or the report would
 // label Open MPI's own choice with it.
 void check_library_took(AllreduceAlgorithm asked, const nlohmann::json& settings) {
@@ -81,7 +82,6 @@ void check_library_took(AllreduceAlgorithm asked, const nlohmann::json& settings
          ", coll_tuned_use_dynamic_rules=" + dynamic.dump());
   }
 }
-#endif
 
 nlohmann::json line_json(const FitLine& line) {
   return {{"alpha_s", line.alpha_s},
@@ -154,6 +154,8 @@ void label_algorithms(nlohmann::json& result, AllreduceAlgorithm asked, std::int
 
 // MPI_Allreduce of MPI_FLOAT moves whole 4-byte elements: a size in between is rounded up.
 std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
+
+#endif  // CNNBENCH_HAVE_MPI
 
 int run_allreduce_bench(const AllreduceArgs& a) {
   check_output_path(a.report, "--report");  // before the minutes of timing

@@ -277,20 +277,23 @@ void SweepRunner::announce(std::size_t index, std::size_t total, const PointSpec
 // ("-" where there is none), the PyTorch peers marked.
 void SweepRunner::print_table() const {
   std::fprintf(stderr, "%-31s %10s %8s %14s\n", "point", "images/s", "speedup", "vs PyTorch 1t");
-  const auto number = [](const std::optional<double>& value, const char* format) {
+  // A pointer, not an optional: GCC's -O1 sanitizer builds took a copied optional's value for
+  // uninitialized.
+  const auto number = [](const double* value, const char* format) {
     char text[32] = "-";
-    if (value) std::snprintf(text, sizeof text, format, *value);
+    if (value != nullptr) std::snprintf(text, sizeof text, format, *value);
     return std::string(text);
   };
+  const auto of = [](const std::optional<double>& value) { return value ? &*value : nullptr; };
   for (const PointRecord& p : report_.points) {
     const std::string name = p.id + (p.peer.value_or(false) ? " (peer)" : "");
     if (!p.measured()) {
       std::fprintf(stderr, "%-31s %s\n", name.c_str(), p.status.c_str());
       continue;
     }
-    const std::optional<double> rate = p.images_per_s ? std::optional(p.images_per_s->median) : std::nullopt;
+    const double* rate = p.images_per_s ? &p.images_per_s->median : nullptr;
     std::fprintf(stderr, "%-31s %10s %8s %14s\n", name.c_str(), number(rate, "%.0f").c_str(),
-                 number(p.speedup, "%.2f").c_str(), number(p.vs_pytorch_1thread, "%.2f").c_str());
+                 number(of(p.speedup), "%.2f").c_str(), number(of(p.vs_pytorch_1thread), "%.2f").c_str());
   }
 }
 
