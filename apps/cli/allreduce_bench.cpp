@@ -152,10 +152,10 @@ void label_algorithms(nlohmann::json& result, AllreduceAlgorithm asked, std::int
   }
 }
 
+#endif  // CNNBENCH_HAVE_MPI
+
 // MPI_Allreduce of MPI_FLOAT moves whole 4-byte elements: a size in between is rounded up.
 std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
-
-#endif  // CNNBENCH_HAVE_MPI
 
 int run_allreduce_bench(const AllreduceArgs& a) {
   check_output_path(a.report, "--report");  // before the minutes of timing
