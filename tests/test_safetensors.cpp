@@ -170,6 +170,7 @@ std::vector<Malformed> malformed_files() {
       {"begin after end", "o", R"("dtype":"F32","shape":[0],"data_offsets":[8,4])", 8},
       {"negative offset", "o", R"("dtype":"F32","shape":[2],"data_offsets":[-8,0])", 8},
       {"size does not match shape", "s", R"("dtype":"F32","shape":[3],"data_offsets":[0,8])", 8},
+      {"empty tensor name", "", R"("dtype":"F32","shape":[2],"data_offsets":[0,8])", 8},
       {"shape product overflows", "s",
        R"("dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8])", 8},
   };

@@ -101,6 +101,8 @@ class HeaderParser {
 
   TensorEntry tensor(const std::string& name, const nlohmann::json& value) const {
     const std::string what = "tensor " + quoted(name);
+    // The writer refuses an empty name, so a file that loads can always be written back.
+    if (name.empty()) reject("tensor names that are not empty", "a tensor named ''");
     if (!value.is_object()) reject(what + " as an object", value.type_name());
     for (const auto& [key, item] : value.items()) {
       if (key != "dtype" && key != "shape" && key != "data_offsets") {
