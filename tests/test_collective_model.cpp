@@ -378,33 +378,34 @@ TEST(CollectiveModel, StepPredictionByOpenMpisChoice) {
   EXPECT_NEAR(open_mpi.step_s, 0.005 + 7.5e-5, 1e-15);
 }
 
-TEST(CollectiveModel, TrafficWithinTheTokenBucketGoesUncapped) {
-  // 2 nodes, one 100 kB bucket: each link carries 2(2-1)/2 x 100 kB = 100 kB per step.
+// Over a token bucket the step is simulated: 2 nodes exchange one 100 kB bucket (recursive
+// doubling, the cheapest at p = 2) after 10 ms of compute, long enough to refill either bucket.
+TEST(CollectiveModel, StepOverATokenBucketIsSimulated) {
   StepModel model;
   model.serial_step_s = 0.02;
   model.bucket_bytes = {1e5};
   HierarchicalFabric fabric;
   fabric.nodes = 2;
-  // At p = 2 recursive doubling is cheapest (one alpha + n beta; the ring pays two alphas).
-  fabric.network = {{1e-3, 1e-8}, 0};                 // capped: 1e-3 + 1e-3 = 2 ms
-  fabric.uncapped = CollectiveCost{{1e-5, 1e-9}, 0};  // 1e-5 + 1e-4 = 0.11 ms
-  // Burst 500 kB, 125 MB/s: 100 kB fits and refills in 0.8 ms < the 10.11 ms step.
+  fabric.network = {{1, 1}, 0};  // the capped cost is not what prices a shaped step
+  const double alpha = 1e-5, speed = 1e9, n = 1e5, wire = 1514.0 / 1448.0;
+  fabric.uncapped = CollectiveCost{{alpha, 1 / speed}, 0};
+  // Burst 500 kB at 125 MB/s: the 100 kB pass at the link's own speed.
   fabric.token_bucket = TokenBucket{5e5, 1.25e8};
   StepPrediction p = predict_step(model, Scaling::strong, fabric);
-  EXPECT_TRUE(p.within_token_bucket);
-  EXPECT_NEAR(p.step_s, 0.01 + 1.1e-4, 1e-12);
-  // A 67 kB burst at 12.5 MB/s (100mbit's): the 100 kB refill within the step (8 ms), the
-  // 33 kB beyond the burst wait for tokens: 33e3 / 12.5e6 = 2.64 ms more.
-  fabric.token_bucket = TokenBucket{67000, 1.25e7};
+  EXPECT_TRUE(p.simulated);
+  EXPECT_EQ(p.algorithm, "recursive_doubling");
+  EXPECT_NEAR(p.step_s, 0.01 + alpha + n / speed, 1e-12);
+  // Burst 67 kB at 12.5 MB/s: the bucket empties after (67000 - 1514) / (speed x wire - rate)
+  // seconds at full speed; the rest of the message goes at the rate.
+  const double burst = 67000, rate = 1.25e7;
+  fabric.token_bucket = TokenBucket{burst, rate};
   p = predict_step(model, Scaling::strong, fabric);
-  EXPECT_TRUE(p.within_token_bucket);
-  EXPECT_NEAR(token_bucket_wait(*fabric.token_bucket, 1e5), 2.64e-3, 1e-15);
-  EXPECT_NEAR(p.step_s, 0.01 + 1.1e-4 + 2.64e-3, 1e-12);
-  // The rate cannot refill 100 kB within the step (1 MB/s: 0.1 s): the capped cost holds.
-  fabric.token_bucket = TokenBucket{5e5, 1e6};
-  p = predict_step(model, Scaling::strong, fabric);
-  EXPECT_FALSE(p.within_token_bucket);
-  EXPECT_NEAR(p.step_s, 0.01 + 2e-3, 1e-12);
+  const double fast = (burst - 1514) / (speed * wire - rate);
+  EXPECT_NEAR(p.communication_s, alpha + fast + (n - speed * fast) * wire / rate, 1e-9);
+  // Half of it hidden behind backward: half of it on the step.
+  model.hidden_fraction = 0.5;
+  const StepPrediction hidden = predict_step(model, Scaling::strong, fabric);
+  EXPECT_NEAR(hidden.step_s, 0.01 + 0.5 * p.communication_s, 1e-12);
 }
 
 TEST(CollectiveModel, NodesBelowHalfEfficiency) {
@@ -536,13 +537,15 @@ TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {
   add_cluster_predictions(sweep);
   const nlohmann::json& prediction = sweep.points[1].prediction;
   ASSERT_TRUE(prediction.is_object());
-  // Both buckets run Rabenseifner (Open MPI's table from 8 kB at 4 ranks): 4e-5 + 1.5 n 1e-9.
-  const double predicted = 0.008 / 4 + 0.5 * (5.5432e-5 + 3.94804e-4);
+  // The cluster strategy's in-place MPI_Iallreduce runs libnbc's binomial schedule: up two
+  // rounds, then the root sends to ranks 1 and 2 at once over its link, then 1 sends to 3:
+  // 4 alphas and 5 n betas per bucket.
+  const double predicted = 0.008 / 4 + 0.5 * (4e-5 + 5 * 10288e-9 + 4e-5 + 5 * 236536e-9);
   EXPECT_NEAR(prediction.at("predicted_step_s").get<double>(), predicted, 1e-12);
   EXPECT_NEAR(prediction.at("measured_step_s").get<double>(), 0.004, 1e-15);
   EXPECT_NEAR(prediction.at("relative_error").get<double>(), (predicted - 0.004) / 0.004, 1e-9);
-  EXPECT_EQ(prediction.at("algorithm"), "rabenseifner");
-  EXPECT_EQ(prediction.at("algorithm_rule"), "open_mpi_default");
+  EXPECT_EQ(prediction.at("algorithm"), "binomial");
+  EXPECT_EQ(prediction.at("algorithm_rule"), "open_mpi_iallreduce_in_place");
   EXPECT_TRUE(sweep.points[0].prediction.is_null()) << "serial points are not predicted";
   EXPECT_TRUE(sweep.points[2].prediction.is_null()) << "the model has one thread per rank";
   // The field survives the report's round trip.

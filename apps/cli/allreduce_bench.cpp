@@ -33,9 +33,33 @@ struct AllreduceArgs {
 
 #if CNNBENCH_HAVE_MPI
 // What only a build with MPI runs: asking Open MPI for an algorithm and labelling its answer.
-constexpr const char* algorithm_variable = "OMPI_MCA_coll_tuned_allreduce_algorithm";
-constexpr const char* dynamic_rules_variable = "OMPI_MCA_coll_tuned_use_dynamic_rules";
+// MPI_Allreduce is the tuned component's, whose forced algorithm needs its dynamic rules on;
+// MPI_Iallreduce is libnbc's.
+struct AlgorithmControl {
+  const char* variable;       // the OMPI_MCA_* environment variable
+  const char* setting;        // its MPI_T name, as the report's open_mpi holds it
+  const char* dynamic_rules;  // the variable that must be 1 too, or nullptr
+  int (*id)(AllreduceAlgorithm);
+  std::vector<AllreduceAlgorithm> algorithms;  // what it can be asked for
+};
+const AlgorithmControl tuned{"OMPI_MCA_coll_tuned_allreduce_algorithm",
+                             "coll_tuned_allreduce_algorithm",
+                             "OMPI_MCA_coll_tuned_use_dynamic_rules",
+                             open_mpi_algorithm_id,
+                             {AllreduceAlgorithm::open_mpi_default, AllreduceAlgorithm::basic_linear,
+                              AllreduceAlgorithm::nonoverlapping, AllreduceAlgorithm::recursive_doubling,
+                              AllreduceAlgorithm::ring, AllreduceAlgorithm::segmented_ring,
+                              AllreduceAlgorithm::rabenseifner}};
+const AlgorithmControl libnbc{"OMPI_MCA_coll_libnbc_iallreduce_algorithm",
+                              "coll_libnbc_iallreduce_algorithm",
+                              nullptr,
+                              libnbc_algorithm_id,
+                              {AllreduceAlgorithm::open_mpi_default, AllreduceAlgorithm::ring,
+                               AllreduceAlgorithm::binomial, AllreduceAlgorithm::rabenseifner,
+                               AllreduceAlgorithm::recursive_doubling}};
 constexpr const char* segment_variable = "OMPI_MCA_coll_tuned_allreduce_algorithm_segmentsize";
+
+const AlgorithmControl& control_of(bool nonblocking) { return nonblocking ? libnbc : tuned; }
 
 std::optional<int> integer_variable(const char* name) {
   const char* value = std::getenv(name);
@@ -47,40 +71,58 @@ std::optional<int> integer_variable(const char* name) {
   }
 }
 
+AllreduceAlgorithm algorithm_of_id(const AlgorithmControl& control, int id) {
+  for (AllreduceAlgorithm a : control.algorithms) {
+    if (control.id(a) == id) return a;
+  }
+  fail(std::string(control.variable) + "=" + std::to_string(id) + ": not an algorithm id Open MPI 4.1 has there");
+}
+
 // The algorithm this run asks Open MPI for. --algorithm sets the MCA variables in this rank's
 // environment before MPI_Init reads them (each rank runs this); without it, a caller's
-// OMPI_MCA_* variables (mpirun -x, or exported) count, and only with dynamic rules on.
-AllreduceAlgorithm ask_for_algorithm(const std::string& flag) {
-  const std::optional<int> preset = integer_variable(algorithm_variable);
-  const bool dynamic = integer_variable(dynamic_rules_variable).value_or(0) != 0;
+// OMPI_MCA_* variables (mpirun -x, or exported) count, the tuned one only with dynamic rules on.
+AllreduceAlgorithm ask_for_algorithm(const std::string& flag, const AlgorithmControl& control) {
+  const std::optional<int> preset = integer_variable(control.variable);
+  const bool dynamic =
+      control.dynamic_rules == nullptr || integer_variable(control.dynamic_rules).value_or(0) != 0;
   if (flag.empty()) {
-    return preset && dynamic ? algorithm_from_open_mpi_id(*preset) : AllreduceAlgorithm::open_mpi_default;
+    return preset && dynamic ? algorithm_of_id(control, *preset) : AllreduceAlgorithm::open_mpi_default;
   }
   const AllreduceAlgorithm asked = parse_allreduce_algorithm(flag);
-  const int id = open_mpi_algorithm_id(asked);
+  const int id = control.id(asked);
   if (preset && *preset != id) {
-    fail("--algorithm " + flag + " is Open MPI's allreduce algorithm " + std::to_string(id) + ", but " +
-         algorithm_variable + "=" + std::to_string(*preset) + " is set: unset it or ask for the same");
+    fail("--algorithm " + flag + " is Open MPI's algorithm " + std::to_string(id) + ", but " +
+         control.variable + "=" + std::to_string(*preset) + " is set: unset it or ask for the same");
   }
   if (asked != AllreduceAlgorithm::open_mpi_default) {
-    ::setenv(dynamic_rules_variable, "1", 1);
-    ::setenv(algorithm_variable, std::to_string(id).c_str(), 1);
+    if (control.dynamic_rules != nullptr) ::setenv(control.dynamic_rules, "1", 1);
+    ::setenv(control.variable, std::to_string(id).c_str(), 1);
   }
   return asked;
 }
 
 // Open MPI read back after MPI_Init must hold the algorithm asked for, or the report would
 // label Open MPI's own choice with it.
-void check_library_took(AllreduceAlgorithm asked, const nlohmann::json& settings) {
+void check_library_took(AllreduceAlgorithm asked, const AlgorithmControl& control, const nlohmann::json& settings) {
   if (asked == AllreduceAlgorithm::open_mpi_default) return;
-  const nlohmann::json& algorithm = settings.at("coll_tuned_allreduce_algorithm");
-  const nlohmann::json& dynamic = settings.at("coll_tuned_use_dynamic_rules");
-  if (algorithm.is_null() || dynamic.is_null()) return;  // no MPI_T variable to check against
-  if (algorithm.get<int>() != open_mpi_algorithm_id(asked) || dynamic.get<int>() == 0) {
+  const nlohmann::json& algorithm = settings.at(control.setting);
+  if (algorithm.is_null()) return;  // no MPI_T variable to check against
+  const nlohmann::json dynamic =
+      control.dynamic_rules == nullptr ? nlohmann::json(1) : settings.at("coll_tuned_use_dynamic_rules");
+  if (dynamic.is_null()) return;
+  if (algorithm.get<int>() != control.id(asked) || dynamic.get<int>() == 0) {
     fail("asked Open MPI for allreduce algorithm " + std::string(algorithm_name(asked)) +
-         " but after MPI_Init it holds coll_tuned_allreduce_algorithm=" + algorithm.dump() +
-         ", coll_tuned_use_dynamic_rules=" + dynamic.dump());
+         " but after MPI_Init it holds " + control.setting + "=" + algorithm.dump() +
+         (control.dynamic_rules == nullptr ? "" : ", coll_tuned_use_dynamic_rules=" + dynamic.dump()));
   }
+}
+
+// What Open MPI runs for `asked` at `count` floats: the tuned component's fallbacks for
+// MPI_Allreduce, libnbc's choice for the in-place MPI_Iallreduce.
+AllreduceAlgorithm run_of(AllreduceAlgorithm asked, std::int64_t count, int ranks, std::int64_t segment_elements,
+                          bool nonblocking) {
+  return nonblocking ? nonblocking_algorithm_run(asked, count, ranks, true)
+                     : algorithm_run(asked, count, ranks, segment_elements);
 }
 
 nlohmann::json line_json(const FitLine& line) {
@@ -94,7 +136,8 @@ nlohmann::json line_json(const FitLine& line) {
 
 // The fit of the medians, its residuals, and the point-to-point link cost behind it under the
 // algorithm that ran at the smallest (alpha) and largest (beta) fitted size.
-nlohmann::json fit_json(const nlohmann::json& result, AllreduceAlgorithm asked, std::int64_t segment_elements) {
+nlohmann::json fit_json(const nlohmann::json& result, AllreduceAlgorithm asked, std::int64_t segment_elements,
+                        bool nonblocking) {
   std::vector<SizeTime> points;
   for (const auto& size : result.at("sizes")) points.push_back({size.at("bytes"), size.at("seconds")});
   FitOptions options;
@@ -110,7 +153,7 @@ nlohmann::json fit_json(const nlohmann::json& result, AllreduceAlgorithm asked, 
   const int ranks = result.at("ranks");
   const double gamma = result.at("reduction").at("gamma_s_per_byte");
   const auto run_at = [&](double bytes) {
-    return algorithm_run(asked, static_cast<std::int64_t>(bytes / 4), ranks, segment_elements);
+    return run_of(asked, static_cast<std::int64_t>(bytes / 4), ranks, segment_elements, nonblocking);
   };
   const AllreduceAlgorithm small = run_at(fit.used.front().bytes), large = run_at(fit.used.back().bytes);
   const LinkCost from_small = link_cost_from_fit(small, ranks, fit.pieces.front().alpha_s,
@@ -143,12 +186,13 @@ nlohmann::json fit_json(const nlohmann::json& result, AllreduceAlgorithm asked, 
 }
 
 // Per size: the algorithm asked for and the one Open MPI's fallbacks run for that count.
-void label_algorithms(nlohmann::json& result, AllreduceAlgorithm asked, std::int64_t segment_elements) {
+void label_algorithms(nlohmann::json& result, AllreduceAlgorithm asked, std::int64_t segment_elements,
+                      bool nonblocking) {
   const int ranks = result.at("ranks");
   for (auto& size : result.at("sizes")) {
     size["algorithm_asked"] = algorithm_name(asked);
-    size["algorithm_run"] = algorithm_name(algorithm_run(asked, size.at("count").get<std::int64_t>(),
-                                                         ranks, segment_elements));
+    size["algorithm_run"] = algorithm_name(
+        run_of(asked, size.at("count").get<std::int64_t>(), ranks, segment_elements, nonblocking));
   }
 }
 
@@ -160,7 +204,8 @@ std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
 int run_allreduce_bench(const AllreduceArgs& a) {
   check_output_path(a.report, "--report");  // before the minutes of timing
 #if CNNBENCH_HAVE_MPI
-  const AllreduceAlgorithm asked = ask_for_algorithm(a.algorithm);
+  const AlgorithmControl& control = control_of(a.config.nonblocking);
+  const AllreduceAlgorithm asked = ask_for_algorithm(a.algorithm, control);
   ensure_mpi_initialized();
   int rank = 0, ranks = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -185,12 +230,12 @@ int run_allreduce_bench(const AllreduceArgs& a) {
     }
   }
   nlohmann::json result = allreduce_benchmark(config);
-  check_library_took(asked, result.at("open_mpi"));
+  check_library_took(asked, control, result.at("open_mpi"));
   const std::int64_t segment_elements = integer_variable(segment_variable).value_or(0) / 4;
   result["algorithm_asked"] = algorithm_name(asked);
-  label_algorithms(result, asked, segment_elements);
+  label_algorithms(result, asked, segment_elements, config.nonblocking);
   // One rank's times are memory copies: nothing to fit a link to.
-  result["fit"] = ranks > 1 ? fit_json(result, asked, segment_elements) : nlohmann::json();
+  result["fit"] = ranks > 1 ? fit_json(result, asked, segment_elements, config.nonblocking) : nlohmann::json();
   if (rank == 0) write_json(a.report, result);
   return 0;
 #else
@@ -218,10 +263,15 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
       ->capture_default_str();
   cmd->add_option("--algorithm", args->algorithm,
                   "Open MPI allreduce algorithm to force: default, basic_linear, recursive_doubling, "
-                  "ring, segmented_ring, rabenseifner (sets OMPI_MCA_coll_tuned_*; the report says "
-                  "per size which one ran after Open MPI's fallbacks)")
+                  "ring, segmented_ring, rabenseifner (sets OMPI_MCA_coll_tuned_*), or with "
+                  "--nonblocking default, ring, binomial, rabenseifner, recursive_doubling (sets "
+                  "OMPI_MCA_coll_libnbc_iallreduce_algorithm); the report says per size which one ran "
+                  "after Open MPI's fallbacks")
       ->check(CLI::IsMember({"default", "basic_linear", "recursive_doubling", "ring", "segmented_ring",
-                             "rabenseifner"}));
+                             "rabenseifner", "binomial"}));
+  cmd->add_flag("--nonblocking", args->config.nonblocking,
+                "time MPI_Iallreduce in place and its wait, the call the cluster strategy makes, "
+                "instead of MPI_Allreduce");
   cmd->add_option("--warmup", args->config.warmup, "untimed calls per size")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -245,6 +295,19 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
           std::to_string(args->config.max_bytes) + ": " + (2 * smallest > largest ? "one message size" : "two message sizes") +
           " from " + std::to_string(smallest) + " bytes, and the fit alpha + n*beta needs at least 3; make "
           "--max-bytes at least 4 times --min-bytes");
+    }
+    if (!args->algorithm.empty() && args->algorithm != "default") {
+      const AllreduceAlgorithm asked = parse_allreduce_algorithm(args->algorithm);
+      const bool libnbc_has = asked == AllreduceAlgorithm::ring || asked == AllreduceAlgorithm::binomial ||
+                              asked == AllreduceAlgorithm::rabenseifner ||
+                              asked == AllreduceAlgorithm::recursive_doubling;
+      if (args->config.nonblocking && !libnbc_has) {
+        throw CLI::ValidationError("--algorithm " + args->algorithm + " --nonblocking: MPI_Iallreduce (libnbc) "
+                                   "has ring, binomial, rabenseifner and recursive_doubling only");
+      }
+      if (!args->config.nonblocking && asked == AllreduceAlgorithm::binomial) {
+        throw CLI::ValidationError("--algorithm binomial is MPI_Iallreduce's (libnbc): add --nonblocking");
+      }
     }
     runner = [args] { return run_allreduce_bench(*args); };
   });

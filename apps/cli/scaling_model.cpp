@@ -11,6 +11,7 @@
 #include "cnnbench/cluster.hpp"
 #include "cnnbench/collective_model.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/link_simulation.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/report.hpp"
 #include "commands.hpp"
@@ -31,6 +32,7 @@ struct ScalingArgs {
   int ranks_per_node = 1;
   int max_nodes = 1024;
   std::vector<std::string> runs;  // measured cluster run reports to check
+  std::vector<std::string> allreduce_checks;  // allreduce-bench reports to simulate size by size
   std::string profile;            // the profile the runs are checked against
   std::string uncapped;           // the same link without its tbf cap, for runs with a link rate
   std::string report = "-";
@@ -244,7 +246,7 @@ nlohmann::json check_run(const std::string& path, const Profile& profile, const 
     fabric.token_bucket = TokenBucket{tbf_burst_bytes(*bits_per_s), *bits_per_s / 8};
     fabric.uncapped = uncapped->network;
   }
-  model.rule = AllreduceRule::open_mpi_default;  // the run let Open MPI choose
+  model.rule = AllreduceRule::open_mpi_iallreduce_in_place;  // as the cluster strategy calls it
   const StepPrediction p = predict_step(model, Scaling::strong, fabric);
   return {{"run", path},
           {"prediction",
@@ -254,8 +256,33 @@ nlohmann::json check_run(const std::string& path, const Profile& profile, const 
             {"algorithm", p.algorithm},
             {"algorithm_rule", rule_name(model.rule)},
             {"hidden_fraction", model.hidden_fraction},
-            {"within_token_bucket", p.within_token_bucket},
+            {"simulated", p.simulated},
             {"profile", profile.name}}}};
+}
+
+// An allreduce-bench report's medians against its calls simulated back to back (no compute
+// between them) on `link`, shaped by the report's tbf rate when it has one.
+nlohmann::json check_allreduce(const std::string& path, const CollectiveCost& link) {
+  const nlohmann::json bench = read_report(path);
+  StarNetwork star;
+  star.hosts = bench.at("ranks");
+  star.link = link;
+  const nlohmann::json& rate = bench.at("network").at("link_rate");
+  const std::optional<double> bits_per_s = rate.is_string() ? parse_tc_rate(rate.get<std::string>()) : std::nullopt;
+  if (bits_per_s) star.shaping = ShapedLink{*bits_per_s / 8, tbf_burst_bytes(*bits_per_s)};
+  nlohmann::json sizes = nlohmann::json::array();
+  for (const auto& size : bench.at("sizes")) {
+    const double bytes = size.at("bytes"), measured = size.at("seconds");
+    const AllreduceAlgorithm algorithm = parse_allreduce_algorithm(size.at("algorithm_run").get<std::string>());
+    const std::vector<std::pair<AllreduceAlgorithm, double>> one{{algorithm, bytes}};
+    const double predicted = simulate_steps(star, 0.0, one).step_s;
+    sizes.push_back({{"bytes", bytes},
+                     {"algorithm", algorithm_name(algorithm)},
+                     {"measured_s", measured},
+                     {"predicted_s", predicted},
+                     {"relative_error", (predicted - measured) / measured}});
+  }
+  return {{"report", path}, {"ranks", star.hosts}, {"link_rate", rate}, {"sizes", sizes}};
 }
 
 int run_scaling_model(const ScalingArgs& a) {
@@ -293,7 +320,7 @@ int run_scaling_model(const ScalingArgs& a) {
   nlohmann::json profile_results = nlohmann::json::array();
   for (const Profile& profile : profiles) profile_results.push_back(profile_json(profile, model, a));
   out["profiles"] = profile_results;
-  if (!a.runs.empty()) {
+  if (!a.runs.empty() || !a.allreduce_checks.empty()) {
     const Profile* chosen = &profiles.front();
     for (const Profile& profile : profiles) {
       if (profile.name == a.profile) chosen = &profile;
@@ -313,6 +340,15 @@ int run_scaling_model(const ScalingArgs& a) {
       }
     }
     out["checks"] = checks;
+    nlohmann::json allreduce_checks = nlohmann::json::array();
+    for (const std::string& bench : a.allreduce_checks) {
+      try {
+        allreduce_checks.push_back(check_allreduce(bench, (uncapped != nullptr ? uncapped : chosen)->network));
+      } catch (const nlohmann::json::exception& e) {
+        fail(bench + ": not an allreduce-bench report this cnnbench can read (" + e.what() + ")");
+      }
+    }
+    out["allreduce_checks"] = allreduce_checks;
   }
   write_json(a.report, out);
   return 0;
@@ -351,10 +387,14 @@ void add_scaling_model_command(CLI::App& root, Runner& runner) {
       ->capture_default_str();
   cmd->add_option("--check-run", args->runs, "measured cluster run reports to predict and compare")
       ->check(input_path_rule(PathKind::file, true));
+  cmd->add_option("--check-allreduce", args->allreduce_checks,
+                  "allreduce-bench reports whose calls to simulate back to back on the --uncapped "
+                  "(else --profile) link, shaped by the report's link rate, size by size")
+      ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--profile", args->profile, "the profile --check-run uses (default: the first)");
   cmd->add_option("--uncapped", args->uncapped,
-                  "the profile of the same link without its rate cap: --check-run prices a run over a "
-                  "tbf-capped link with it when the step's traffic fits the token bucket");
+                  "the profile of the same link without its rate cap: --check-run simulates a run over "
+                  "a tbf-capped link (its network.link_rate) on it, with the rate's token bucket");
   cmd->add_option("--report", args->report, "where to write the JSON ('-' = stdout)")
       ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();

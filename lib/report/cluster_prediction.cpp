@@ -55,7 +55,7 @@ void add_cluster_predictions(SweepRecord& sweep) {
     model.bucket_bytes = schedule_of(p);
     const nlohmann::json& overlap = p.strategy_metrics.value("overlap_detail", nlohmann::json::object());
     model.hidden_fraction = std::clamp(overlap.value("hidden_fraction", 0.0), 0.0, 1.0);
-    model.rule = AllreduceRule::open_mpi_default;  // the point let Open MPI choose
+    model.rule = AllreduceRule::open_mpi_iallreduce_in_place;  // as the cluster strategy calls it
     HierarchicalFabric fabric;
     fabric.nodes = p.nodes;
     fabric.network = *link;

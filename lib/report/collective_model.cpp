@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/link_simulation.hpp"
 
 namespace cnnbench {
 
@@ -22,7 +23,7 @@ struct AlgorithmEntry {
   std::string_view name;
   int open_mpi_id;
 };
-constexpr std::array<AlgorithmEntry, 7> algorithm_table{{
+constexpr std::array<AlgorithmEntry, 8> algorithm_table{{
     {AllreduceAlgorithm::open_mpi_default, "default", 0},
     {AllreduceAlgorithm::basic_linear, "basic_linear", 1},
     {AllreduceAlgorithm::nonoverlapping, "nonoverlapping", 2},
@@ -30,6 +31,7 @@ constexpr std::array<AlgorithmEntry, 7> algorithm_table{{
     {AllreduceAlgorithm::ring, "ring", 4},
     {AllreduceAlgorithm::segmented_ring, "segmented_ring", 5},
     {AllreduceAlgorithm::rabenseifner, "rabenseifner", 6},
+    {AllreduceAlgorithm::binomial, "binomial", -1},  // libnbc's, no tuned id
 }};
 
 const AlgorithmEntry& entry_of(AllreduceAlgorithm algorithm) {
@@ -93,6 +95,39 @@ double nonoverlapping_seconds(int ranks, double n, const CollectiveCost& c) {
   return 2 * rounds * c.message_seconds(n) + rounds * n * c.gamma_s_per_byte;
 }
 
+// libnbc's binomial allreduce (allred_sched_diss) on ranks that each have their own link. The
+// reduce: in round r, every multiple of 2^r receives its neighbour 2^(r-1) up and reduces it. The
+// broadcast: a rank holding the result sends it to all its children (vrank + 2^r for each 2^r
+// above it) at once, so those messages share its link and arrive together.
+double binomial_seconds(int ranks, double n, const CollectiveCost& c) {
+  const double message = c.message_seconds(n), shared_beta = n * (c.rendezvous && n > c.eager_limit_bytes
+                                                                       ? c.rendezvous->beta_s_per_byte
+                                                                       : c.link.beta_s_per_byte);
+  const int rounds = ceil_log2(ranks);
+  std::vector<double> ready(static_cast<std::size_t>(ranks), 0.0);
+  for (int r = 1; r <= rounds; ++r) {
+    for (int v = 0; v + (1 << (r - 1)) < ranks; v += 1 << r) {
+      const auto child = static_cast<std::size_t>(v + (1 << (r - 1)));
+      ready[static_cast<std::size_t>(v)] =
+          std::max(ready[static_cast<std::size_t>(v)], ready[child]) + message + n * c.gamma_s_per_byte;
+    }
+  }
+  std::vector<double> arrival(static_cast<std::size_t>(ranks), 0.0);
+  arrival[0] = ready[0];
+  for (int v = 0; v < ranks; ++v) {
+    std::vector<int> children;
+    for (int r = 0; r < rounds; ++r) {
+      if (v < (1 << r) && v + (1 << r) < ranks) children.push_back(v + (1 << r));
+    }
+    if (children.empty()) continue;
+    double start = arrival[static_cast<std::size_t>(v)];
+    for (int child : children) start = std::max(start, ready[static_cast<std::size_t>(child)]);
+    const double done = start + message + (static_cast<double>(children.size()) - 1) * shared_beta;
+    for (int child : children) arrival[static_cast<std::size_t>(child)] = done;
+  }
+  return *std::max_element(arrival.begin(), arrival.end());
+}
+
 // One row of Open MPI 4.1's fixed allreduce decision for commutative operations: below
 // `ranks_below` ranks, the algorithm id of the first `bytes_below` the message is under (the
 // last entry's bound is infinite).
@@ -126,7 +161,15 @@ double CollectiveCost::message_seconds(double bytes) const {
 std::string_view algorithm_name(AllreduceAlgorithm algorithm) { return entry_of(algorithm).name; }
 
 std::string_view rule_name(AllreduceRule rule) {
-  return rule == AllreduceRule::cheapest ? "cheapest" : "open_mpi_default";
+  switch (rule) {
+    case AllreduceRule::cheapest:
+      return "cheapest";
+    case AllreduceRule::open_mpi_default:
+      return "open_mpi_default";
+    case AllreduceRule::open_mpi_iallreduce_in_place:
+      return "open_mpi_iallreduce_in_place";
+  }
+  fail("unknown allreduce rule");
 }
 
 AllreduceAlgorithm parse_allreduce_algorithm(std::string_view name) {
@@ -182,6 +225,57 @@ AllreduceAlgorithm algorithm_run(AllreduceAlgorithm asked, std::int64_t count, i
   }
 }
 
+AllreduceAlgorithm nonblocking_algorithm_run(AllreduceAlgorithm asked, std::int64_t count, int ranks,
+                                             bool in_place) {
+  CNNBENCH_CHECK(count >= 1 && ranks >= 1, "nonblocking_algorithm_run needs count >= 1 and ranks >= 1");
+  const bool halving_fits = count >= (std::int64_t{1} << floor_log2(ranks));
+  switch (asked) {
+    case AllreduceAlgorithm::open_mpi_default:
+      if (in_place || ranks < 4 || 4 * count < 65536) return AllreduceAlgorithm::binomial;
+      return halving_fits ? AllreduceAlgorithm::rabenseifner : AllreduceAlgorithm::ring;
+    case AllreduceAlgorithm::rabenseifner:
+      return halving_fits ? asked : AllreduceAlgorithm::ring;
+    case AllreduceAlgorithm::ring:
+    case AllreduceAlgorithm::binomial:
+    case AllreduceAlgorithm::recursive_doubling:
+      return asked;
+    default:
+      fail("MPI_Iallreduce (libnbc) has no " + std::string(algorithm_name(asked)) +
+           " algorithm (it has ring, binomial, rabenseifner, recursive_doubling)");
+  }
+}
+
+int libnbc_algorithm_id(AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::open_mpi_default:
+      return 0;
+    case AllreduceAlgorithm::ring:
+      return 1;
+    case AllreduceAlgorithm::binomial:
+      return 2;
+    case AllreduceAlgorithm::rabenseifner:
+      return 3;
+    case AllreduceAlgorithm::recursive_doubling:
+      return 4;
+    default:
+      fail("MPI_Iallreduce (libnbc) has no " + std::string(algorithm_name(algorithm)) +
+           " algorithm (it has ring, binomial, rabenseifner, recursive_doubling)");
+  }
+}
+
+AllreduceAlgorithm algorithm_by_rule(AllreduceRule rule, int ranks, double bytes, const CollectiveCost& cost) {
+  const auto count = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4));
+  switch (rule) {
+    case AllreduceRule::cheapest:
+      return parse_allreduce_algorithm(cheapest_allreduce(ranks, bytes, cost).algorithm);
+    case AllreduceRule::open_mpi_default:
+      return algorithm_run(AllreduceAlgorithm::open_mpi_default, count, ranks);
+    case AllreduceRule::open_mpi_iallreduce_in_place:
+      return nonblocking_algorithm_run(AllreduceAlgorithm::open_mpi_default, count, ranks, true);
+  }
+  fail("unknown allreduce rule");
+}
+
 double allreduce_seconds(AllreduceAlgorithm algorithm, int ranks, double bytes,
                          const CollectiveCost& cost) {
   CNNBENCH_CHECK(ranks >= 1 && bytes >= 0, "allreduce cost needs ranks >= 1 and bytes >= 0");
@@ -199,6 +293,8 @@ double allreduce_seconds(AllreduceAlgorithm algorithm, int ranks, double bytes,
       return basic_linear_seconds(p, bytes, cost);
     case AllreduceAlgorithm::nonoverlapping:
       return nonoverlapping_seconds(ranks, bytes, cost);
+    case AllreduceAlgorithm::binomial:
+      return binomial_seconds(ranks, bytes, cost);
     case AllreduceAlgorithm::open_mpi_default: {
       const auto count = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4));
       return allreduce_seconds(algorithm_run(algorithm, count, ranks), ranks, bytes, cost);
@@ -511,17 +607,12 @@ std::optional<double> parse_tc_rate(std::string_view rate) {
 
 // ---- step prediction -------------------------------------------------------------------------------
 
-double token_bucket_wait(const TokenBucket& bucket, double bytes) {
-  return std::max(0.0, bytes - bucket.burst_bytes) / bucket.rate_bytes_per_s;
-}
-
 namespace {
 
 // What Open MPI runs unforced over every rank of the fabric (the network's cost: its worst link).
-AllreduceChoice open_mpi_allreduce(const HierarchicalFabric& fabric, double bytes) {
+AllreduceChoice open_mpi_allreduce(AllreduceRule rule, const HierarchicalFabric& fabric, double bytes) {
   const int ranks = fabric.nodes * fabric.ranks_per_node;
-  const auto count = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4));
-  const AllreduceAlgorithm run = algorithm_run(AllreduceAlgorithm::open_mpi_default, count, ranks);
+  const AllreduceAlgorithm run = algorithm_by_rule(rule, ranks, bytes, fabric.network);
   return {std::string(algorithm_name(run)), allreduce_seconds(run, ranks, bytes, fabric.network)};
 }
 
@@ -533,7 +624,7 @@ StepPrediction predict_step_on(const StepModel& model, Scaling scaling, const Hi
   for (double bytes : model.bucket_bytes) {
     const AllreduceChoice choice = model.rule == AllreduceRule::cheapest
                                        ? cheapest_allreduce(fabric, bytes)
-                                       : open_mpi_allreduce(fabric, bytes);
+                                       : open_mpi_allreduce(model.rule, fabric, bytes);
     out.communication_s += choice.seconds;
     if (bytes >= largest) {
       largest = bytes;
@@ -555,26 +646,23 @@ StepPrediction predict_step(const StepModel& model, Scaling scaling, const Hiera
                  "step prediction: the hidden fraction must lie in [0, 1], got " +
                      std::to_string(model.hidden_fraction));
   if (!fabric.token_bucket || !fabric.uncapped) return predict_step_on(model, scaling, fabric);
-  HierarchicalFabric fast = fabric;
-  fast.network = *fabric.uncapped;
-  StepPrediction uncapped = predict_step_on(model, scaling, fast);
-  double per_link = 0;
-  const double p = fabric.nodes * fabric.ranks_per_node;
-  for (double bytes : model.bucket_bytes) per_link += 2 * (p - 1) / p * bytes;
-  // The bucket regime holds while the rate could send the step's traffic within the uncapped
-  // step; beyond that the cap binds, and TCP over the shaped link does worse than the wire time
-  // (the capped profile, from back-to-back calls, carries that).
-  if (per_link > fabric.token_bucket->rate_bytes_per_s * uncapped.step_s) {
-    return predict_step_on(model, scaling, fabric);
+  CNNBENCH_CHECK(fabric.ranks_per_node == 1, "step prediction over a token bucket: one rank per node only");
+  StepPrediction out = predict_step_on(model, scaling, fabric);  // compute, algorithm
+  StarNetwork star;
+  star.hosts = fabric.nodes;
+  star.link = *fabric.uncapped;
+  star.shaping = ShapedLink{fabric.token_bucket->rate_bytes_per_s, fabric.token_bucket->burst_bytes};
+  std::vector<std::pair<AllreduceAlgorithm, double>> allreduces;
+  for (double bytes : model.bucket_bytes) {
+    allreduces.emplace_back(algorithm_by_rule(model.rule, fabric.nodes, bytes, star.link), bytes);
   }
-  const double wait = token_bucket_wait(*fabric.token_bucket, per_link);
-  uncapped.communication_s += wait;
-  uncapped.exposed_s += (1 - model.hidden_fraction) * wait;
-  uncapped.step_s = uncapped.compute_s + uncapped.exposed_s;
-  uncapped.efficiency = scaling == Scaling::strong ? model.serial_step_s / (fabric.nodes * uncapped.step_s)
-                                                   : model.serial_step_s / uncapped.step_s;
-  uncapped.within_token_bucket = true;
-  return uncapped;
+  out.communication_s = simulate_steps(star, out.compute_s, allreduces).communication_s;
+  out.exposed_s = (1 - model.hidden_fraction) * out.communication_s;
+  out.step_s = out.compute_s + out.exposed_s;
+  out.efficiency = scaling == Scaling::strong ? model.serial_step_s / (fabric.nodes * out.step_s)
+                                              : model.serial_step_s / out.step_s;
+  out.simulated = true;
+  return out;
 }
 
 std::optional<int> nodes_below_half_efficiency(const StepModel& model, Scaling scaling,

@@ -66,12 +66,19 @@ void abort_job_at_exit() { abort_requested.store(true); }
 
 namespace {
 
-// Max over ranks of the mean seconds per MPI_Allreduce of `count` floats over `repetitions` calls.
-double time_allreduce(std::vector<float>& buffer, int count, int repetitions) {
+// Max over ranks of the mean seconds per MPI_Allreduce (or MPI_Iallreduce and its wait) of
+// `count` floats over `repetitions` calls.
+double time_allreduce(std::vector<float>& buffer, int count, int repetitions, bool nonblocking) {
   MPI_Barrier(MPI_COMM_WORLD);
   const double start = MPI_Wtime();
   for (int r = 0; r < repetitions; ++r) {
-    MPI_Allreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (nonblocking) {
+      MPI_Request request;
+      MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Allreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
   }
   double seconds = (MPI_Wtime() - start) / repetitions;
   MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
@@ -162,15 +169,17 @@ nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config) {
   nlohmann::json sizes = nlohmann::json::array();
   for (std::int64_t bytes = config.min_bytes; bytes <= config.max_bytes; bytes *= 2) {
     const int count = static_cast<int>(std::max<std::int64_t>(1, bytes / 4));
-    if (config.warmup > 0) time_allreduce(buffer, count, config.warmup);
+    if (config.warmup > 0) time_allreduce(buffer, count, config.warmup, config.nonblocking);
     int repetitions = config.repetitions;
     if (repetitions == 0) {
       // About 5 ms per sample, decided from the slowest rank so every rank loops the same count.
-      const double probe = time_allreduce(buffer, count, 1);
+      const double probe = time_allreduce(buffer, count, 1, config.nonblocking);
       repetitions = static_cast<int>(std::clamp(0.005 / std::max(probe, 1e-9), 3.0, 2000.0));
     }
     std::vector<double> samples;
-    for (int s = 0; s < config.samples; ++s) samples.push_back(time_allreduce(buffer, count, repetitions));
+    for (int s = 0; s < config.samples; ++s) {
+      samples.push_back(time_allreduce(buffer, count, repetitions, config.nonblocking));
+    }
     std::sort(samples.begin(), samples.end());
     const double seconds = quantile(samples, 0.5);
     const double payload = 4.0 * count;
@@ -189,8 +198,11 @@ nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config) {
   }
   const int largest = static_cast<int>(config.max_bytes / 4);
   return {{"ranks", ranks},
-          {"operation", "MPI_Allreduce(MPI_SUM, MPI_FLOAT), per sample the max over ranks of the "
-                        "mean per call; seconds is the median of the samples"},
+          {"operation", std::string(config.nonblocking ? "MPI_Iallreduce(MPI_IN_PLACE, MPI_SUM, MPI_FLOAT) and MPI_Wait"
+                                                         : "MPI_Allreduce(MPI_IN_PLACE, MPI_SUM, MPI_FLOAT)") +
+                            ", per sample the max over ranks of the mean per call; seconds is the "
+                            "median of the samples"},
+          {"nonblocking", config.nonblocking},
           {"sizes", sizes},
           {"reduction", {{"gamma_s_per_byte", reduction_seconds_per_byte(buffer, largest)},
                          {"bytes", 4.0 * largest},
@@ -199,7 +211,8 @@ nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config) {
           {"open_mpi", {{"coll_tuned_use_dynamic_rules", library_setting("coll_tuned_use_dynamic_rules")},
                         {"coll_tuned_allreduce_algorithm", library_setting("coll_tuned_allreduce_algorithm")},
                         {"coll_tuned_allreduce_algorithm_segmentsize",
-                         library_setting("coll_tuned_allreduce_algorithm_segmentsize")}}}};
+                         library_setting("coll_tuned_allreduce_algorithm_segmentsize")},
+                        {"coll_libnbc_iallreduce_algorithm", library_setting("coll_libnbc_iallreduce_algorithm")}}}};
 }
 
 }  // namespace cnnbench

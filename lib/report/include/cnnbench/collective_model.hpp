@@ -25,6 +25,10 @@ enum class AllreduceAlgorithm {
   ring,                // 4
   segmented_ring,      // 5
   rabenseifner,        // 6: reduce-scatter by recursive halving, allgather by recursive doubling
+  // Not a tuned algorithm: what the libnbc component runs for MPI_Iallreduce when it picks the
+  // binomial schedule (coll_libnbc_iallreduce_algorithm 2): a binomial tree reduce to rank 0,
+  // then a binomial broadcast in which every rank sends to all its children at once.
+  binomial,
 };
 
 std::string_view algorithm_name(AllreduceAlgorithm algorithm);  // "ring", "recursive_doubling", ...
@@ -47,6 +51,18 @@ AllreduceAlgorithm open_mpi_default_choice(int ranks, double bytes);
 // open_mpi_default runs open_mpi_default_choice (with its segment of 0) and its fallbacks.
 AllreduceAlgorithm algorithm_run(AllreduceAlgorithm asked, std::int64_t count, int ranks,
                                  std::int64_t segment_elements = 0);
+
+// MPI_Iallreduce (Open MPI 4.1's libnbc component, nbc_iallreduce.c): unforced it runs the
+// binomial schedule when the call is in place (MPI_IN_PLACE, as the cluster strategy calls it),
+// on fewer than 4 ranks or below 64 KiB, else Rabenseifner when count >= 2^floor(lg ranks), else
+// the ring. Forced (coll_libnbc_iallreduce_algorithm: 1 ring, 2 binomial, 3 Rabenseifner, 4
+// recursive doubling), Rabenseifner below that count runs the ring. `asked` is open_mpi_default
+// or one of those four.
+AllreduceAlgorithm nonblocking_algorithm_run(AllreduceAlgorithm asked, std::int64_t count, int ranks,
+                                             bool in_place);
+// coll_libnbc_iallreduce_algorithm's id of ring, binomial, rabenseifner, recursive_doubling (0 for
+// open_mpi_default); Error for the others, which libnbc does not have.
+int libnbc_algorithm_id(AllreduceAlgorithm algorithm);
 
 // ---- costs --------------------------------------------------------------------------------------
 
@@ -76,25 +92,21 @@ struct CollectiveCost {
 double allreduce_seconds(AllreduceAlgorithm algorithm, int ranks, double bytes,
                          const CollectiveCost& cost);
 
-// A link shaped by a tbf token bucket (scripts/emulate-hosts.sh): while the rate refills the
-// bucket between steps, a step's first burst_bytes pass at the link's uncapped speed and only
-// the rest waits for tokens, at the rate.
+// A link shaped by a tbf token bucket (scripts/emulate-hosts.sh): tokens refill at the rate up
+// to the burst; a message passes at the link's own speed while there are tokens.
 struct TokenBucket {
   double burst_bytes = 0;
   double rate_bytes_per_s = 0;
 };
-// The wait for tokens of `bytes` sent at once from a full bucket: (bytes - burst) / rate, or 0.
-double token_bucket_wait(const TokenBucket& bucket, double bytes);
 
 struct HierarchicalFabric {
   int nodes = 1;
   int ranks_per_node = 1;
   CollectiveCost network;
   CollectiveCost shared_memory;
-  // A token-bucket-shaped network: `network` is its capped cost (back-to-back calls, measured
-  // above the burst), `uncapped` the same link without the cap. predict_step prices a step whose
-  // traffic the rate could send within the uncapped step at `uncapped` plus token_bucket_wait,
-  // else at `network` (an empirical boundary: docs/cluster.md, "Checked against measurements").
+  // A token-bucket-shaped network, one rank per node: `uncapped` is the same link without the
+  // cap. predict_step then simulates the step over the shaped links (simulate_steps,
+  // cnnbench/link_simulation.hpp) instead of pricing `network`.
   std::optional<TokenBucket> token_bucket;
   std::optional<CollectiveCost> uncapped;
 };
@@ -199,8 +211,14 @@ enum class Scaling {
 // Which algorithm prices each allreduce: the cheapest the model knows (what a tuned library
 // could reach), or what Open MPI 4.1 runs unforced (open_mpi_default_choice and its fallbacks,
 // flat over every rank): how a measured run of the cluster strategy was made.
-enum class AllreduceRule { cheapest, open_mpi_default };
-std::string_view rule_name(AllreduceRule rule);  // "cheapest", "open_mpi_default"
+// open_mpi_iallreduce_in_place: what libnbc runs for an in-place MPI_Iallreduce, the call the
+// cluster strategy makes for every bucket (nonblocking_algorithm_run).
+enum class AllreduceRule { cheapest, open_mpi_default, open_mpi_iallreduce_in_place };
+// "cheapest", "open_mpi_default", "open_mpi_iallreduce_in_place"
+std::string_view rule_name(AllreduceRule rule);
+// The algorithm `rule` runs for one allreduce of `bytes` over `ranks` flat ranks (cheapest: the
+// cheapest at `cost`).
+AllreduceAlgorithm algorithm_by_rule(AllreduceRule rule, int ranks, double bytes, const CollectiveCost& cost);
 
 struct StepModel {
   double serial_step_s = 0;             // one node's step over the whole batch (strong) / its batch (weak)
@@ -213,9 +231,10 @@ struct StepPrediction {
   double compute_s = 0, communication_s = 0, exposed_s = 0, step_s = 0;
   double efficiency = 1;  // compute of one node over nodes x this step (strong), or its step over this one (weak)
   std::string algorithm;  // the one the rule picked for the largest bucket
-  bool within_token_bucket = false;  // priced uncapped + token wait (HierarchicalFabric::token_bucket)
+  bool simulated = false;  // by the link simulation (HierarchicalFabric::token_bucket)
 };
-// With a token bucket, each rank's link carries the ring's 2(p-1)/p of every allreduce per step.
+// step = compute + (1 - hidden) x communication; communication is the sum of the buckets'
+// allreduces, or over a token bucket the simulated step less compute.
 StepPrediction predict_step(const StepModel& model, Scaling scaling, const HierarchicalFabric& fabric);
 // The smallest node count in 2..max_nodes whose efficiency falls below 50%; nullopt when none.
 std::optional<int> nodes_below_half_efficiency(const StepModel& model, Scaling scaling,

@@ -59,6 +59,7 @@ struct AllreduceBenchConfig {
   int repetitions = 0;   // calls per sample; 0: chosen per size so each sample takes about 5 ms
   int warmup = 3;
   int samples = 5;       // timed samples per size; the median is reported
+  bool nonblocking = false;  // MPI_Iallreduce in place and MPI_Wait, as the cluster strategy calls it
 };
 // Collective over MPI_COMM_WORLD: every rank must call it. Times MPI_Allreduce(SUM, float) for
 // sizes min_bytes, 2*min_bytes, ... max_bytes, `samples` times each (per sample the max over
