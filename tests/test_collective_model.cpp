@@ -336,14 +336,17 @@ TEST(CollectiveModel, TcRates) {
   EXPECT_EQ(parse_tc_rate("10parsecs"), std::nullopt);
 }
 
-TEST(CollectiveModel, StepPredictionByHand) {
-  StepModel model;
-  model.serial_step_s = 0.1;
-  model.bucket_bytes = {1e6};
-  model.hidden_fraction = 0.5;
+// The fabric of the step predictions: `nodes` nodes of one rank each over `network`.
+HierarchicalFabric nodes_over(int nodes, const CollectiveCost& network) {
   HierarchicalFabric fabric;
-  fabric.nodes = 4;
-  fabric.network = cost;
+  fabric.nodes = nodes;
+  fabric.network = network;
+  return fabric;
+}
+
+TEST(CollectiveModel, StepPredictionByHand) {
+  StepModel model{.serial_step_s = 0.1, .bucket_bytes = {1e6}, .hidden_fraction = 0.5};
+  const HierarchicalFabric fabric = nodes_over(4, cost);
   // p = 4, 1 MB: Rabenseifner, 1.69e-3 s, half of it hidden.
   StepPrediction strong = predict_step(model, Scaling::strong, fabric);
   EXPECT_EQ(strong.algorithm, "rabenseifner");
@@ -362,12 +365,8 @@ TEST(CollectiveModel, StepPredictionByHand) {
 // 50 kB its table runs the ring, 2e-5 + 5e-5 + 5e-6, where recursive doubling would take
 // 1e-5 + 5e-5 + 1e-5.
 TEST(CollectiveModel, StepPredictionByOpenMpisChoice) {
-  StepModel model;
-  model.serial_step_s = 0.01;
-  model.bucket_bytes = {5e4};
-  HierarchicalFabric fabric;
-  fabric.nodes = 2;
-  fabric.network = cost;
+  StepModel model{.serial_step_s = 0.01, .bucket_bytes = {5e4}};
+  const HierarchicalFabric fabric = nodes_over(2, cost);
   const StepPrediction cheapest = predict_step(model, Scaling::strong, fabric);
   EXPECT_EQ(cheapest.algorithm, "recursive_doubling");
   EXPECT_NEAR(cheapest.communication_s, 7e-5, 1e-15);
@@ -380,13 +379,9 @@ TEST(CollectiveModel, StepPredictionByOpenMpisChoice) {
 
 TEST(CollectiveModel, TrafficWithinTheTokenBucketGoesUncapped) {
   // 2 nodes, one 100 kB bucket: each link carries 2(2-1)/2 x 100 kB = 100 kB per step.
-  StepModel model;
-  model.serial_step_s = 0.02;
-  model.bucket_bytes = {1e5};
-  HierarchicalFabric fabric;
-  fabric.nodes = 2;
+  const StepModel model{.serial_step_s = 0.02, .bucket_bytes = {1e5}};
   // At p = 2 recursive doubling is cheapest (one alpha + n beta; the ring pays two alphas).
-  fabric.network = {{1e-3, 1e-8}, 0};                 // capped: 1e-3 + 1e-3 = 2 ms
+  HierarchicalFabric fabric = nodes_over(2, {{1e-3, 1e-8}, 0});  // capped: 1e-3 + 1e-3 = 2 ms
   fabric.uncapped = CollectiveCost{{1e-5, 1e-9}, 0};  // 1e-5 + 1e-4 = 0.11 ms
   // Burst 500 kB, 125 MB/s: 100 kB fits and refills in 0.8 ms < the 10.11 ms step.
   fabric.token_bucket = TokenBucket{5e5, 1.25e8};
@@ -411,11 +406,8 @@ TEST(CollectiveModel, NodesBelowHalfEfficiency) {
   // 10 ms serial step, one 1 MB bucket, nothing hidden, alpha 10 us, beta 1 ns/B, no gamma.
   // Strong efficiency is 0.01 / (0.01 + p c(p)), below 1/2 once p c(p) > 0.01; the cheapest
   // c(p): p = 5 ring 8e-5 + 1.6e-3 -> 8.4e-3; p = 6 ring 1e-4 + 1.667e-3 -> 1.06e-2.
-  StepModel model;
-  model.serial_step_s = 0.01;
-  model.bucket_bytes = {1e6};
-  HierarchicalFabric fabric;
-  fabric.network = {{1e-5, 1e-9}, 0};
+  const StepModel model{.serial_step_s = 0.01, .bucket_bytes = {1e6}};
+  const HierarchicalFabric fabric = nodes_over(1, {{1e-5, 1e-9}, 0});
   EXPECT_EQ(nodes_below_half_efficiency(model, Scaling::strong, fabric, 64), 6);
   EXPECT_EQ(nodes_below_half_efficiency(model, Scaling::strong, fabric, 5), std::nullopt);
   // Weak: c(p) would have to pass 0.01 s; Rabenseifner's stays near 2nb = 2 ms (+ 3 ms for a
