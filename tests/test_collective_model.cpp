@@ -336,14 +336,17 @@ TEST(CollectiveModel, TcRates) {
   EXPECT_EQ(parse_tc_rate("10parsecs"), std::nullopt);
 }
 
-TEST(CollectiveModel, StepPredictionByHand) {
-  StepModel model;
-  model.serial_step_s = 0.1;
-  model.bucket_bytes = {1e6};
-  model.hidden_fraction = 0.5;
+// The fabric of the step predictions: `nodes` nodes of one rank each over `network`.
+HierarchicalFabric nodes_over(int nodes, const CollectiveCost& network) {
   HierarchicalFabric fabric;
-  fabric.nodes = 4;
-  fabric.network = cost;
+  fabric.nodes = nodes;
+  fabric.network = network;
+  return fabric;
+}
+
+TEST(CollectiveModel, StepPredictionByHand) {
+  StepModel model{.serial_step_s = 0.1, .bucket_bytes = {1e6}, .hidden_fraction = 0.5};
+  const HierarchicalFabric fabric = nodes_over(4, cost);
   // p = 4, 1 MB: Rabenseifner, 1.69e-3 s, half of it hidden.
   StepPrediction strong = predict_step(model, Scaling::strong, fabric);
   EXPECT_EQ(strong.algorithm, "rabenseifner");
@@ -362,12 +365,8 @@ TEST(CollectiveModel, StepPredictionByHand) {
 // 50 kB its table runs the ring, 2e-5 + 5e-5 + 5e-6, where recursive doubling would take
 // 1e-5 + 5e-5 + 1e-5.
 TEST(CollectiveModel, StepPredictionByOpenMpisChoice) {
-  StepModel model;
-  model.serial_step_s = 0.01;
-  model.bucket_bytes = {5e4};
-  HierarchicalFabric fabric;
-  fabric.nodes = 2;
-  fabric.network = cost;
+  StepModel model{.serial_step_s = 0.01, .bucket_bytes = {5e4}};
+  const HierarchicalFabric fabric = nodes_over(2, cost);
   const StepPrediction cheapest = predict_step(model, Scaling::strong, fabric);
   EXPECT_EQ(cheapest.algorithm, "recursive_doubling");
   EXPECT_NEAR(cheapest.communication_s, 7e-5, 1e-15);
@@ -381,12 +380,8 @@ TEST(CollectiveModel, StepPredictionByOpenMpisChoice) {
 // Over a token bucket the step is simulated: 2 nodes exchange one 100 kB bucket (recursive
 // doubling, the cheapest at p = 2) after 10 ms of compute, long enough to refill either bucket.
 TEST(CollectiveModel, StepOverATokenBucketIsSimulated) {
-  StepModel model;
-  model.serial_step_s = 0.02;
-  model.bucket_bytes = {1e5};
-  HierarchicalFabric fabric;
-  fabric.nodes = 2;
-  fabric.network = {{1, 1}, 0};  // the capped cost is not what prices a shaped step
+  StepModel model{.serial_step_s = 0.02, .bucket_bytes = {1e5}};
+  HierarchicalFabric fabric = nodes_over(2, {{1, 1}, 0});  // the capped cost is not what prices a shaped step
   const double alpha = 1e-5, speed = 1e9, n = 1e5, wire = 1514.0 / 1448.0;
   fabric.uncapped = CollectiveCost{{alpha, 1 / speed}, 0};
   // Burst 500 kB at 125 MB/s: the 100 kB pass at the link's own speed.
@@ -412,11 +407,8 @@ TEST(CollectiveModel, NodesBelowHalfEfficiency) {
   // 10 ms serial step, one 1 MB bucket, nothing hidden, alpha 10 us, beta 1 ns/B, no gamma.
   // Strong efficiency is 0.01 / (0.01 + p c(p)), below 1/2 once p c(p) > 0.01; the cheapest
   // c(p): p = 5 ring 8e-5 + 1.6e-3 -> 8.4e-3; p = 6 ring 1e-4 + 1.667e-3 -> 1.06e-2.
-  StepModel model;
-  model.serial_step_s = 0.01;
-  model.bucket_bytes = {1e6};
-  HierarchicalFabric fabric;
-  fabric.network = {{1e-5, 1e-9}, 0};
+  const StepModel model{.serial_step_s = 0.01, .bucket_bytes = {1e6}};
+  const HierarchicalFabric fabric = nodes_over(1, {{1e-5, 1e-9}, 0});
   EXPECT_EQ(nodes_below_half_efficiency(model, Scaling::strong, fabric, 64), 6);
   EXPECT_EQ(nodes_below_half_efficiency(model, Scaling::strong, fabric, 5), std::nullopt);
   // Weak: c(p) would have to pass 0.01 s; Rabenseifner's stays near 2nb = 2 ms (+ 3 ms for a

@@ -11,6 +11,8 @@ namespace cnnbench::cli {
 
 namespace {
 
+constexpr PlotsScript plot_script{.name = "plot_report.py", .env_variable = "CNNBENCH_PLOT_SCRIPT"};
+
 struct PlotArgs {
   std::string report;
   std::string trace;  // --trace: a Chrome trace instead of a sweep report
@@ -45,7 +47,7 @@ int run_plot(const PlotArgs& a) {
   const std::string input = a.trace.empty() ? a.report : a.trace;
   check_outputs({{.option = "--out", .path = a.out, .folder = true, .files = files}},
                 {{a.trace.empty() ? "REPORT" : "--trace", input}});
-  const std::filesystem::path script = find_plots_script("plot_report.py", a.script, "CNNBENCH_PLOT_SCRIPT");
+  const std::filesystem::path script = find_plots_script(plot_script, a.script);
   check_output_folder(a.out, "--out");
   return run_plots_script(script, arguments, a.python);
 }
@@ -65,10 +67,7 @@ void add_plot_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--out", args->out, "folder for the images")
       ->check(output_path_rule(OutputKind::folder))
       ->capture_default_str();
-  cmd->add_option("--script", args->script,
-                  "plot script (default: $CNNBENCH_PLOT_SCRIPT, else plots/plot_report.py)")
-      ->check(input_path_rule(PathKind::file, true));
-  cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
+  add_script_options(*cmd, plot_script, "plot script", args->script, args->python);
   cmd->callback([args, &runner] {
     if (args->report.empty() && args->trace.empty()) {
       throw CLI::RequiredError("REPORT (or --trace FILE)");

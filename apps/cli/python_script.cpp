@@ -15,24 +15,32 @@ extern char** environ;
 
 namespace cnnbench::cli {
 
-std::filesystem::path find_plots_script(const std::string& name, const std::string& given,
-                                        const char* env_variable) {
+std::filesystem::path find_plots_script(const PlotsScript& script, const std::string& given) {
   if (!given.empty()) return given;
-  if (const char* env = std::getenv(env_variable); env != nullptr && *env != 0) {
+  if (const char* env = std::getenv(script.env_variable); env != nullptr && *env != 0) {
     const std::string problem = path_kind_problem(env, PathKind::file, true);
-    if (!problem.empty()) fail_usage(std::string(env_variable) + "=" + problem);
+    if (!problem.empty()) fail_usage(std::string(script.env_variable) + "=" + problem);
     return env;
   }
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe");
   for (auto dir = exe.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-    const auto candidate = dir / "plots" / name;
+    const auto candidate = dir / "plots" / script.name;
     if (std::filesystem::exists(candidate)) return candidate;
     if (dir == dir.root_path()) break;
   }
-  const auto installed = exe.parent_path().parent_path() / "share" / "cnnbench" / name;
+  const auto installed = exe.parent_path().parent_path() / "share" / "cnnbench" / script.name;
   if (std::filesystem::exists(installed)) return installed;
-  fail("cannot find plots/" + name + " above " + exe.parent_path().string() +
-       " nor in share/cnnbench; pass --script PATH or set " + env_variable);
+  fail(std::string("cannot find plots/") + script.name + " above " + exe.parent_path().string() +
+       " nor in share/cnnbench; pass --script PATH or set " + script.env_variable);
+}
+
+void add_script_options(CLI::App& cmd, const PlotsScript& script, const std::string& what,
+                        std::string& given_script, std::string& python) {
+  cmd.add_option("--script", given_script,
+                 what + " (default: $" + script.env_variable + ", else plots/" + script.name + ")")
+      ->check(input_path_rule(PathKind::file, true));
+  cmd.add_option("--python", python,
+                 "Python interpreter with matplotlib (default /usr/bin/python3)");
 }
 
 int run_plots_script(const std::filesystem::path& script, const std::vector<std::string>& arguments,

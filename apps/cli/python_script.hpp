@@ -2,6 +2,7 @@
 // one with the interpreter that has matplotlib.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -13,11 +14,21 @@ namespace cnnbench::cli {
 constexpr int missing_matplotlib_exit = 3;
 constexpr int reported_error_exit = 4;
 
+// One of the scripts: its file name under plots/ and the environment variable that overrides it.
+struct PlotsScript {
+  const char* name;
+  const char* env_variable;
+};
+
 // `given`, else $ENV_VARIABLE, else plots/NAME in a folder above the binary (a build tree inside
 // the source tree), else the installed share/cnnbench/NAME. The variable is checked as a flag is,
 // and named in the message (a usage error, exit 2).
-std::filesystem::path find_plots_script(const std::string& name, const std::string& given,
-                                        const char* env_variable);
+std::filesystem::path find_plots_script(const PlotsScript& script, const std::string& given);
+
+// A command's --script (into `given_script`; `what` names the script in the help) and --python
+// (into `python`), the choices find_plots_script and run_plots_script take.
+void add_script_options(CLI::App& cmd, const PlotsScript& script, const std::string& what,
+                        std::string& given_script, std::string& python);
 
 // Runs `script` with `arguments` under `python` (empty: /usr/bin/python3 where it exists, which
 // is where Debian puts matplotlib, else python3), with CNNBENCH_EXECUTABLE naming this cnnbench

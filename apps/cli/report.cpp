@@ -23,6 +23,9 @@ namespace {
 
 using nlohmann::json;
 
+constexpr PlotsScript page_script{.name = "html_report.py",
+                                  .env_variable = "CNNBENCH_REPORT_SCRIPT"};
+
 struct ReportArgs {
   HtmlReportRequest request;
   std::string threshold = "5%";
@@ -171,7 +174,7 @@ void check_page_name(const std::string& path, const std::string& option) {
 int write_html_report(const HtmlReportRequest& r, const std::string& script, const std::string& python) {
   const json report = read_report(r.sweep);
   if (report.at("kind") != "sweep") fail(r.sweep + ": report renders sweep reports, this is a single run report");
-  const std::filesystem::path found = find_plots_script("html_report.py", script, "CNNBENCH_REPORT_SCRIPT");
+  const std::filesystem::path found = find_plots_script(page_script, script);
   ScratchFolder scratch;
   const std::filesystem::path inputs = scratch.path / "inputs.json";
   write_output(inputs, page_inputs(r, report).dump());
@@ -193,10 +196,7 @@ void add_report_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--threshold", args->threshold,
                   "with --baseline: slowdown tolerated, e.g. 5% or 0.05 (as in compare)")
       ->capture_default_str();
-  cmd->add_option("--script", args->script,
-                  "page generator (default: $CNNBENCH_REPORT_SCRIPT, else plots/html_report.py)")
-      ->check(input_path_rule(PathKind::file, true));
-  cmd->add_option("--python", args->python, "Python interpreter with matplotlib (default /usr/bin/python3)");
+  add_script_options(*cmd, page_script, "page generator", args->script, args->python);
   cmd->callback([args, &runner] {
     args->request.threshold = parse_threshold(args->threshold);  // a bad one is a usage error (exit 2)
     runner = [args] { return run_report(*args); };

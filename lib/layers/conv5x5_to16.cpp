@@ -203,6 +203,39 @@ constexpr int c2_gradient_rows =
 constexpr bool c2_gradient_pairs =
     c2_gradient_rows == 5 && 25 + 3 + product_registers <= vector_registers;
 
+// acc += the products of P neighbouring output pixels with their input patches: pixels is the
+// first pixel's top-left input pixel, dout_pixels the first pixel's dout from lane block m0 on
+// (channels-last). Input pixel at of a kernel row is tap at - i of pixel i, so one broadcast
+// serves every pixel it is a tap of: 4 + P broadcasts per kernel row instead of 5 P.
+template <int P, int KY, int MB>
+HWY_INLINE void c2_gradient_pixels(FloatVec (&acc)[KY][5][MB], const float* pixels,
+                                   const float* dout_pixels, int W) {
+  const FloatTag d;
+  FloatVec dv[P][MB];
+#pragma GCC unroll 2
+  for (int i = 0; i < P; ++i) {
+#pragma GCC unroll 4
+    for (int mb = 0; mb < MB; ++mb) {
+      dv[i][mb] = hn::LoadU(d, dout_pixels + i * channels + mb * lanes);
+    }
+  }
+#pragma GCC unroll 5
+  for (int ky = 0; ky < KY; ++ky) {
+#pragma GCC unroll 6
+    for (int at = 0; at < 5 + P - 1; ++at) {
+      const FloatVec pixel = hn::Set(d, pixels[ky * W + at]);
+#pragma GCC unroll 4
+      for (int mb = 0; mb < MB; ++mb) {
+#pragma GCC unroll 2
+        for (int i = 0; i < P; ++i) {
+          const int kx = at - i;
+          if (kx >= 0 && kx < 5) acc[ky][kx][mb] = hn::MulAdd(dv[i][mb], pixel, acc[ky][kx][mb]);
+        }
+      }
+    }
+  }
+}
+
 // packed_dweight (C,5,5,16) += this sample's products for channel c, kernel rows [ky0, ky0+KY),
 // output channels [m0 lanes, (m0 + MB) lanes).
 template <int KY, int MB>
@@ -224,45 +257,9 @@ HWY_NOINLINE void c2_gradient_block(float* packed_dweight, const float* dout_b, 
     const float* dout_row = dout_b + std::size_t(y) * Wo * channels + m0 * lanes;
     int x = 0;
     for (; c2_gradient_pairs && x + 2 <= Wo; x += 2) {
-      const float* pixels = opaque(rows + x);
-      FloatVec dv[2][MB];
-#pragma GCC unroll 2
-      for (int i = 0; i < 2; ++i) {
-#pragma GCC unroll 4
-        for (int mb = 0; mb < MB; ++mb) {
-          dv[i][mb] = hn::LoadU(d, dout_row + (x + i) * channels + mb * lanes);
-        }
-      }
-#pragma GCC unroll 5
-      for (int ky = 0; ky < KY; ++ky) {
-#pragma GCC unroll 6
-        for (int at = 0; at < 6; ++at) {
-          const FloatVec pixel = hn::Set(d, pixels[ky * W + at]);
-#pragma GCC unroll 4
-          for (int mb = 0; mb < MB; ++mb) {
-            if (at < 5) acc[ky][at][mb] = hn::MulAdd(dv[0][mb], pixel, acc[ky][at][mb]);
-            if (at > 0) acc[ky][at - 1][mb] = hn::MulAdd(dv[1][mb], pixel, acc[ky][at - 1][mb]);
-          }
-        }
-      }
+      c2_gradient_pixels<2>(acc, opaque(rows + x), dout_row + x * channels, W);
     }
-    for (; x < Wo; ++x) {
-      const float* pixels = opaque(rows + x);
-      FloatVec dv[MB];
-#pragma GCC unroll 4
-      for (int mb = 0; mb < MB; ++mb) dv[mb] = hn::LoadU(d, dout_row + x * channels + mb * lanes);
-#pragma GCC unroll 5
-      for (int ky = 0; ky < KY; ++ky) {
-#pragma GCC unroll 5
-        for (int kx = 0; kx < 5; ++kx) {
-          const FloatVec pixel = hn::Set(d, pixels[ky * W + kx]);
-#pragma GCC unroll 4
-          for (int mb = 0; mb < MB; ++mb) {
-            acc[ky][kx][mb] = hn::MulAdd(dv[mb], pixel, acc[ky][kx][mb]);
-          }
-        }
-      }
-    }
+    for (; x < Wo; ++x) c2_gradient_pixels<1>(acc, opaque(rows + x), dout_row + x * channels, W);
   }
   for (int ky = 0; ky < KY; ++ky) {
     for (int kx = 0; kx < 5; ++kx) {

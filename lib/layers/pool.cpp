@@ -82,8 +82,10 @@ HWY_INLINE void for_each_row_stretch(int We, At at) {
 // vector: ConcatEven and ConcatOdd split each row into its windows' first and second columns,
 // compared in the order of the per-window loop (a >= b ? a : b, ...), so that even 0 and -0 come
 // out as there. (The compiler's own vectorisation of that loop ran pool1 at half this speed on
-// AVX-512.)
-void maxpool_forward_rows(float* out, const float* top, const float* bottom, int We) {
+// AVX-512.) Called only where native_masked_memory holds: on SSE4 it is compiled, not used and
+// not emitted.
+[[maybe_unused]] void maxpool_forward_rows(float* out, const float* top, const float* bottom,
+                                           int We) {
   const FloatTag d;
   for_each_row_stretch<2 * lanes>(We, [&](int x, int n) {
     const int first = std::min(n, lanes), second = n - first;

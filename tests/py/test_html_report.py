@@ -8,7 +8,6 @@ against the reference as baseline, and on every sweep report in results/ (older 
 The command lines the page gives for in-process points are run and their run reports hold the
 sweep's settings. Chromium that misbehaves on purpose (a page with a console error and a remote
 image) shows that the checks can fail. Exit 77 (skipped) without Chromium."""
-import argparse
 import copy
 import html
 import html.parser
@@ -21,15 +20,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-FAILURES = []
+from harness import FAILURES, check, parse_arguments
+
 SECTIONS = ["summary", "points", "plots", "each-point", "baseline", "provenance"]
 LOCAL_SCHEMES = ("file:", "data:", "about:", "chrome:", "blob:")
-
-
-def check(condition, message):
-    print(("ok   " if condition else "FAIL ") + message)
-    if not condition:
-        FAILURES.append(message)
 
 
 def find_chromium():
@@ -272,10 +266,7 @@ def check_sweep_html(cli, tmp):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cli", required=True)
-    parser.add_argument("--source", required=True)
-    args = parser.parse_args()
+    args = parse_arguments()
     with tempfile.TemporaryDirectory() as scratch:
         check_sweep_html(args.cli, Path(scratch))
     chromium = find_chromium()

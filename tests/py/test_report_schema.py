@@ -3,7 +3,6 @@
 and the schema really constrains them (a report with a missing metric or a wrong type fails);
 every strategy's report carries a time breakdown whose categories add up to its measured
 train_seconds and whose layers and compute parts add up to its compute_s."""
-import argparse
 import copy
 import json
 import os
@@ -11,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from harness import parse_arguments
 
 try:
     import jsonschema
@@ -20,10 +21,7 @@ except ImportError:
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cli", required=True)
-    parser.add_argument("--source", required=True)
-    args = parser.parse_args()
+    args = parse_arguments()
     schema = json.loads(Path(args.source, "results/schema/run-report.schema.json").read_text())
     validator = jsonschema.Draft202012Validator(schema)
     failures = 0

@@ -4,7 +4,6 @@ results/schema/sweep-report.schema.json, the schema really constrains it, every 
 time breakdown of its median repetition and --trace-dir a trace per point, compare passes the report
 against itself and catches it made 2x slower, --resume keeps finished points, and the plot script
 draws every image; the committed reference report validates too."""
-import argparse
 import copy
 import json
 import subprocess
@@ -13,19 +12,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness import FAILURES, check, parse_arguments
+
 try:
     import jsonschema
 except ImportError:
     print("SKIP: python3-jsonschema is not installed")
     sys.exit(77)
-
-FAILURES = []
-
-
-def check(condition, message):
-    print(("ok   " if condition else "FAIL ") + message)
-    if not condition:
-        FAILURES.append(message)
 
 
 def errors_of(validator, report):
@@ -68,10 +61,7 @@ def check_breakdowns(ok, traces):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cli", required=True)
-    parser.add_argument("--source", required=True)
-    args = parser.parse_args()
+    args = parse_arguments()
     source = Path(args.source)
     schema = json.loads((source / "results/schema/sweep-report.schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)

@@ -2,7 +2,6 @@
 """PyTorch parity: PyTorch loads a cnnbench checkpoint, trains the same nets the same way from the
 same init on the same data, and lands within float rounding of cnnbench's weights and losses.
 Skips (exit 77) when PyTorch is not installed (Debian: python3-torch)."""
-import argparse
 import json
 import os
 import struct
@@ -10,6 +9,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from harness import parse_arguments
 
 # The reference nets live with the PyTorch baselines (bench/torch_nets.py).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -48,10 +49,7 @@ def relative_error(a, b):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cli", required=True)
-    parser.add_argument("--source", required=True)
-    args = parser.parse_args()
+    args = parse_arguments()
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
     failures = passes = 0

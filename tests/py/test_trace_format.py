@@ -5,7 +5,6 @@ the file is a well-formed Chrome trace: complete events with ts >= 0 and dur >= 
 each track, args.step on every one, spans named by the stream's actors (the names the run report
 lists), every flow start with its finish and back, numeric counters, and MPI calls with their
 bytes. The checker is run on deliberately broken traces too, and must reject each one."""
-import argparse
 import collections
 import copy
 import json
@@ -15,6 +14,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from harness import parse_arguments
 
 STEPS = 30
 KEPT = 5
@@ -231,10 +232,7 @@ def check_the_checker(check, good):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cli", required=True)
-    parser.add_argument("--source", required=True)
-    args = parser.parse_args()
+    args = parse_arguments()
     check = Check()
     with tempfile.TemporaryDirectory() as tmp:
         serial, _ = run(args.cli, [], tmp, "serial")

@@ -4,7 +4,6 @@ a Gantt chart, and refuses a trace without events or a file that is not JSON wit
 exit 1 and nothing written; plot draws breakdown.png from a sweep report whose points carry
 breakdowns; sweep --trace-dir refuses a file where its folder should be and a trace that would
 overwrite the report, before measuring anything."""
-import argparse
 import copy
 import json
 import subprocess
@@ -12,13 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-FAILURES = []
-
-
-def check(condition, message):
-    print(("ok   " if condition else "FAIL ") + message)
-    if not condition:
-        FAILURES.append(message)
+from harness import FAILURES, check, parse_arguments
 
 
 def span(pid, tid, ts, dur, cat, name, step=None, **args):
@@ -163,10 +156,7 @@ def check_trace_dir(cli, tmp):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--cli", required=True)
-    parser.add_argument("--source", required=True)
-    args = parser.parse_args()
+    args = parse_arguments()
     probe = subprocess.run(["/usr/bin/python3", "-c", "import matplotlib"], capture_output=True)
     if probe.returncode != 0:
         print("SKIP: /usr/bin/python3 has no matplotlib")
