@@ -543,6 +543,19 @@ TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {
   // The field survives the report's round trip.
   const SweepRecord back = nlohmann::json(sweep).get<SweepRecord>();
   EXPECT_EQ(back.points[1].prediction, prediction);
+
+  // A run whose libnbc was asked for the ring (coll_libnbc_iallreduce_algorithm 1) is priced by
+  // it: 6 messages of n/4 per bucket.
+  sweep.points[1].strategy_metrics["allreduce"]["iallreduce_algorithm_id"] = 1;
+  add_cluster_predictions(sweep);
+  EXPECT_EQ(sweep.points[1].prediction.at("algorithm"), "ring");
+  EXPECT_NEAR(sweep.points[1].prediction.at("predicted_step_s").get<double>(),
+              0.002 + 0.5 * (6e-5 + 6 * 10288e-9 / 4 + 6e-5 + 6 * 236536e-9 / 4), 1e-12);
+  // An id libnbc does not have leaves the point unpredicted rather than failing the sweep.
+  sweep.points[1].strategy_metrics["allreduce"]["iallreduce_algorithm_id"] = 7;
+  add_cluster_predictions(sweep);
+  EXPECT_TRUE(sweep.points[1].prediction.is_null());
+  EXPECT_THROW(iallreduce_asked(sweep.points[1].strategy_metrics), Error);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cnnbench/cluster.hpp"
+#include "cnnbench/cluster_prediction.hpp"
 #include "cnnbench/collective_model.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/link_simulation.hpp"
@@ -247,6 +248,7 @@ nlohmann::json check_run(const std::string& path, const Profile& profile, const 
     fabric.uncapped = uncapped->network;
   }
   model.rule = AllreduceRule::open_mpi_iallreduce_in_place;  // as the cluster strategy calls it
+  model.iallreduce_asked = iallreduce_asked(cluster);
   const StepPrediction p = predict_step(model, Scaling::strong, fabric);
   return {{"run", path},
           {"prediction",

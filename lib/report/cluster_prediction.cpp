@@ -41,6 +41,16 @@ std::vector<double> schedule_of(const PointRecord& p) {
 
 }  // namespace
 
+AllreduceAlgorithm iallreduce_asked(const nlohmann::json& strategy_metrics) {
+  const nlohmann::json& allreduce = strategy_metrics.value("allreduce", nlohmann::json::object());
+  const nlohmann::json& id = allreduce.value("iallreduce_algorithm_id", nlohmann::json());
+  if (id.is_null()) return AllreduceAlgorithm::open_mpi_default;
+  if (!id.is_number_integer()) {
+    fail("allreduce.iallreduce_algorithm_id " + id.dump() + ": not an Open MPI libnbc algorithm id");
+  }
+  return libnbc_algorithm_from_id(id.get<int>());
+}
+
 void add_cluster_predictions(SweepRecord& sweep) {
   const std::optional<CollectiveCost> link = sweep_link(sweep.allreduce);
   if (!link || link->link.beta_s_per_byte <= 0) return;
@@ -56,6 +66,12 @@ void add_cluster_predictions(SweepRecord& sweep) {
     const nlohmann::json& overlap = p.strategy_metrics.value("overlap_detail", nlohmann::json::object());
     model.hidden_fraction = std::clamp(overlap.value("hidden_fraction", 0.0), 0.0, 1.0);
     model.rule = AllreduceRule::open_mpi_iallreduce_in_place;  // as the cluster strategy calls it
+    try {
+      model.iallreduce_asked = iallreduce_asked(p.strategy_metrics);
+    } catch (const Error&) {
+      p.prediction = nullptr;  // an algorithm the model does not know: no prediction, not a failed sweep
+      continue;
+    }
     HierarchicalFabric fabric;
     fabric.nodes = p.nodes;
     fabric.network = *link;

@@ -263,7 +263,18 @@ int libnbc_algorithm_id(AllreduceAlgorithm algorithm) {
   }
 }
 
-AllreduceAlgorithm algorithm_by_rule(AllreduceRule rule, int ranks, double bytes, const CollectiveCost& cost) {
+AllreduceAlgorithm libnbc_algorithm_from_id(int id) {
+  for (AllreduceAlgorithm a : {AllreduceAlgorithm::open_mpi_default, AllreduceAlgorithm::ring, AllreduceAlgorithm::binomial,
+                               AllreduceAlgorithm::rabenseifner, AllreduceAlgorithm::recursive_doubling}) {
+    if (libnbc_algorithm_id(a) == id) return a;
+  }
+  fail("coll_libnbc_iallreduce_algorithm " + std::to_string(id) +
+       " is not an algorithm of Open MPI 4.1's libnbc (0 default, 1 ring, 2 binomial, 3 rabenseifner, 4 "
+       "recursive doubling)");
+}
+
+AllreduceAlgorithm algorithm_by_rule(AllreduceRule rule, int ranks, double bytes, const CollectiveCost& cost,
+                                     AllreduceAlgorithm asked) {
   const auto count = std::max<std::int64_t>(1, static_cast<std::int64_t>(bytes / 4));
   switch (rule) {
     case AllreduceRule::cheapest:
@@ -271,7 +282,7 @@ AllreduceAlgorithm algorithm_by_rule(AllreduceRule rule, int ranks, double bytes
     case AllreduceRule::open_mpi_default:
       return algorithm_run(AllreduceAlgorithm::open_mpi_default, count, ranks);
     case AllreduceRule::open_mpi_iallreduce_in_place:
-      return nonblocking_algorithm_run(AllreduceAlgorithm::open_mpi_default, count, ranks, true);
+      return nonblocking_algorithm_run(asked, count, ranks, true);
   }
   fail("unknown allreduce rule");
 }
@@ -610,9 +621,9 @@ std::optional<double> parse_tc_rate(std::string_view rate) {
 namespace {
 
 // What Open MPI runs unforced over every rank of the fabric (the network's cost: its worst link).
-AllreduceChoice open_mpi_allreduce(AllreduceRule rule, const HierarchicalFabric& fabric, double bytes) {
+AllreduceChoice open_mpi_allreduce(const StepModel& model, const HierarchicalFabric& fabric, double bytes) {
   const int ranks = fabric.nodes * fabric.ranks_per_node;
-  const AllreduceAlgorithm run = algorithm_by_rule(rule, ranks, bytes, fabric.network);
+  const AllreduceAlgorithm run = algorithm_by_rule(model.rule, ranks, bytes, fabric.network, model.iallreduce_asked);
   return {std::string(algorithm_name(run)), allreduce_seconds(run, ranks, bytes, fabric.network)};
 }
 
@@ -624,7 +635,7 @@ StepPrediction predict_step_on(const StepModel& model, Scaling scaling, const Hi
   for (double bytes : model.bucket_bytes) {
     const AllreduceChoice choice = model.rule == AllreduceRule::cheapest
                                        ? cheapest_allreduce(fabric, bytes)
-                                       : open_mpi_allreduce(model.rule, fabric, bytes);
+                                       : open_mpi_allreduce(model, fabric, bytes);
     out.communication_s += choice.seconds;
     if (bytes >= largest) {
       largest = bytes;
@@ -654,7 +665,7 @@ StepPrediction predict_step(const StepModel& model, Scaling scaling, const Hiera
   star.shaping = ShapedLink{fabric.token_bucket->rate_bytes_per_s, fabric.token_bucket->burst_bytes};
   std::vector<std::pair<AllreduceAlgorithm, double>> allreduces;
   for (double bytes : model.bucket_bytes) {
-    allreduces.emplace_back(algorithm_by_rule(model.rule, fabric.nodes, bytes, star.link), bytes);
+    allreduces.emplace_back(algorithm_by_rule(model.rule, fabric.nodes, bytes, star.link, model.iallreduce_asked), bytes);
   }
   out.communication_s = simulate_steps(star, out.compute_s, allreduces).communication_s;
   out.exposed_s = (1 - model.hidden_fraction) * out.communication_s;

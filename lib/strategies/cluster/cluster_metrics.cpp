@@ -43,6 +43,18 @@ std::string environment_or(const char* name, const std::string& otherwise) {
   return value != nullptr && *value != '\0' ? std::string(value) : otherwise;
 }
 
+// The MPI_Iallreduce algorithm Open MPI's libnbc was asked for (mpirun --mca
+// coll_libnbc_iallreduce_algorithm N, or -x OMPI_MCA_coll_libnbc_iallreduce_algorithm=N: both
+// reach the ranks as this variable): what the communication model prices the buckets by. Null
+// when unset (libnbc's own choice); a setting in an MCA parameter file is not seen here.
+nlohmann::json iallreduce_algorithm_asked() {
+  const char* value = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
+  if (value == nullptr || *value == 0) return nullptr;
+  char* end = nullptr;
+  const long id = std::strtol(value, &end, 10);
+  return *end == 0 ? nlohmann::json(id) : nlohmann::json(value);
+}
+
 // The network block: the distinct hosts in order of their first rank; shared memory when one
 // host holds every rank, else the ranks' messages cross a network (TCP over the emulated hosts).
 nlohmann::json network_json(const ClusterNetwork& network) {
@@ -116,6 +128,7 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
         {"ms_per_step_max", steps > 0 ? 1e3 * exposed_max / steps : 0.0},
         {"payload_bytes_per_step", payload_per_step},
         {"schedule_bytes", n > 1 ? shape.allreduce_bytes : std::vector<double>{}},
+        {"iallreduce_algorithm_id", iallreduce_algorithm_asked()},
         {"bytes_moved_per_rank", bus_bytes},
         {"bus_gbps", transfer_seconds > 0 ? bus_bytes / transfer_seconds / 1e9 : 0.0}}},
       {"network", network_json(network)},

@@ -63,6 +63,8 @@ AllreduceAlgorithm nonblocking_algorithm_run(AllreduceAlgorithm asked, std::int6
 // coll_libnbc_iallreduce_algorithm's id of ring, binomial, rabenseifner, recursive_doubling (0 for
 // open_mpi_default); Error for the others, which libnbc does not have.
 int libnbc_algorithm_id(AllreduceAlgorithm algorithm);
+// The inverse; Error for an id libnbc 4.1 does not have.
+AllreduceAlgorithm libnbc_algorithm_from_id(int id);
 
 // ---- costs --------------------------------------------------------------------------------------
 
@@ -217,14 +219,17 @@ enum class AllreduceRule { cheapest, open_mpi_default, open_mpi_iallreduce_in_pl
 // "cheapest", "open_mpi_default", "open_mpi_iallreduce_in_place"
 std::string_view rule_name(AllreduceRule rule);
 // The algorithm `rule` runs for one allreduce of `bytes` over `ranks` flat ranks (cheapest: the
-// cheapest at `cost`).
-AllreduceAlgorithm algorithm_by_rule(AllreduceRule rule, int ranks, double bytes, const CollectiveCost& cost);
+// cheapest at `cost`); `asked` is what libnbc was asked for (open_mpi_iallreduce_in_place only).
+AllreduceAlgorithm algorithm_by_rule(AllreduceRule rule, int ranks, double bytes, const CollectiveCost& cost,
+                                     AllreduceAlgorithm asked = AllreduceAlgorithm::open_mpi_default);
 
 struct StepModel {
   double serial_step_s = 0;             // one node's step over the whole batch (strong) / its batch (weak)
   std::vector<double> bucket_bytes;     // the gradient buckets, one allreduce each per step
   double hidden_fraction = 0;           // measured share of communication hidden behind backward
   AllreduceRule rule = AllreduceRule::cheapest;
+  // open_mpi_iallreduce_in_place: the algorithm libnbc was asked for (its own choice by default).
+  AllreduceAlgorithm iallreduce_asked = AllreduceAlgorithm::open_mpi_default;
 };
 struct StepPrediction {
   int nodes = 1;
