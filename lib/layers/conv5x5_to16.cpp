@@ -437,24 +437,30 @@ void make_tap_masks(TapMasks& in_row, int W) {
 }
 
 // dinp_c (H, W) = sum over taps of the tap planes shifted by (ky, kx): one accumulator per kx,
-// kernel rows whose dout row is outside the image left out.
+// kernel rows whose dout row is outside the image left out. Tap (ky, kx) of input row iy reads
+// plane ky 5 + kx at dout row iy - ky, kx pixels to the left: planes + iy Wo + x0 + ky next_ky +
+// kx next_kx, one pointer stepped along the kernel rows (indexing each tap separately, the
+// address arithmetic outnumbered the loads).
 void dinp_from_tap_planes(float* dinp_c, const float* planes, const TapMasks& in_row, int H, int W,
                           int stride) {
   const FloatTag d;
   const int Ho = H - 4, Wo = W - 4;
-  for (int iy = 0; iy < H; ++iy) {
-    const int ky_first = std::max(0, iy - Ho + 1), ky_last = std::min(4, iy);
-    for (int v = 0; v < dinp_row_vectors; ++v) {
-      const int x0 = dinp_vector_x(v, W);
+  const std::ptrdiff_t next_ky = 5 * stride - Wo, next_kx = stride - 1;
+  for (int v = 0; v < dinp_row_vectors; ++v) {
+    const int x0 = dinp_vector_x(v, W);
+    hn::Mask<FloatTag> in[5];
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) in[kx] = in_row[v][kx];
+    for (int iy = 0; iy < H; ++iy) {
+      const int ky_first = std::max(0, iy - Ho + 1), ky_last = std::min(4, iy);
+      const float* at = planes + iy * Wo + x0 + ky_first * next_ky;
       FloatVec acc[5];
 #pragma GCC unroll 5
       for (int kx = 0; kx < 5; ++kx) acc[kx] = hn::Zero(d);
-      for (int ky = ky_first; ky <= ky_last; ++ky) {
-        const float* at = planes + ky * 5 * stride + (iy - ky) * Wo + x0;
+      for (int ky = ky_first; ky <= ky_last; ++ky, at += next_ky) {
 #pragma GCC unroll 5
         for (int kx = 0; kx < 5; ++kx) {
-          const FloatVec tap = hn::LoadU(d, at + kx * stride - kx);
-          acc[kx] = hn::Add(acc[kx], hn::IfThenElseZero(in_row[v][kx], tap));
+          acc[kx] = hn::Add(acc[kx], hn::IfThenElseZero(in[kx], hn::LoadU(d, at + kx * next_kx)));
         }
       }
       const FloatVec sum = hn::Add(hn::Add(hn::Add(acc[0], acc[1]), hn::Add(acc[2], acc[3])),
