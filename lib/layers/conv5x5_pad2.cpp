@@ -208,7 +208,7 @@ HWY_NOINLINE void c1_gradient_row_of_taps(FloatVec (&total)[KC][taps], FloatVec 
 // [i lanes, (i + 1) lanes), 49 whole vectors for 28 x 28 where rows of 28 were 2 vectors with 4
 // lanes idle. Tap kx of a lane whose pixel x has x + kx - 2 outside [0, W) reads the neighbouring
 // row's pixel instead of the zero padding: tap_lanes[i][kx] leaves it out, in the load (zero-
-// masking loads cost what plain ones do there). LeNet-5's c1 at batch 64 on avx3: 81 -> 75 us.
+// masking loads cost what plain ones do there): LeNet-5's c1 at batch 64 on avx3, 81 -> 75 us.
 // Where a masked load is a load and a blend, rows stay whole vectors over a padded tile: flat,
 // the weight gradient was 5-25% slower (avx2, sse4, scalar).
 constexpr bool c1_gradient_flat = HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL;

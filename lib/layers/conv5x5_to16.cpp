@@ -327,8 +327,9 @@ void c2_input_gradient_any_shape(float* dinp_b, const float* dout_b, const float
 // w[k][c][tap] * dout[k][p], in blocks of MB taps x PB vectors of pixels: the accumulators with
 // PB dout vectors and a broadcast weight beside them. Against the rows of input pixels that the
 // taps reach (each row one vector, 5 taps a row, on 14 pixels of which 10 have dout), the
-// products do no work on zero padding: 112 lanes for LeNet-5's 100 pixels on AVX-512, where the
-// rows did 1.6x the counted multiply-adds.
+// products do no work on zero padding: 208 lanes for two samples of LeNet-5's 100 pixels on
+// AVX-512, where the rows did 1.6x the counted multiply-adds (the whole input gradient at batch
+// 64 on avx3: 205 -> 163 us).
 constexpr int plane_taps_for(int PB) {
   for (int mb = 6; mb > 1; --mb) {
     if (fits(mb * PB, PB + 1)) return mb;
@@ -499,7 +500,7 @@ HWY_INLINE void transpose_16x16(__m512 (&r)[16]) {
 
 // dout (pixels, 16) -> dout_planes (16, stride). On AVX-512, 16 pixels at a time transposed in
 // registers (pixels past the last one as zeros, the rows' padding): one float at a time, it
-// took a tenth of the input gradient's time (LeNet-5's c2 at batch 64 on avx3: 205 -> 179 us).
+// took a tenth of the input gradient's time (about 20 us of LeNet-5's c2 at batch 64 on avx3).
 void dout_channels_first(conv5x5::DoutPlanes& dout_planes, const float* dout, int pixels,
                          int stride) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
