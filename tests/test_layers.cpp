@@ -506,13 +506,19 @@ void expect_sixteen_matches_naive(int B, int C, int H, int W, Rng& rng, bool wit
 }
 
 // LeNet-5's c2, channel counts 1..7 (every remainder of the channel blocks), images 5x5..16x16
-// (the input gradient by rows, row tails of every length), and shapes past 16 wide or 24 high
-// (the general input gradient).
+// (the input gradient by planes, row tails of every length), batches that several samples at a
+// time leave a remainder of, the largest planes (24x16), and shapes past 16 wide or 24 high (the
+// general input gradient).
 TEST(FusedConv, SixteenChannelsLastMatchesNaiveOnEveryTarget) {
   for_each_supported_isa([] {
     Rng rng(12);
     expect_sixteen_matches_naive(2, 6, 14, 14, rng);
     expect_sixteen_matches_naive(2, 6, 14, 14, rng, false);
+    expect_sixteen_matches_naive(3, 2, 14, 14, rng);
+    expect_sixteen_matches_naive(7, 3, 9, 12, rng);
+    expect_sixteen_matches_naive(3, 1, 5, 5, rng);
+    expect_sixteen_matches_naive(2, 2, 24, 16, rng);
+    expect_sixteen_matches_naive(2, 2, 23, 15, rng);
     for (int C = 1; C <= 7; ++C) expect_sixteen_matches_naive(1, C, 4 + C + C % 3, 16 - C, rng);
     for (int H = 5; H <= 16; ++H) expect_sixteen_matches_naive(1, 1 + H % 4, H, 21 - H, rng);
     expect_sixteen_matches_naive(1, 1, 9, 12, rng);

@@ -32,6 +32,21 @@ inline void pad_plane(PaddedPlane& tile, const float* plane, int H, int W) {
   for (int y = 0; y < H; ++y) std::memcpy(&tile.at[y + 2][2], plane + y * W, sizeof(float) * W);
 }
 
+// One plane flat (rows back to back) between zero margins, for the weight gradient on AVX-512:
+// tap (ky, kx) of pixel q reads q + (ky - 2) W + kx - 2, which is at most 2 W + 2 before the
+// plane and, from the last vector's lanes, 2 W + 2 + 15 past it.
+constexpr int max_single_channel_pixels = 28 * 28;
+constexpr int flat_margin = 96;
+struct FlatPlane {
+  alignas(64) float at[flat_margin + max_single_channel_pixels + flat_margin];
+  float* first() { return at + flat_margin; }
+};
+
+inline void clear_flat_margins(FlatPlane& flat, int pixels) {
+  std::fill_n(flat.at, flat_margin, 0.0f);
+  std::fill_n(flat.first() + pixels, flat_margin, 0.0f);
+}
+
 inline void check_single_channel_shape(int K, int H, int W) {
   CNNBENCH_CHECK(K > 0 && H >= 1 && H <= 28 && W >= 16 && W <= max_single_channel_width,
                  "conv5x5_pad2: needs 16 <= width <= 28 and height <= 28 (got " +
@@ -189,22 +204,108 @@ HWY_NOINLINE void c1_gradient_row_of_taps(FloatVec (&total)[KC][taps], FloatVec 
   }
 }
 
+// On AVX-512, a sample's pixels flat, rows running into each other: vector i holds pixels
+// [i lanes, (i + 1) lanes), 49 whole vectors for 28 x 28 where rows of 28 were 2 vectors with 4
+// lanes idle. Tap kx of a lane whose pixel x has x + kx - 2 outside [0, W) reads the neighbouring
+// row's pixel instead of the zero padding: tap_lanes[i][kx] leaves it out, in the load (zero-
+// masking loads cost what plain ones do there): LeNet-5's c1 at batch 64 on avx3, 81 -> 75 us.
+// Where a masked load is a load and a blend, rows stay whole vectors over a padded tile: flat,
+// the weight gradient was 5-25% slower (avx2, sse4, scalar).
+constexpr bool c1_gradient_flat = HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL;
+constexpr int c1_max_flat_vectors =
+    c1_gradient_flat ? (conv5x5::max_single_channel_pixels + lanes - 1) / lanes : 1;
+using TapLanes = hn::Mask<FloatTag>[c1_max_flat_vectors][5];
+
+void make_tap_lanes(TapLanes& tap_lanes, int H, int W) {
+  const FloatTag d;
+  const int vectors = (H * W + lanes - 1) / lanes;
+  for (int i = 0; i < vectors; ++i) {
+    alignas(64) float x[lanes];
+    for (int l = 0; l < lanes; ++l) x[l] = float((i * lanes + l) % W);
+    const FloatVec xv = hn::Load(d, x);
+    for (int kx = 0; kx < 5; ++kx) {
+      const FloatVec at = hn::Add(xv, hn::Set(d, float(kx - 2)));
+      tap_lanes[i][kx] = hn::And(hn::Ge(at, hn::Zero(d)), hn::Lt(at, hn::Set(d, float(W))));
+    }
+  }
+}
+
+// Kernel row ky of KC output channels over one sample, its input plane flat between zero
+// margins, added to total; the dbias partial sums ride along once per sample (WithBias, at
+// ky = 0). The last vector, where H W is no multiple of lanes, takes dout's first lanes only.
+template <int KC, bool WithBias>
+HWY_NOINLINE void c1_gradient_flat_taps(FloatVec (&total)[KC][taps], FloatVec (&bias_total)[KC],
+                                        const float* dout_b, const float* flat,
+                                        const TapLanes& tap_lanes, int k0, int ky, int H, int W) {
+  const FloatTag d;
+  const int pixels = H * W, full = pixels / lanes;
+  const int vectors = (pixels + lanes - 1) / lanes;
+  const float* taps_at = flat + (ky - 2) * W - 2;
+  FloatVec acc[KC][5], bias_acc[KC];
+#pragma GCC unroll 8
+  for (int j = 0; j < KC; ++j) {
+    bias_acc[j] = hn::Zero(d);
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) acc[j][kx] = hn::Zero(d);
+  }
+  for (int i = 0; i < vectors; ++i) {
+    const int q = i * lanes;
+    FloatVec dv[KC];
+#pragma GCC unroll 8
+    for (int j = 0; j < KC; ++j) {
+      const float* dout_at = dout_b + std::size_t(k0 + j) * pixels + q;
+      dv[j] = i < full ? hn::LoadU(d, dout_at) : load_first(dout_at, pixels - q);
+      if constexpr (WithBias) bias_acc[j] = hn::Add(bias_acc[j], dv[j]);
+    }
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) {
+      FloatVec inputs = hn::IfThenElseZero(tap_lanes[i][kx], hn::LoadU(d, taps_at + q + kx));
+      keep_in_register(inputs);
+#pragma GCC unroll 8
+      for (int j = 0; j < KC; ++j) acc[j][kx] = hn::MulAdd(dv[j], inputs, acc[j][kx]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < KC; ++j) {
+    if constexpr (WithBias) bias_total[j] = hn::Add(bias_total[j], bias_acc[j]);
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) {
+      total[j][ky * 5 + kx] = hn::Add(total[j][ky * 5 + kx], acc[j][kx]);
+    }
+  }
+}
+
 template <int KC>
 void c1_gradient_channels(float* dweight, float* dbias, const float* dout, const float* inp,
-                          int k0, int B, int K, int H, int W) {
+                          const TapLanes& tap_lanes, int k0, int B, int K, int H, int W) {
   const FloatTag d;
   FloatVec total[KC][taps], bias_total[KC];
   for (int j = 0; j < KC; ++j) {
     bias_total[j] = hn::Zero(d);
     for (int t = 0; t < taps; ++t) total[j][t] = hn::Zero(d);
   }
-  PaddedPlane tile;
-  for (int b = 0; b < B; ++b) {
-    conv5x5::pad_plane(tile, inp + std::size_t(b) * H * W, H, W);
-    const float* dout_b = dout + std::size_t(b) * K * H * W;
-    c1_gradient_row_of_taps<KC, true>(total, bias_total, dout_b, tile, k0, 0, H, W);
-    for (int ky = 1; ky < 5; ++ky) {
-      c1_gradient_row_of_taps<KC, false>(total, bias_total, dout_b, tile, k0, ky, H, W);
+  if constexpr (c1_gradient_flat) {
+    conv5x5::FlatPlane flat;
+    conv5x5::clear_flat_margins(flat, H * W);
+    for (int b = 0; b < B; ++b) {
+      std::memcpy(flat.first(), inp + std::size_t(b) * H * W, sizeof(float) * H * W);
+      const float* dout_b = dout + std::size_t(b) * K * H * W;
+      c1_gradient_flat_taps<KC, true>(total, bias_total, dout_b, flat.first(), tap_lanes, k0, 0,
+                                      H, W);
+      for (int ky = 1; ky < 5; ++ky) {
+        c1_gradient_flat_taps<KC, false>(total, bias_total, dout_b, flat.first(), tap_lanes, k0,
+                                         ky, H, W);
+      }
+    }
+  } else {
+    PaddedPlane tile;
+    for (int b = 0; b < B; ++b) {
+      conv5x5::pad_plane(tile, inp + std::size_t(b) * H * W, H, W);
+      const float* dout_b = dout + std::size_t(b) * K * H * W;
+      c1_gradient_row_of_taps<KC, true>(total, bias_total, dout_b, tile, k0, 0, H, W);
+      for (int ky = 1; ky < 5; ++ky) {
+        c1_gradient_row_of_taps<KC, false>(total, bias_total, dout_b, tile, k0, ky, H, W);
+      }
     }
   }
   for (int j = 0; j < KC; ++j) {
@@ -216,9 +317,13 @@ void c1_gradient_channels(float* dweight, float* dbias, const float* dout, const
 void c1_backward_weights(float* dweight, float* dbias, const float* dout, const float* inp, int B,
                          int K, int H, int W) {
   constexpr int KC = c1_gradient_block;
+  TapLanes tap_lanes;
+  if constexpr (c1_gradient_flat) make_tap_lanes(tap_lanes, H, W);
   int k = 0;
-  for (; k + KC <= K; k += KC) c1_gradient_channels<KC>(dweight, dbias, dout, inp, k, B, K, H, W);
-  for (; k < K; ++k) c1_gradient_channels<1>(dweight, dbias, dout, inp, k, B, K, H, W);
+  for (; k + KC <= K; k += KC) {
+    c1_gradient_channels<KC>(dweight, dbias, dout, inp, tap_lanes, k, B, K, H, W);
+  }
+  for (; k < K; ++k) c1_gradient_channels<1>(dweight, dbias, dout, inp, tap_lanes, k, B, K, H, W);
 }
 
 }  // namespace
