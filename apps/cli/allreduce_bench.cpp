@@ -234,10 +234,21 @@ int run_allreduce_bench(const AllreduceArgs& a) {
   const std::int64_t segment_elements = integer_variable(segment_variable).value_or(0) / 4;
   result["algorithm_asked"] = algorithm_name(asked);
   label_algorithms(result, asked, segment_elements, config.nonblocking);
-  // One rank's times are memory copies: nothing to fit a link to.
-  result["fit"] = ranks > 1 ? fit_json(result, asked, segment_elements, config.nonblocking) : nlohmann::json();
+  // One rank's times are memory copies: nothing to fit a link to. A fit refused (too few sizes
+  // left above a tbf burst) keeps the measured times in the report, with the reason, and exits 1.
+  result["fit"] = nullptr;
+  int status = 0;
+  if (ranks > 1) {
+    try {
+      result["fit"] = fit_json(result, asked, segment_elements, config.nonblocking);
+    } catch (const Error& e) {
+      result["fit_refused"] = e.what();
+      if (rank == 0) std::fprintf(stderr, "cnnbench: error: %s (the times are in the report)\n", e.what());
+      status = 1;
+    }
+  }
   if (rank == 0) write_json(a.report, result);
-  return 0;
+  return status;
 #else
   fail("allreduce-bench needs MPI: this cnnbench was built without it (CNNBENCH_WITH_MPI=OFF or MPI not found)");
 #endif

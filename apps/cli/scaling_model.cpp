@@ -96,7 +96,8 @@ std::vector<Profile> read_fabric_profiles(const std::string& path) {
 Profile profile_from_allreduce(const std::string& path) {
   const nlohmann::json bench = read_json(path);
   if (!bench.contains("fit") || !bench.at("fit").is_object() || !bench.at("fit").contains("link")) {
-    fail(path + ": not an allreduce-bench report with a fit over more than one rank");
+    fail(path + ": not an allreduce-bench report with a fit over more than one rank" +
+         (bench.contains("fit_refused") ? " (" + bench.at("fit_refused").get<std::string>() + ")" : std::string()));
   }
   const nlohmann::json& network = bench.at("network");
   const std::string rate = network.at("link_rate").is_string() ? network.at("link_rate").get<std::string>() : "uncapped";
@@ -265,7 +266,7 @@ nlohmann::json check_run(const std::string& path, const Profile& profile, const 
 // An allreduce-bench report's medians against its calls simulated back to back (no compute
 // between them) on `link`, shaped by the report's tbf rate when it has one.
 nlohmann::json check_allreduce(const std::string& path, const CollectiveCost& link) {
-  const nlohmann::json bench = read_report(path);
+  const nlohmann::json bench = read_json(path);
   StarNetwork star;
   star.hosts = bench.at("ranks");
   star.link = link;

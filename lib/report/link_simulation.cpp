@@ -203,9 +203,9 @@ class StarSimulation {
       advance(t, next, rates);
       t = next;
     }
-    const int half = steps_ / 2;
+    const int from = steps_ - std::max(1, steps_ / 4);
     SimulatedStep out;
-    out.step_s = (step_ends_.back() - step_ends_[static_cast<std::size_t>(half - 1)]) / (steps_ - half);
+    out.step_s = (step_ends_.back() - step_ends_[static_cast<std::size_t>(from - 1)]) / (steps_ - from);
     out.communication_s = out.step_s - compute_s_;
     out.first_step_s = first_step_end_;
     return out;
@@ -452,6 +452,21 @@ class StarSimulation {
   std::vector<std::pair<std::size_t, std::size_t>> live_;  // (step, template) moving now
 };
 
+// A full bucket lasts burst / (wire bytes a step sends through a link) steps, the least a host
+// sends being one allreduce's payload's share; four times that, and 16 at least, reach the steady
+// state the mean is taken over.
+int steps_to_steady_state(const StarNetwork& network,
+                          std::span<const std::pair<AllreduceAlgorithm, double>> allreduces) {
+  constexpr int least = 16, most = 4096;
+  if (!network.shaping) return least;
+  double per_step = 0;
+  for (const auto& entry : allreduces) per_step += entry.second / network.hosts;
+  per_step *= network.shaping->wire_bytes_per_byte;
+  if (per_step <= 0) return least;
+  const double covered = network.shaping->burst_bytes / per_step;
+  return static_cast<int>(std::clamp(4 * std::ceil(covered), double(least), double(most)));
+}
+
 }  // namespace
 
 std::vector<RankSchedule> allreduce_schedule(AllreduceAlgorithm algorithm, int ranks, double bytes) {
@@ -479,10 +494,12 @@ std::vector<RankSchedule> allreduce_schedule(AllreduceAlgorithm algorithm, int r
 SimulatedStep simulate_steps(const StarNetwork& network, double compute_s,
                              std::span<const std::pair<AllreduceAlgorithm, double>> allreduces, int steps) {
   CNNBENCH_CHECK(network.hosts >= 1 && network.hosts <= 4096, "link simulation: 1 to 4096 hosts");
-  CNNBENCH_CHECK(compute_s >= 0 && steps >= 2, "link simulation: compute >= 0 and at least 2 steps");
+  CNNBENCH_CHECK(compute_s >= 0 && (steps == 0 || steps >= 2),
+                 "link simulation: compute >= 0 and at least 2 steps (or 0: until the steady state)");
   CNNBENCH_CHECK(!network.shaping || (network.shaping->rate_bytes_per_s > 0 && network.shaping->burst_bytes >= 0 &&
                                       network.shaping->wire_bytes_per_byte >= 1),
                  "link simulation: a shaped link needs a positive rate, a burst >= 0 and >= 1 wire byte per byte");
+  if (steps == 0) steps = steps_to_steady_state(network, allreduces);
   return StarSimulation(network, compute_s, allreduces, steps).run();
 }
 

@@ -49,7 +49,8 @@ std::vector<AmdahlRecord> amdahl_fits(const std::vector<PointRecord>& points, co
 
 // The ring's link cost behind allreduce-bench's fit, when it measured more than one rank.
 std::optional<CollectiveCost> allreduce_ring(const nlohmann::json& allreduce) {
-  if (!allreduce.is_object() || !allreduce.contains("fit") || allreduce.at("ranks").get<int>() < 2) {
+  if (!allreduce.is_object() || !allreduce.contains("fit") || !allreduce.at("fit").is_object() ||
+      allreduce.at("ranks").get<int>() < 2) {
     return std::nullopt;
   }
   const LinkCost link = link_cost_from_fit(

@@ -243,6 +243,51 @@ TEST(ClusterCli, AllreduceBenchForcesTheAlgorithmAndLabelsTheFallbacks) {
   fs::remove_all(dir);
 }
 
+// --nonblocking times the cluster strategy's own call, MPI_Iallreduce in place, which libnbc
+// serves: unforced its binomial trees at every size; asked for Rabenseifner (id 3, read back),
+// the ring where the count is below 2^floor(lg 3) = 2 floats.
+TEST(ClusterCli, AllreduceBenchNonblockingLabelsLibnbcsChoice) {
+  const fs::path dir = fresh_folder("allreduce-nonblocking");
+  struct Expect {
+    const char* algorithm;
+    int id;
+    std::vector<std::string> run;  // for 1, 2, 4, 8, 16 floats
+  };
+  for (const Expect& e : {Expect{"default", 0, {"binomial", "binomial", "binomial", "binomial", "binomial"}},
+                          Expect{"rabenseifner", 3, {"ring", "rabenseifner", "rabenseifner", "rabenseifner",
+                                                     "rabenseifner"}}}) {
+    const fs::path out = dir / (std::string(e.algorithm) + ".json");
+    run_ok(test::mpirun_command(3, {CNNBENCH_CLI, "allreduce-bench", "--nonblocking", "--algorithm", e.algorithm,
+                                    "--min-bytes", "4", "--max-bytes", "64", "--samples", "3",
+                                    "--repetitions", "5", "--report", out.string()}),
+           dir / "run.log");
+    const auto report = nlohmann::json::parse(read_file(out));
+    EXPECT_EQ(report.at("open_mpi").at("coll_libnbc_iallreduce_algorithm"), e.id) << report.at("open_mpi");
+    EXPECT_TRUE(report.at("nonblocking").get<bool>());
+    const auto& sizes = report.at("sizes");
+    ASSERT_EQ(sizes.size(), e.run.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      EXPECT_EQ(sizes[i].at("algorithm_run"), e.run[i]) << "at " << sizes[i].at("bytes") << " bytes";
+    }
+  }
+  // Over a link capped at 1gbit every size up to 64 bytes is inside its 500 kB tbf burst: the fit
+  // is refused, and the times stay in the report with the reason.
+  const fs::path out = dir / "burst.json";
+  const pid_t pid = test::spawn_logged(
+      test::mpirun_command(2, {CNNBENCH_CLI, "allreduce-bench", "--min-bytes", "4", "--max-bytes", "64",
+                               "--samples", "3", "--repetitions", "3", "--report", out.string()}),
+      {"CNNBENCH_LINK_RATE=1gbit"}, dir / "burst.log");
+  const test::Ended ended = test::wait_for(pid, 60);
+  ASSERT_TRUE(ended.in_time);
+  EXPECT_EQ(ended.exit_code, 1) << read_file(dir / "burst.log");
+  const auto report = nlohmann::json::parse(read_file(out));
+  EXPECT_TRUE(report.at("fit").is_null());
+  EXPECT_EQ(report.at("sizes").size(), 5u);
+  EXPECT_NE(report.at("fit_refused").get<std::string>().find("inside the link's tbf burst"), std::string::npos)
+      << report.at("fit_refused");
+  fs::remove_all(dir);
+}
+
 // Two ranks of two threads: the breakdown adds up the same way, a worker per thread per rank.
 TEST(ClusterCli, TheBreakdownOfTwoRanksOfTwoThreadsAddsUp) {
   const fs::path dir = fresh_folder("breakdown-2x2");

@@ -52,7 +52,7 @@ struct StarNetwork {
 };
 
 struct SimulatedStep {
-  double step_s = 0;           // steady state: the mean over the last half of the steps
+  double step_s = 0;           // steady state: the mean over the last quarter of the steps
   double communication_s = 0;  // step_s less compute_s
   double first_step_s = 0;     // until the last rank finished the first step's allreduces
 };
@@ -61,8 +61,10 @@ struct SimulatedStep {
 // (algorithm, bytes) started at once, as the cluster strategy's MPI_Iallreduce requests are; a
 // rank computes its next step when its allreduces are done. A message moves once both its ranks
 // have reached its round, after the link's alpha; messages crossing one link share it equally.
+// steps = 0: enough for the buckets' steady state, 16 and at least four times the steps whose
+// traffic a full burst covers (at most 4096).
 SimulatedStep simulate_steps(const StarNetwork& network, double compute_s,
                              std::span<const std::pair<AllreduceAlgorithm, double>> allreduces,
-                             int steps = 16);
+                             int steps = 0);
 
 }  // namespace cnnbench
