@@ -26,13 +26,15 @@ namespace {
 
 // Between two tests of a collective that has not finished: yield for the first 2 ms (a sum of
 // these nets takes well under that, and a yield costs nothing when the core is free), then sleep
-// a tenth of the time waited so far, at most 1 ms, so that a rank held up by a slower one leaves
-// its core to the compute threads and lengthens its wait by at most a tenth.
+// a tenth of the time waited so far, at most 50 us, so that a rank held up by a slower one leaves
+// its core to the compute threads. Not longer: libnbc moves a collective on only inside a test,
+// and a rank asleep for 1 ms let a 1gbit link's socket buffers run dry (FC-3 on 2 emulated hosts:
+// 16.0 ms a step against 10.9 ms with 50 us; docs/cluster.md, "A lost link or a hung rank").
 void pause_while_waiting(double waited_s) {
   if (waited_s < 2e-3) {
     std::this_thread::yield();
   } else {
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(waited_s / 10, 1e-3)));
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::min(waited_s / 10, 5e-5)));
   }
 }
 
