@@ -15,7 +15,8 @@
 #                                 2 and 4 ranks over shared memory (the compute under the same
 #                                 oversubscription of the 2 cores) and over hosts at 1gbit and
 #                                 100mbit; 3 repetitions (n = 1, 2, 3), alternating; over the
-#                                 hosts also with libnbc asked for the ring (train-ring-...)
+#                                 hosts also with libnbc left to its own choice, the binomial trees
+#                                 (train-libnbc-...; the strategy asks for the ring)
 # and "tables" prints docs/cluster.md's tables from them: the forced algorithms at 4 hosts against
 # cnnbench scaling-model's prediction from that link's default-algorithm profile, and each cluster
 # run against its prediction (serial step = ranks x busy time per step of the same ranks in shared
@@ -128,10 +129,10 @@ if [[ " $parts " == *" train "* ]]; then
           echo "train $model $hosts $rate ($repetition) failed" >&2
         [[ $hosts == shm* ]] && continue
         # shellcheck disable=SC2046
-        timeout -k 5 900 $(launcher "$hosts" "$rate") --mca coll_libnbc_iallreduce_algorithm 1 "$cli" train \
+        timeout -k 5 900 $(launcher "$hosts" "$rate") --mca coll_libnbc_iallreduce_algorithm 0 "$cli" train \
           --model "$model" --strategy cluster --threads 1 --synthetic 8192 --steps "$steps" --quiet \
-          --report "$out/train-ring-$model-$hosts-$rate-$repetition.json" >/dev/null ||
-          echo "train ring $model $hosts $rate ($repetition) failed" >&2
+          --report "$out/train-libnbc-$model-$hosts-$rate-$repetition.json" >/dev/null ||
+          echo "train libnbc $model $hosts $rate ($repetition) failed" >&2
       done
     done
   done
@@ -218,7 +219,7 @@ for name in ["lenet5", "fc3"]:
             breakdown = json.load(open(f"{out}/train-{name}-shm{ranks}-none-{repetition}.json"))["metrics"]["time_breakdown"]
             computes.append(breakdown["busy_s"] / breakdown["steps"])
         compute = statistics.median(computes)
-        for rate, kind in [(r, k) for r in ["1gbit", "100mbit"] for k in ["", "ring-"]]:
+        for rate, kind in [(r, k) for r in ["1gbit", "100mbit"] for k in ["", "libnbc-"]]:
             checks = []
             for repetition in [1, 2, 3]:
                 model = scaling_model("--fabric", uncapped_fabric, "--uncapped", "uncapped", "--profile", "uncapped",

@@ -43,10 +43,11 @@ std::string environment_or(const char* name, const std::string& otherwise) {
   return value != nullptr && *value != '\0' ? std::string(value) : otherwise;
 }
 
-// The MPI_Iallreduce algorithm Open MPI's libnbc was asked for (mpirun --mca
-// coll_libnbc_iallreduce_algorithm N, or -x OMPI_MCA_coll_libnbc_iallreduce_algorithm=N: both
-// reach the ranks as this variable): what the communication model prices the buckets by. Null
-// when unset (libnbc's own choice); a setting in an MCA parameter file is not seen here.
+// The MPI_Iallreduce algorithm Open MPI's libnbc was asked for: 1 (the ring), which the strategy
+// asks for, or the job's own (mpirun --mca coll_libnbc_iallreduce_algorithm N, or -x
+// OMPI_MCA_coll_libnbc_iallreduce_algorithm=N: both reach the ranks as this variable). What the
+// communication model prices the buckets by. Null when unset (libnbc's own choice: MPI started
+// before the strategy); a setting in an MCA parameter file is not seen here.
 nlohmann::json iallreduce_algorithm_asked() {
   const char* value = std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm");
   if (value == nullptr || *value == 0) return nullptr;

@@ -38,6 +38,18 @@ void pause_while_waiting(double waited_s) {
   }
 }
 
+// Every gradient sum is an in-place MPI_Iallreduce, for which Open MPI 4.1's libnbc picks its
+// binomial trees: the whole gradient up to rank 0 and back down, 2 ceil(lg p) times its size on
+// the critical path where the ring moves 2(p-1)/p of it (docs/cluster.md, "The costs": 1.7-2.6x
+// faster steps over emulated 100mbit hosts). So the strategy asks libnbc for the ring before
+// MPI_Init reads its settings, unless the job asked for an algorithm itself (mpirun --mca
+// coll_libnbc_iallreduce_algorithm N; 0 keeps libnbc's own choice) or MPI already started.
+void ask_libnbc_for_the_ring() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) ::setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
+}
+
 std::string seconds_text(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", seconds);
@@ -47,6 +59,7 @@ std::string seconds_text(double seconds) {
 class MpiRankGroup final : public RankGroup {
  public:
   MpiRankGroup() {
+    ask_libnbc_for_the_ring();
     ensure_mpi_initialized();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
