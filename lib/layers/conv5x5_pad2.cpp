@@ -156,6 +156,18 @@ HWY_INLINE void c1_gradient_vector(FloatVec (&acc)[KC][5], FloatVec (&bias_acc)[
   }
 }
 
+// The per-row accumulators of a c1 weight-gradient pass: 5 taps and the bias per channel.
+template <int KC>
+HWY_INLINE void zero_accumulators(FloatVec (&acc)[KC][5], FloatVec (&bias_acc)[KC]) {
+  const FloatTag d;
+#pragma GCC unroll 8
+  for (int j = 0; j < KC; ++j) {
+    bias_acc[j] = hn::Zero(d);
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) acc[j][kx] = hn::Zero(d);
+  }
+}
+
 // Kernel row ky of KC output channels over one sample, added to total; the dbias partial sums
 // ride along once per sample (WithBias, at ky = 0). Rows are full vectors at x = 0, lanes, ...
 // and, where W is no multiple of lanes, one at W - lanes whose lanes already covered are masked.
@@ -167,12 +179,7 @@ HWY_NOINLINE void c1_gradient_row_of_taps(FloatVec (&total)[KC][taps], FloatVec 
   const int full = W / lanes, tail = W % lanes;
   const auto tail_mask = hn::Iota(d, 0.0f) >= hn::Set(d, float(lanes - tail));
   FloatVec acc[KC][5], bias_acc[KC];
-#pragma GCC unroll 8
-  for (int j = 0; j < KC; ++j) {
-    bias_acc[j] = hn::Zero(d);
-#pragma GCC unroll 5
-    for (int kx = 0; kx < 5; ++kx) acc[j][kx] = hn::Zero(d);
-  }
+  zero_accumulators(acc, bias_acc);
   for (int y = 0; y < H; ++y) {
     const float* row = tile.at[y + ky];
     const float* dout_row = dout_b + (std::size_t(k0) * H + y) * W;
@@ -242,12 +249,7 @@ HWY_NOINLINE void c1_gradient_flat_taps(FloatVec (&total)[KC][taps], FloatVec (&
   const int vectors = (pixels + lanes - 1) / lanes;
   const float* taps_at = flat + (ky - 2) * W - 2;
   FloatVec acc[KC][5], bias_acc[KC];
-#pragma GCC unroll 8
-  for (int j = 0; j < KC; ++j) {
-    bias_acc[j] = hn::Zero(d);
-#pragma GCC unroll 5
-    for (int kx = 0; kx < 5; ++kx) acc[j][kx] = hn::Zero(d);
-  }
+  zero_accumulators(acc, bias_acc);
   for (int i = 0; i < vectors; ++i) {
     const int q = i * lanes;
     FloatVec dv[KC];

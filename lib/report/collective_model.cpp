@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "cnnbench/core.hpp"
+#include "rank_log2.hpp"
 #include "cnnbench/link_simulation.hpp"
 
 namespace cnnbench {
@@ -39,18 +40,6 @@ const AlgorithmEntry& entry_of(AllreduceAlgorithm algorithm) {
     if (e.algorithm == algorithm) return e;
   }
   fail("unknown allreduce algorithm");
-}
-
-int floor_log2(int p) {
-  int steps = 0;
-  while ((2 << steps) <= p) ++steps;
-  return steps;
-}
-
-int ceil_log2(int p) {
-  int steps = 0;
-  while ((1 << steps) < p) ++steps;
-  return steps;
 }
 
 // The flat algorithms cheapest_allreduce compares, in tie-breaking order.

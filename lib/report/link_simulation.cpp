@@ -9,24 +9,13 @@
 #include <string>
 
 #include "cnnbench/core.hpp"
+#include "rank_log2.hpp"
 
 namespace cnnbench {
 
 namespace {
 
 constexpr double never = std::numeric_limits<double>::infinity();
-
-int floor_log2(int p) {
-  int steps = 0;
-  while ((2 << steps) <= p) ++steps;
-  return steps;
-}
-
-int ceil_log2(int p) {
-  int steps = 0;
-  while ((1 << steps) < p) ++steps;
-  return steps;
-}
 
 // The rounds of every rank, built by adding messages to them.
 class ScheduleBuilder {

@@ -193,36 +193,48 @@ TEST(ClusterCli, TheReportBreaksTheStepsDownAndNamesTheSlowedRank) {
   fs::remove_all(dir);
 }
 
-// --algorithm reaches Open MPI (read back after MPI_Init), and every size is labelled with what
-// Open MPI 4.1 runs for its count on 3 ranks: the ring below 3 floats is recursive doubling,
-// Rabenseifner below 2^floor(lg 3) = 2 floats is basic linear; unforced, what its decision
-// table picks.
+// allreduce-bench on 3 ranks for 1, 2, 4, 8, 16 floats with `flags` and --algorithm: Open MPI
+// holds the algorithm's id in `setting` (read back after MPI_Init), and each size is labelled
+// with the algorithm `run` lists for it. Returns the report.
+struct LabelCase {
+  const char* algorithm;
+  int id;
+  std::vector<std::string> run;  // for 1, 2, 4, 8, 16 floats
+};
+nlohmann::json expect_labels(const fs::path& dir, std::vector<std::string> flags, const char* setting,
+                             const LabelCase& e) {
+  const fs::path out = dir / (std::string(e.algorithm) + ".json");
+  std::vector<std::string> command = {CNNBENCH_CLI, "allreduce-bench", "--algorithm", e.algorithm,
+                                      "--min-bytes", "4", "--max-bytes", "64", "--samples", "3",
+                                      "--repetitions", "5", "--report", out.string()};
+  command.insert(command.begin() + 2, flags.begin(), flags.end());
+  run_ok(test::mpirun_command(3, command), dir / "run.log");
+  const auto report = nlohmann::json::parse(read_file(out));
+  EXPECT_EQ(report.at("open_mpi").at(setting), e.id) << report.at("open_mpi");
+  const auto& sizes = report.at("sizes");
+  EXPECT_EQ(sizes.size(), e.run.size());
+  for (std::size_t i = 0; i < std::min(sizes.size(), e.run.size()); ++i) {
+    EXPECT_EQ(sizes[i].at("algorithm_asked"), e.algorithm);
+    EXPECT_EQ(sizes[i].at("algorithm_run"), e.run[i]) << "at " << sizes[i].at("bytes") << " bytes";
+  }
+  return report;
+}
+
+// --algorithm reaches Open MPI, and every size is labelled with what Open MPI 4.1 runs for its
+// count on 3 ranks: the ring below 3 floats is recursive doubling, Rabenseifner below
+// 2^floor(lg 3) = 2 floats is basic linear; unforced, what its decision table picks.
 TEST(ClusterCli, AllreduceBenchForcesTheAlgorithmAndLabelsTheFallbacks) {
   const fs::path dir = fresh_folder("allreduce");
-  struct Expect {
-    const char* algorithm;
-    int id;
-    std::vector<std::string> run;  // for 1, 2, 4, 8, 16 floats
-  };
-  for (const Expect& e : {Expect{"ring", 4, {"recursive_doubling", "recursive_doubling", "ring", "ring", "ring"}},
-                          Expect{"rabenseifner", 6, {"basic_linear", "rabenseifner", "rabenseifner",
-                                                     "rabenseifner", "rabenseifner"}}}) {
-    const fs::path out = dir / (std::string(e.algorithm) + ".json");
-    run_ok(test::mpirun_command(3, {CNNBENCH_CLI, "allreduce-bench", "--algorithm", e.algorithm,
-                                    "--min-bytes", "4", "--max-bytes", "64", "--samples", "3",
-                                    "--repetitions", "5", "--report", out.string()}),
-           dir / "run.log");
-    const auto report = nlohmann::json::parse(read_file(out));
-    EXPECT_EQ(report.at("open_mpi").at("coll_tuned_allreduce_algorithm"), e.id) << report.at("open_mpi");
+  for (const LabelCase& e : {LabelCase{"ring", 4, {"recursive_doubling", "recursive_doubling", "ring", "ring", "ring"}},
+                             LabelCase{"rabenseifner", 6, {"basic_linear", "rabenseifner", "rabenseifner",
+                                                           "rabenseifner", "rabenseifner"}}}) {
+    const nlohmann::json report = expect_labels(dir, {}, "coll_tuned_allreduce_algorithm", e);
     EXPECT_EQ(report.at("open_mpi").at("coll_tuned_use_dynamic_rules"), 1);
     const auto& sizes = report.at("sizes");
-    ASSERT_EQ(sizes.size(), e.run.size());
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      EXPECT_EQ(sizes[i].at("algorithm_asked"), e.algorithm);
-      EXPECT_EQ(sizes[i].at("algorithm_run"), e.run[i]) << "at " << sizes[i].at("bytes") << " bytes";
+    for (const auto& size : sizes) {
       // nccl-tests' bus bandwidth: 2(p-1)/p = 4/3 of the algorithm bandwidth at p = 3.
-      EXPECT_NEAR(sizes[i].at("bus_gbps").get<double>(), sizes[i].at("algorithm_gbps").get<double>() * 4 / 3,
-                  1e-9 * sizes[i].at("bus_gbps").get<double>());
+      EXPECT_NEAR(size.at("bus_gbps").get<double>(), size.at("algorithm_gbps").get<double>() * 4 / 3,
+                  1e-9 * size.at("bus_gbps").get<double>());
     }
     EXPECT_EQ(report.at("fit").at("residuals").size(), sizes.size());
   }
@@ -248,27 +260,11 @@ TEST(ClusterCli, AllreduceBenchForcesTheAlgorithmAndLabelsTheFallbacks) {
 // the ring where the count is below 2^floor(lg 3) = 2 floats.
 TEST(ClusterCli, AllreduceBenchNonblockingLabelsLibnbcsChoice) {
   const fs::path dir = fresh_folder("allreduce-nonblocking");
-  struct Expect {
-    const char* algorithm;
-    int id;
-    std::vector<std::string> run;  // for 1, 2, 4, 8, 16 floats
-  };
-  for (const Expect& e : {Expect{"default", 0, {"binomial", "binomial", "binomial", "binomial", "binomial"}},
-                          Expect{"rabenseifner", 3, {"ring", "rabenseifner", "rabenseifner", "rabenseifner",
-                                                     "rabenseifner"}}}) {
-    const fs::path out = dir / (std::string(e.algorithm) + ".json");
-    run_ok(test::mpirun_command(3, {CNNBENCH_CLI, "allreduce-bench", "--nonblocking", "--algorithm", e.algorithm,
-                                    "--min-bytes", "4", "--max-bytes", "64", "--samples", "3",
-                                    "--repetitions", "5", "--report", out.string()}),
-           dir / "run.log");
-    const auto report = nlohmann::json::parse(read_file(out));
-    EXPECT_EQ(report.at("open_mpi").at("coll_libnbc_iallreduce_algorithm"), e.id) << report.at("open_mpi");
+  for (const LabelCase& e : {LabelCase{"default", 0, {"binomial", "binomial", "binomial", "binomial", "binomial"}},
+                             LabelCase{"rabenseifner", 3, {"ring", "rabenseifner", "rabenseifner", "rabenseifner",
+                                                           "rabenseifner"}}}) {
+    const nlohmann::json report = expect_labels(dir, {"--nonblocking"}, "coll_libnbc_iallreduce_algorithm", e);
     EXPECT_TRUE(report.at("nonblocking").get<bool>());
-    const auto& sizes = report.at("sizes");
-    ASSERT_EQ(sizes.size(), e.run.size());
-    for (std::size_t i = 0; i < sizes.size(); ++i) {
-      EXPECT_EQ(sizes[i].at("algorithm_run"), e.run[i]) << "at " << sizes[i].at("bytes") << " bytes";
-    }
   }
   // Over a link capped at 1gbit every size up to 64 bytes is inside its 500 kB tbf burst: the fit
   // is refused, and the times stay in the report with the reason.
