@@ -156,6 +156,20 @@ HWY_INLINE void c1_gradient_vector(FloatVec (&acc)[KC][5], FloatVec (&bias_acc)[
   }
 }
 
+// A kernel row's accumulated taps (and the bias, once per sample) into the pass's totals.
+template <int KC, bool WithBias>
+HWY_INLINE void add_row_of_taps(FloatVec (&total)[KC][taps], FloatVec (&bias_total)[KC],
+                                const FloatVec (&acc)[KC][5], const FloatVec (&bias_acc)[KC], int ky) {
+#pragma GCC unroll 8
+  for (int j = 0; j < KC; ++j) {
+    if constexpr (WithBias) bias_total[j] = hn::Add(bias_total[j], bias_acc[j]);
+#pragma GCC unroll 5
+    for (int kx = 0; kx < 5; ++kx) {
+      total[j][ky * 5 + kx] = hn::Add(total[j][ky * 5 + kx], acc[j][kx]);
+    }
+  }
+}
+
 // The per-row accumulators of a c1 weight-gradient pass: 5 taps and the bias per channel.
 template <int KC>
 HWY_INLINE void zero_accumulators(FloatVec (&acc)[KC][5], FloatVec (&bias_acc)[KC]) {
@@ -201,14 +215,7 @@ HWY_NOINLINE void c1_gradient_row_of_taps(FloatVec (&total)[KC][taps], FloatVec 
       c1_gradient_vector<KC, WithBias>(acc, bias_acc, dv, row + W - lanes);
     }
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < KC; ++j) {
-    if constexpr (WithBias) bias_total[j] = hn::Add(bias_total[j], bias_acc[j]);
-#pragma GCC unroll 5
-    for (int kx = 0; kx < 5; ++kx) {
-      total[j][ky * 5 + kx] = hn::Add(total[j][ky * 5 + kx], acc[j][kx]);
-    }
-  }
+  add_row_of_taps<KC, WithBias>(total, bias_total, acc, bias_acc, ky);
 }
 
 // On AVX-512, a sample's pixels flat, rows running into each other: vector i holds pixels
@@ -267,14 +274,7 @@ HWY_NOINLINE void c1_gradient_flat_taps(FloatVec (&total)[KC][taps], FloatVec (&
       for (int j = 0; j < KC; ++j) acc[j][kx] = hn::MulAdd(dv[j], inputs, acc[j][kx]);
     }
   }
-#pragma GCC unroll 8
-  for (int j = 0; j < KC; ++j) {
-    if constexpr (WithBias) bias_total[j] = hn::Add(bias_total[j], bias_acc[j]);
-#pragma GCC unroll 5
-    for (int kx = 0; kx < 5; ++kx) {
-      total[j][ky * 5 + kx] = hn::Add(total[j][ky * 5 + kx], acc[j][kx]);
-    }
-  }
+  add_row_of_taps<KC, WithBias>(total, bias_total, acc, bias_acc, ky);
 }
 
 template <int KC>
