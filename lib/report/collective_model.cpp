@@ -89,9 +89,7 @@ double nonoverlapping_seconds(int ranks, double n, const CollectiveCost& c) {
 // broadcast: a rank holding the result sends it to all its children (vrank + 2^r for each 2^r
 // above it) at once, so those messages share its link and arrive together.
 double binomial_seconds(int ranks, double n, const CollectiveCost& c) {
-  const double message = c.message_seconds(n), shared_beta = n * (c.rendezvous && n > c.eager_limit_bytes
-                                                                       ? c.rendezvous->beta_s_per_byte
-                                                                       : c.link.beta_s_per_byte);
+  const double message = c.message_seconds(n), shared_beta = n * c.link_for(n).beta_s_per_byte;
   const int rounds = ceil_log2(ranks);
   std::vector<double> ready(static_cast<std::size_t>(ranks), 0.0);
   for (int r = 1; r <= rounds; ++r) {
@@ -142,9 +140,12 @@ constexpr std::array<DecisionRow, 11> open_mpi_decision{{
 
 }  // namespace
 
+const LinkCost& CollectiveCost::link_for(double bytes) const {
+  return rendezvous && bytes > eager_limit_bytes ? *rendezvous : link;
+}
+
 double CollectiveCost::message_seconds(double bytes) const {
-  const LinkCost& by = rendezvous && bytes > eager_limit_bytes ? *rendezvous : link;
-  return by.alpha_s + bytes * by.beta_s_per_byte;
+  return link_for(bytes).alpha_s + bytes * link_for(bytes).beta_s_per_byte;
 }
 
 std::string_view algorithm_name(AllreduceAlgorithm algorithm) { return entry_of(algorithm).name; }

@@ -186,10 +186,11 @@ class StarSimulation {
       settle(t);
       if (finished()) break;
       const std::vector<double> rates = flow_rates(t);
-      const double next = next_event(t, rates);
+      const std::vector<double> used = link_use(rates);
+      const double next = next_event(t, rates, used);
       CNNBENCH_CHECK(next < never, "link simulation: no rank can go on (the schedule's sends and "
                                    "receives do not match)");
-      advance(t, next, rates);
+      advance(t, next, rates, used);
       t = next;
     }
     const int from = steps_ - std::max(1, steps_ / 4);
@@ -308,9 +309,7 @@ class StarSimulation {
   std::size_t port(int host) const { return static_cast<std::size_t>(net_.hosts + host); }
 
   // A message's alpha and beta: eager or rendezvous by its size.
-  const LinkCost& cost_of(const MessageTemplate& m) const {
-    return net_.link.rendezvous && m.bytes > net_.link.eager_limit_bytes ? *net_.link.rendezvous : net_.link.link;
-  }
+  const LinkCost& cost_of(const MessageTemplate& m) const { return net_.link.link_for(m.bytes); }
   // The payload speed of one message alone on an unshaped link.
   double speed(const MessageTemplate& m) const {
     return cost_of(m).beta_s_per_byte > 0 ? 1 / cost_of(m).beta_s_per_byte : never;
@@ -349,7 +348,8 @@ class StarSimulation {
     return rates;
   }
 
-  double next_event(double t, const std::vector<double>& rates) {
+  // `used`: payload bytes per second through each link (link_use of `rates`).
+  double next_event(double t, const std::vector<double>& rates, const std::vector<double>& used) {
     double next = never;
     for (std::size_t i = 0; i < live_.size(); ++i) {
       const MessageState& s = messages_[live_[i].first][live_[i].second];
@@ -369,7 +369,6 @@ class StarSimulation {
       }
     }
     if (net_.shaping) {  // a bucket running dry changes its link's speed
-      const std::vector<double> used = link_use(rates);
       for (std::size_t link = 0; link < tokens_.size(); ++link) {
         const double drain = used[link] * net_.shaping->wire_bytes_per_byte - net_.shaping->rate_bytes_per_s;
         if (!throttled(link) && drain > 0) next = std::min(next, t + std::max(0.0, tokens_[link] - frame) / drain);
@@ -391,10 +390,9 @@ class StarSimulation {
     return used;
   }
 
-  void advance(double t, double next, const std::vector<double>& rates) {
+  void advance(double t, double next, const std::vector<double>& rates, const std::vector<double>& used) {
     const double dt = next - t;
     if (net_.shaping) {
-      const std::vector<double> used = link_use(rates);
       for (std::size_t link = 0; link < tokens_.size(); ++link) {
         const double fill = net_.shaping->rate_bytes_per_s - used[link] * net_.shaping->wire_bytes_per_byte;
         tokens_[link] = std::clamp(tokens_[link] + fill * dt, 0.0, net_.shaping->burst_bytes);

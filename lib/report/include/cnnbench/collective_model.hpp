@@ -84,7 +84,8 @@ struct CollectiveCost {
   // above eager_limit_bytes costs rendezvous.alpha_s + m rendezvous.beta_s_per_byte.
   std::optional<LinkCost> rendezvous;
   double eager_limit_bytes = 64 * 1024;
-  double message_seconds(double bytes) const;  // one message of `bytes` on the critical path
+  const LinkCost& link_for(double bytes) const;  // `link`, or `rendezvous` above the eager limit
+  double message_seconds(double bytes) const;     // one message of `bytes` on the critical path
 };
 
 // Seconds of one allreduce of `bytes` over `ranks` ranks by `algorithm` (open_mpi_default: the
