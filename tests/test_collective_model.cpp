@@ -211,6 +211,54 @@ TEST(CollectiveModel, RendezvousMessagesByHand) {
               4 * 1e-5 + 1.5 * 2e5 * 1e-9, 1e-15);
 }
 
+// The exchange curve by hand through (1e3, 1 ms), (2e3, 3 ms), (4e3, 4 ms), given out of order:
+// a line between neighbours, the end lines past the ends, never below 0; bad points refused.
+TEST(CollectiveModel, ExchangeCurveInterpolatesAndExtendsByHand) {
+  const ExchangeCurve curve({{4000, 4e-3}, {1000, 1e-3}, {2000, 3e-3}});
+  EXPECT_DOUBLE_EQ(curve.seconds(1000), 1e-3);
+  EXPECT_DOUBLE_EQ(curve.seconds(2000), 3e-3);
+  EXPECT_DOUBLE_EQ(curve.seconds(4000), 4e-3);
+  EXPECT_NEAR(curve.seconds(1500), 2e-3, 1e-15);   // slope 2 us/byte
+  EXPECT_NEAR(curve.seconds(3000), 3.5e-3, 1e-15);  // slope 0.5 us/byte
+  EXPECT_NEAR(curve.seconds(8000), 6e-3, 1e-15);    // past the end on the last segment's line
+  EXPECT_NEAR(curve.seconds(750), 5e-4, 1e-15);     // before the start on the first segment's line
+  EXPECT_EQ(curve.seconds(200), 0.0);               // that line is at -0.6 ms there
+  const ExchangeCurve two({{1000, 1e-3}, {2000, 3e-3}});
+  EXPECT_NEAR(two.seconds(10000), 1.9e-2, 1e-15);
+  expect_error_containing([] { ExchangeCurve({{1000, 1e-3}}); }, "needs at least 2 sizes, got 1");
+  expect_error_containing([] { ExchangeCurve({{1000, 1e-3}, {1000, 2e-3}}); }, "measured twice");
+  expect_error_containing([] { ExchangeCurve({{1000, 1e-3}, {2000, -1e-3}}); }, "times finite and not negative");
+  expect_error_containing([] { ExchangeCurve({{0, 1e-3}, {2000, 1e-3}}); }, "sizes must be positive");
+}
+
+// With an exchange curve, recursive doubling's and Rabenseifner's pairwise rounds cost the
+// curve, their fold-in and fold-out for a non-power of two and the ring keep the link: by hand
+// at the test link (alpha 10 us, beta 1 ns/byte, gamma 0.2 ns/byte) and n = 1 MB.
+TEST(CollectiveModel, PairwiseRoundsCostTheExchangeCurveByHand) {
+  using A = AllreduceAlgorithm;
+  CollectiveCost exchanged = cost;
+  exchanged.exchange = ExchangeCurve({{1e5, 0.5e-3}, {2.5e5, 1e-3}, {5e5, 2e-3}, {1e6, 5e-3}});
+  const double n = 1e6;
+  // p = 4: two exchanges of 1 MB, 2 x 5e-3 + 2 x 1e6 x 2e-10.
+  EXPECT_NEAR(allreduce_seconds(A::recursive_doubling, 4, n, exchanged), 1.04e-2, 1e-12);
+  // p = 4: halves of 500 kB and 250 kB exchanged twice, 2 (2e-3 + 1e-3) + 0.75 x 1e6 x 2e-10.
+  EXPECT_NEAR(allreduce_seconds(A::rabenseifner, 4, n, exchanged), 6.15e-3, 1e-12);
+  // p = 6: the p' = 4 rounds, plus the whole vector in and out one way, 2 (1e-5 + 1e-3), and one
+  // reduction more: 1e-2 + 2.02e-3 + 3 x 2e-4.
+  EXPECT_NEAR(allreduce_seconds(A::recursive_doubling, 6, n, exchanged), 1.262e-2, 1e-12);
+  // p = 6: 6.15e-3, the halves folded in one way, 2 (1e-5 + 5e-4) + 0.5 x 1e6 x 2e-10, the
+  // result sent back, 1e-5 + 1e-3.
+  EXPECT_NEAR(allreduce_seconds(A::rabenseifner, 6, n, exchanged), 8.28e-3, 1e-12);
+  // The ring sends one way on each link: the curve does not price it.
+  for (int p : {2, 4, 6}) {
+    EXPECT_EQ(allreduce_seconds(A::ring, p, n, exchanged), allreduce_seconds(A::ring, p, n, cost));
+  }
+  // Without a curve an exchange is one message: the one-link formulas of CostsByHand.
+  EXPECT_DOUBLE_EQ(cost.exchange_seconds(n), cost.message_seconds(n));
+  EXPECT_NEAR(allreduce_seconds(A::recursive_doubling, 4, n, cost), 2.42e-3, 1e-12);
+  EXPECT_NEAR(allreduce_seconds(A::rabenseifner, 6, n, cost), 3.82e-3, 1e-12);
+}
+
 // Allreduces of three algorithms made up from a known eager and rendezvous link: the joint fit
 // gives the link back, and refuses sizes that leave one protocol without two.
 TEST(CollectiveModel, ProtocolFitRecoversAKnownLink) {
@@ -510,6 +558,71 @@ TEST(ScalingModelCli, RendezvousProfilesAndProtocolFitAcrossFabrics) {
   EXPECT_EQ(mixed.code, 1) << mixed.output;
   EXPECT_NE(mixed.output.find("was measured over tcp uncapped, the reports before it over tcp 1gbit"),
             std::string::npos) << mixed.output;
+}
+
+// --exchange gives the --allreduce profiles a measured exchange curve, which prices recursive
+// doubling's and Rabenseifner's rounds by hand; the profile carries it into a fabric file that
+// reads back the same; reports of another fabric or of the wrong kind are refused.
+TEST(ScalingModelCli, ExchangeCurvePricesThePairwiseRounds) {
+  test::TempDir dir;
+  const auto write = [&](const std::string& name, const nlohmann::json& content) {
+    const std::string path = (dir.path() / name).string();
+    std::ofstream(path) << content.dump();
+    return path;
+  };
+  const auto network = [](const char* rate) { return nlohmann::json{{"transport", "tcp"}, {"link_rate", rate}}; };
+  const std::string bench = write(
+      "bench.json", {{"ranks", 4},
+                     {"exchange", false},
+                     {"network", network("1gbit")},
+                     {"fit", {{"link", {{"alpha_s", 1e-5}, {"beta_s_per_byte", 1e-9}, {"gamma_s_per_byte", 0.0}}}}}});
+  const auto exchange = [&](const std::string& name, const char* rate) {
+    return write(name, {{"ranks", 4},
+                        {"exchange", true},
+                        {"network", network(rate)},
+                        {"fit", nullptr},
+                        {"sizes", {{{"bytes", 262144}, {"seconds", 4e-3}},
+                                   {{"bytes", 524288}, {"seconds", 8e-3}},
+                                   {{"bytes", 1048576}, {"seconds", 2e-2}}}}});
+  };
+  const std::string out = (dir.path() / "out.json").string();
+  const std::string common = " --model lenet5 --serial-step 0.01 --max-nodes 8 --report " + out;
+  const auto row_at_1mib = [&](const std::string& args) {
+    const test::CliResult r = test::run_cli("scaling-model " + args + common);
+    EXPECT_EQ(r.code, 0) << r.output;
+    const nlohmann::json result = nlohmann::json::parse(read_file(out));
+    for (const auto& row : result.at("profiles").back().at("allreduce_seconds")) {
+      if (row.at("ranks") == 4 && row.at("bytes") == 1048576.0) return std::pair{result.at("profiles").back(), row};
+    }
+    ADD_FAILURE() << "no row of 4 ranks, 1 MiB";
+    return std::pair{nlohmann::json(), nlohmann::json()};
+  };
+  const auto [profile, row] = row_at_1mib("--allreduce " + bench + " --exchange " + exchange("x.json", "1gbit"));
+  EXPECT_NEAR(row.at("recursive_doubling").get<double>(), 2 * 2e-2, 1e-15);       // two 1 MiB rounds
+  EXPECT_NEAR(row.at("rabenseifner").get<double>(), 2 * (8e-3 + 4e-3), 1e-15);  // 512 and 256 KiB, twice
+  EXPECT_NEAR(row.at("ring").get<double>(), 6 * (1e-5 + 262144e-9), 1e-15);     // the link's
+  ASSERT_TRUE(profile.contains("exchange"));
+  EXPECT_EQ(profile.at("exchange").at("ranks"), 4);
+  const std::string fabric = write("fabric.json", {{"profiles", nlohmann::json::array({profile})}});
+  const auto [again, same] = row_at_1mib("--fabric " + fabric);
+  EXPECT_EQ(again.at("exchange"), profile.at("exchange"));
+  EXPECT_NEAR(same.at("recursive_doubling").get<double>(), 2 * 2e-2, 1e-15);
+
+  const auto refused = [&](const std::string& args, const std::string& part) {
+    const test::CliResult r = test::run_cli("scaling-model " + args + " --serial-step 0.01");
+    EXPECT_EQ(r.code, 1) << r.output;
+    EXPECT_NE(r.output.find(part), std::string::npos) << r.output;
+  };
+  refused("--allreduce " + bench + " --exchange " + exchange("y.json", "100mbit"),
+          "was measured over tcp 100mbit, the profile " + bench + " over tcp 1gbit");
+  refused("--allreduce " + bench + " --exchange " + bench, "not an allreduce-bench --exchange report");
+  refused("--fabric " + fabric + " --exchange " + exchange("x.json", "1gbit"), "pass at least one --allreduce");
+  refused("--allreduce " + exchange("x.json", "1gbit"), "an exchange report (allreduce-bench --exchange)");
+  nlohmann::json one_size = {{"profiles", nlohmann::json::array({profile})}};
+  nlohmann::json& sizes = one_size["profiles"][0]["exchange"]["sizes"];
+  sizes.erase(2);
+  sizes.erase(1);
+  refused("--fabric " + write("one.json", one_size), "profiles[0].exchange: exchange curve: needs at least 2 sizes");
 }
 
 TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {

@@ -1,6 +1,7 @@
 // `cnnbench allreduce-bench`: times MPI_Allreduce over message sizes under mpirun, with Open MPI's
-// algorithm forced or not, and fits t(n) = alpha + n beta; rank 0 prints (or writes) the JSON the
-// sweep's scaling model and the fabric profiles read.
+// algorithm forced or not, and fits t(n) = alpha + n beta; or (--exchange) times the pairwise
+// exchange of recursive doubling and Rabenseifner. Rank 0 prints (or writes) the JSON the sweep's
+// scaling model and the fabric profiles read.
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -229,7 +230,20 @@ int run_allreduce_bench(const AllreduceArgs& a) {
       }
     }
   }
+  if (config.exchange && ranks % 2 != 0) {
+    if (rank == 0) {
+      std::fprintf(stderr, "cnnbench: error: --exchange pairs rank r with rank r ^ 1, and %d ranks leave rank %d "
+                           "without a partner: run an even number of ranks\n", ranks, ranks - 1);
+    }
+    return 2;
+  }
   nlohmann::json result = allreduce_benchmark(config);
+  // An exchange has no algorithm and no allreduce to fit: its medians are the curve itself.
+  if (config.exchange) {
+    result["fit"] = nullptr;
+    if (rank == 0) write_json(a.report, result);
+    return 0;
+  }
   check_library_took(asked, control, result.at("open_mpi"));
   const std::int64_t segment_elements = integer_variable(segment_variable).value_or(0) / 4;
   result["algorithm_asked"] = algorithm_name(asked);
@@ -283,6 +297,10 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
   cmd->add_flag("--nonblocking", args->config.nonblocking,
                 "time MPI_Iallreduce in place and its wait, the call the cluster strategy makes, "
                 "instead of MPI_Allreduce");
+  cmd->add_flag("--exchange", args->config.exchange,
+                "time MPI_Sendrecv of each size both ways between rank r and rank r ^ 1, every pair at "
+                "once (the pairwise round of recursive doubling and Rabenseifner; an even rank count), "
+                "instead of MPI_Allreduce: the exchange curve scaling-model --exchange reads");
   cmd->add_option("--warmup", args->config.warmup, "untimed calls per size")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -293,19 +311,25 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
                 "run on one rank too (without mpirun: no communication, only a memory copy is timed)");
   cmd->callback([args, &runner] {
     // Sizes double from the smallest; the fit alpha + n*beta has two parameters, and needs a third
-    // size to say anything about its error.
+    // size to say anything about its error. An exchange curve is a line between measured sizes.
     const std::int64_t smallest = whole_floats(args->config.min_bytes);
     const std::int64_t largest = whole_floats(args->config.max_bytes);
     if (smallest > largest) {
       throw CLI::ValidationError("--min-bytes " + std::to_string(args->config.min_bytes) +
                                  " is above --max-bytes " + std::to_string(args->config.max_bytes));
     }
-    if (4 * smallest > largest) {
+    const bool exchange = args->config.exchange;
+    if ((exchange ? 2 : 4) * smallest > largest) {
       throw CLI::ValidationError(
           "--min-bytes " + std::to_string(args->config.min_bytes) + " --max-bytes " +
           std::to_string(args->config.max_bytes) + ": " + (2 * smallest > largest ? "one message size" : "two message sizes") +
-          " from " + std::to_string(smallest) + " bytes, and the fit alpha + n*beta needs at least 3; make "
-          "--max-bytes at least 4 times --min-bytes");
+          " from " + std::to_string(smallest) + " bytes, and " +
+          (exchange ? "an exchange curve needs at least 2; make --max-bytes at least 2 times --min-bytes"
+                    : "the fit alpha + n*beta needs at least 3; make --max-bytes at least 4 times --min-bytes"));
+    }
+    if (exchange && (args->config.nonblocking || !args->algorithm.empty())) {
+      throw CLI::ValidationError(std::string("--exchange times MPI_Sendrecv between pairs of ranks, not an allreduce: ") +
+                                 "it takes no " + (args->config.nonblocking ? "--nonblocking" : "--algorithm"));
     }
     if (!args->algorithm.empty() && args->algorithm != "default") {
       const AllreduceAlgorithm asked = parse_allreduce_algorithm(args->algorithm);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct ScalingArgs {
   std::string fabric;
   std::vector<std::string> allreduce;  // allreduce-bench reports, each a measured profile
   bool protocol_fit = false;           // and one profile fitted to all of them jointly
+  std::string exchange;                // allreduce-bench --exchange report: their exchange curve
   std::string model = "lenet5";
   double serial_step_s = 0;
   double hidden_fraction = 0;
@@ -43,6 +45,8 @@ struct Profile {
   std::string name, kind, source;
   CollectiveCost network;
   std::optional<CollectiveCost> shared_memory;
+  int exchange_ranks = 0;  // the ranks network.exchange was measured on, when it was
+  std::string fabric;      // transport and link rate of the reports it comes from, if any
 };
 
 double number_at(const nlohmann::json& object, const char* key, const std::string& where) {
@@ -66,8 +70,33 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
+// A measured exchange curve: {"ranks", "sizes": [{"bytes", "seconds"}, ...]}, as a fabric profile
+// holds it and an allreduce-bench --exchange report's own fields.
+ExchangeCurve exchange_curve_at(const nlohmann::json& object, const std::string& where) {
+  if (!object.is_object() || !object.contains("sizes") || !object.at("sizes").is_array()) {
+    fail(where + ": expected an object with a \"sizes\" array");
+  }
+  std::vector<SizeTime> points;
+  for (std::size_t i = 0; i < object.at("sizes").size(); ++i) {
+    const std::string at = where + ".sizes[" + std::to_string(i) + "]";
+    points.push_back({number_at(object.at("sizes")[i], "bytes", at), number_at(object.at("sizes")[i], "seconds", at)});
+  }
+  try {
+    return ExchangeCurve(points);
+  } catch (const Error& e) {
+    fail(where + ": " + e.what());
+  }
+}
+
+nlohmann::json exchange_json(const ExchangeCurve& curve, int ranks) {
+  nlohmann::json sizes = nlohmann::json::array();
+  for (const SizeTime& p : curve.points()) sizes.push_back({{"bytes", p.bytes}, {"seconds", p.seconds}});
+  return {{"ranks", ranks}, {"sizes", sizes}};
+}
+
 // {"profiles": [{"name", "kind", "source", "network": {alpha_s, beta_s_per_byte,
-// gamma_s_per_byte}, "shared_memory": {...} (optional)}, ...]}
+// gamma_s_per_byte}, "shared_memory": {...} (optional), "exchange": {"ranks", "sizes": [{"bytes",
+// "seconds"}, ...]} (optional: the measured exchange curve)}, ...]}
 std::vector<Profile> read_fabric_profiles(const std::string& path) {
   const nlohmann::json root = read_json(path);
   if (!root.is_object() || !root.contains("profiles") || !root.at("profiles").is_array()) {
@@ -79,7 +108,7 @@ std::vector<Profile> read_fabric_profiles(const std::string& path) {
     const std::string where = path + ": profiles[" + std::to_string(i) + "]";
     if (!p.is_object() || !p.contains("name") || !p.at("name").is_string()) fail(where + ": needs a \"name\"");
     Profile profile{p.at("name"), p.value("kind", ""), p.value("source", ""),
-                    cost_at(p.value("network", nlohmann::json()), where + ".network"), std::nullopt};
+                    cost_at(p.value("network", nlohmann::json()), where + ".network"), std::nullopt, 0, ""};
     if (p.contains("rendezvous")) {
       const nlohmann::json& rendezvous = p.at("rendezvous");
       profile.network.rendezvous = LinkCost{number_at(rendezvous, "alpha_s", where + ".rendezvous"),
@@ -87,24 +116,54 @@ std::vector<Profile> read_fabric_profiles(const std::string& path) {
       profile.network.eager_limit_bytes = number_at(p, "eager_limit_bytes", where);
     }
     if (p.contains("shared_memory")) profile.shared_memory = cost_at(p.at("shared_memory"), where + ".shared_memory");
+    if (p.contains("exchange")) {
+      profile.network.exchange = exchange_curve_at(p.at("exchange"), where + ".exchange");
+      profile.exchange_ranks = p.at("exchange").value("ranks", 0);
+    }
     profiles.push_back(profile);
   }
   return profiles;
 }
 
+// "tcp 1gbit", "shm uncapped": where an allreduce-bench report was measured.
+std::string fabric_label(const nlohmann::json& network) {
+  return network.at("transport").get<std::string>() + " " +
+         (network.at("link_rate").is_string() ? network.at("link_rate").get<std::string>() : "uncapped");
+}
+
 // An allreduce-bench report as a profile: the link cost its fit inverts to.
 Profile profile_from_allreduce(const std::string& path) {
   const nlohmann::json bench = read_json(path);
+  if (bench.value("exchange", false)) fail(path + ": an exchange report (allreduce-bench --exchange): pass it with --exchange");
   if (!bench.contains("fit") || !bench.at("fit").is_object() || !bench.at("fit").contains("link")) {
     fail(path + ": not an allreduce-bench report with a fit over more than one rank" +
          (bench.contains("fit_refused") ? " (" + bench.at("fit_refused").get<std::string>() + ")" : std::string()));
   }
-  const nlohmann::json& network = bench.at("network");
-  const std::string rate = network.at("link_rate").is_string() ? network.at("link_rate").get<std::string>() : "uncapped";
-  return {path, "measured",
-          "allreduce-bench, " + std::to_string(bench.at("ranks").get<int>()) + " ranks, " +
-              network.at("transport").get<std::string>() + " " + rate,
-          cost_at(bench.at("fit").at("link"), path + ": fit.link"), std::nullopt};
+  const std::string fabric = fabric_label(bench.at("network"));
+  return {path,
+          "measured",
+          "allreduce-bench, " + std::to_string(bench.at("ranks").get<int>()) + " ranks, " + fabric,
+          cost_at(bench.at("fit").at("link"), path + ": fit.link"),
+          std::nullopt,
+          0,
+          fabric};
+}
+
+// An allreduce-bench --exchange report's medians as the exchange curve of the --allreduce
+// profiles, which must come from the same fabric.
+void add_exchange_curve(const std::string& path, std::span<Profile> measured) {
+  const nlohmann::json bench = read_json(path);
+  if (!bench.value("exchange", false)) fail("--exchange " + path + ": not an allreduce-bench --exchange report");
+  const ExchangeCurve curve = exchange_curve_at(bench, "--exchange " + path);
+  const std::string fabric = fabric_label(bench.at("network"));
+  for (Profile& profile : measured) {
+    if (profile.fabric != fabric) {
+      fail("--exchange " + path + " was measured over " + fabric + ", the profile " + profile.name + " over " +
+           profile.fabric);
+    }
+    profile.network.exchange = curve;
+    profile.exchange_ranks = bench.at("ranks");
+  }
 }
 
 // One profile fitted jointly to every size of the reports (fit_protocol): the algorithm each size
@@ -116,9 +175,7 @@ Profile protocol_profile(const std::vector<std::string>& paths) {
   std::string fabric;
   for (const std::string& path : paths) {
     const nlohmann::json bench = read_json(path);
-    const nlohmann::json& network = bench.at("network");
-    const std::string here = network.at("transport").get<std::string>() + " " +
-                             (network.at("link_rate").is_string() ? network.at("link_rate").get<std::string>() : "uncapped");
+    const std::string here = fabric_label(bench.at("network"));
     if (!fabric.empty() && here != fabric) {
       fail("--protocol-fit: " + path + " was measured over " + here + ", the reports before it over " + fabric);
     }
@@ -138,7 +195,7 @@ Profile protocol_profile(const std::vector<std::string>& paths) {
   return {"protocol fit of " + names, "measured",
           "fit_protocol over " + std::to_string(times.size()) + " allreduces, " + fabric +
               ", RMS relative residual " + std::to_string(fit.rms_relative_residual),
-          fit.cost, std::nullopt};
+          fit.cost, std::nullopt, 0, fabric};
 }
 
 HierarchicalFabric fabric_of(const Profile& profile, int nodes, int ranks_per_node) {
@@ -178,6 +235,7 @@ nlohmann::json profile_json(const Profile& profile, const StepModel& model, cons
                          {"beta_s_per_byte", profile.network.rendezvous->beta_s_per_byte}};
     out["eager_limit_bytes"] = profile.network.eager_limit_bytes;
   }
+  if (profile.network.exchange) out["exchange"] = exchange_json(*profile.network.exchange, profile.exchange_ranks);
   nlohmann::json crossovers = nlohmann::json::array();
   for (int ranks : node_counts(a.max_nodes)) {
     for (const Crossover& c : allreduce_crossovers(ranks, profile.network, 4, 1 << 30)) {
@@ -292,6 +350,7 @@ int run_scaling_model(const ScalingArgs& a) {
   check_output_path(a.report, "--report");
   std::vector<Profile> profiles;
   if (!a.fabric.empty()) profiles = read_fabric_profiles(a.fabric);
+  const std::size_t first_measured = profiles.size();  // the --allreduce profiles and their fit
   for (const std::string& path : a.allreduce) {
     try {
       profiles.push_back(profile_from_allreduce(path));
@@ -305,6 +364,14 @@ int run_scaling_model(const ScalingArgs& a) {
       profiles.push_back(protocol_profile(a.allreduce));
     } catch (const nlohmann::json::exception& e) {
       fail("--protocol-fit: an --allreduce report this cnnbench cannot read (" + std::string(e.what()) + ")");
+    }
+  }
+  if (!a.exchange.empty()) {
+    if (a.allreduce.empty()) fail("--exchange prices the pairwise rounds of the --allreduce profiles: pass at least one --allreduce");
+    try {
+      add_exchange_curve(a.exchange, std::span(profiles).subspan(first_measured));
+    } catch (const nlohmann::json::exception& e) {
+      fail("--exchange " + a.exchange + ": not an allreduce-bench report this cnnbench can read (" + e.what() + ")");
     }
   }
   if (profiles.empty()) fail("no fabric profile: pass --fabric FILE and/or --allreduce REPORT");
@@ -370,6 +437,11 @@ void add_scaling_model_command(CLI::App& root, Runner& runner) {
   cmd->add_flag("--protocol-fit", args->protocol_fit,
                "add one profile fitted to every size of the --allreduce reports at once (one fabric), "
                "messages above Open MPI's eager limit (64 KiB) with their own alpha and beta");
+  cmd->add_option("--exchange", args->exchange,
+                  "an allreduce-bench --exchange report of the same fabric as the --allreduce reports: "
+                  "their profiles price recursive doubling's and Rabenseifner's pairwise rounds by its "
+                  "measured curve instead of one message each")
+      ->check(input_path_rule(PathKind::file, true));
   cmd->add_option("--model", args->model, "fc3 or lenet5 (its gradient buckets)")
       ->check(CLI::IsMember({"fc3", "lenet5"}))
       ->capture_default_str();

@@ -57,15 +57,16 @@ double ring_seconds(double p, double n, const CollectiveCost& c) {
 double recursive_doubling_seconds(int ranks, double n, const CollectiveCost& c) {
   const int steps = floor_log2(ranks);
   const bool folded = (1 << steps) != ranks;
-  return (steps + (folded ? 2 : 0)) * c.message_seconds(n) + (steps + (folded ? 1 : 0)) * n * c.gamma_s_per_byte;
+  return steps * c.exchange_seconds(n) + (folded ? 2 : 0) * c.message_seconds(n) +
+         (steps + (folded ? 1 : 0)) * n * c.gamma_s_per_byte;
 }
 
 double rabenseifner_seconds(int ranks, double n, const CollectiveCost& c) {
   const int steps = floor_log2(ranks);
   const double q = static_cast<double>(1 << steps);
-  // Halving sends n/2, n/4 ... n/q, doubling the same back: 2 lg q messages, 2(q-1)/q n bytes.
+  // Halving exchanges n/2, n/4 ... n/q, doubling the same back: 2 lg q exchanges, 2(q-1)/q n bytes.
   double seconds = (q - 1) / q * n * c.gamma_s_per_byte;
-  for (int k = 1; k <= steps; ++k) seconds += 2 * c.message_seconds(n / double(1 << k));
+  for (int k = 1; k <= steps; ++k) seconds += 2 * c.exchange_seconds(n / double(1 << k));
   if (q != ranks) {
     seconds += 2 * c.message_seconds(n / 2) + 0.5 * n * c.gamma_s_per_byte;
     seconds += c.message_seconds(n);
@@ -146,6 +147,33 @@ const LinkCost& CollectiveCost::link_for(double bytes) const {
 
 double CollectiveCost::message_seconds(double bytes) const {
   return link_for(bytes).alpha_s + bytes * link_for(bytes).beta_s_per_byte;
+}
+
+double CollectiveCost::exchange_seconds(double bytes) const {
+  return exchange ? exchange->seconds(bytes) : message_seconds(bytes);
+}
+
+ExchangeCurve::ExchangeCurve(std::vector<SizeTime> points) : points_(std::move(points)) {
+  std::sort(points_.begin(), points_.end(), [](const SizeTime& a, const SizeTime& b) { return a.bytes < b.bytes; });
+  for (std::size_t i = 0; i < points_.size(); ++i) {
+    const SizeTime& p = points_[i];
+    CNNBENCH_CHECK(p.bytes > 0 && std::isfinite(p.bytes) && p.seconds >= 0 && std::isfinite(p.seconds),
+                   "exchange curve: size " + std::to_string(p.bytes) + " has time " + std::to_string(p.seconds) +
+                       " (sizes must be positive, times finite and not negative)");
+    CNNBENCH_CHECK(i == 0 || p.bytes > points_[i - 1].bytes,
+                   "exchange curve: size " + std::to_string(p.bytes) + " is measured twice");
+  }
+  CNNBENCH_CHECK(points_.size() >= 2, "exchange curve: needs at least 2 sizes, got " + std::to_string(points_.size()));
+}
+
+double ExchangeCurve::seconds(double bytes) const {
+  // The segment whose line prices `bytes`: the one containing it, or the end segment past an end.
+  const auto above = std::upper_bound(points_.begin() + 1, points_.end() - 1, bytes,
+                                      [](double b, const SizeTime& p) { return b < p.bytes; });
+  const SizeTime& left = *(above - 1);
+  const SizeTime& right = *above;
+  const double slope = (right.seconds - left.seconds) / (right.bytes - left.bytes);
+  return std::max(0.0, left.seconds + (bytes - left.bytes) * slope);
 }
 
 std::string_view algorithm_name(AllreduceAlgorithm algorithm) { return entry_of(algorithm).name; }

@@ -3,7 +3,7 @@
 // breakdown adds up (2 x 1 and 2 x 2) and names a slowed rank, its trace holds both ranks,
 // killing one rank of a running job ends the whole job within 30 s, and stopping one ends it
 // after --comm-timeout; allreduce-bench forces the algorithm asked for and labels Open MPI's
-// fallbacks.
+// fallbacks, and times the pairwise exchange.
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -281,6 +281,52 @@ TEST(ClusterCli, AllreduceBenchNonblockingLabelsLibnbcsChoice) {
   EXPECT_EQ(report.at("sizes").size(), 5u);
   EXPECT_NE(report.at("fit_refused").get<std::string>().find("inside the link's tbf burst"), std::string::npos)
       << report.at("fit_refused");
+  fs::remove_all(dir);
+}
+
+// --exchange times MPI_Sendrecv between rank r and r ^ 1 over the same doubling sizes: the report
+// says so, holds every size and no allreduce fit; 3 ranks
+// leave one without a partner and are refused, as is an allreduce option beside --exchange.
+TEST(ClusterCli, AllreduceBenchExchangeTimesPairwiseSendrecv) {
+  const fs::path dir = fresh_folder("exchange");
+  const fs::path out = dir / "exchange.json";
+  const std::vector<std::string> command = {CNNBENCH_CLI, "allreduce-bench", "--exchange", "--min-bytes", "4096",
+                                            "--max-bytes", "1048576", "--samples", "3", "--report", out.string()};
+  run_ok(test::mpirun_command(2, command), dir / "run.log");
+  const auto report = nlohmann::json::parse(read_file(out));
+  EXPECT_TRUE(report.at("exchange").get<bool>());
+  EXPECT_NE(report.at("operation").get<std::string>().find("MPI_Sendrecv"), std::string::npos) << report.at("operation");
+  EXPECT_TRUE(report.at("fit").is_null());
+  const auto& sizes = report.at("sizes");
+  ASSERT_EQ(sizes.size(), 9u);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    EXPECT_EQ(sizes[i].at("bytes"), 4096 << i);
+    EXPECT_FALSE(sizes[i].contains("algorithm_run"));
+    EXPECT_LE(sizes[i].at("seconds_min").get<double>(), sizes[i].at("seconds").get<double>());
+    EXPECT_LE(sizes[i].at("seconds").get<double>(), sizes[i].at("seconds_max").get<double>());
+    EXPECT_NEAR(sizes[i].at("bus_gbps").get<double>(), sizes[i].at("algorithm_gbps").get<double>(),
+                1e-9 * sizes[i].at("bus_gbps").get<double>());  // the payload once each way
+  }
+
+  const fs::path odd = dir / "odd.json";
+  std::vector<std::string> three = command;
+  three.back() = odd.string();
+  const pid_t pid = test::spawn_logged(test::mpirun_command(3, three), {}, dir / "odd.log");
+  const test::Ended ended = test::wait_for(pid, 60);
+  ASSERT_TRUE(ended.in_time);
+  EXPECT_NE(ended.exit_code, 0);
+  EXPECT_NE(read_file(dir / "odd.log").find("3 ranks leave rank 2 without a partner"), std::string::npos)
+      << read_file(dir / "odd.log");
+  EXPECT_FALSE(fs::exists(odd));
+
+  const pid_t both = test::spawn_logged({CNNBENCH_CLI, "allreduce-bench", "--exchange", "--nonblocking"}, {},
+                                        dir / "both.log");
+  const test::Ended refused = test::wait_for(both, 60);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(read_file(dir / "both.log").find("--exchange times MPI_Sendrecv between pairs of ranks, not an "
+                                             "allreduce: it takes no --nonblocking"),
+            std::string::npos)
+      << read_file(dir / "both.log");
   fs::remove_all(dir);
 }
 

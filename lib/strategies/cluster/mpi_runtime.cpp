@@ -66,20 +66,32 @@ void abort_job_at_exit() { abort_requested.store(true); }
 
 namespace {
 
-// Max over ranks of the mean seconds per MPI_Allreduce (or MPI_Iallreduce and its wait) of
-// `count` floats over `repetitions` calls.
-double time_allreduce(std::vector<float>& buffer, int count, int repetitions, bool nonblocking) {
+// What one timed call works on: the allreduce's vector in place, or the exchange's sent and
+// received vectors and the rank it swaps them with.
+struct CallBuffers {
+  std::vector<float> data, received;
+  int partner = -1;
+};
+
+// One call of what the benchmark measures, on `count` floats.
+void call_once(const AllreduceBenchConfig& config, CallBuffers& b, int count) {
+  if (config.exchange) {
+    MPI_Sendrecv(b.data.data(), count, MPI_FLOAT, b.partner, 0, b.received.data(), count, MPI_FLOAT, b.partner, 0,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+  } else if (config.nonblocking) {
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, b.data.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+  } else {
+    MPI_Allreduce(MPI_IN_PLACE, b.data.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  }
+}
+
+// Max over ranks of the mean seconds per call of `count` floats over `repetitions` calls.
+double time_calls(const AllreduceBenchConfig& config, CallBuffers& b, int count, int repetitions) {
   MPI_Barrier(MPI_COMM_WORLD);
   const double start = MPI_Wtime();
-  for (int r = 0; r < repetitions; ++r) {
-    if (nonblocking) {
-      MPI_Request request;
-      MPI_Iallreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request);
-      MPI_Wait(&request, MPI_STATUS_IGNORE);
-    } else {
-      MPI_Allreduce(MPI_IN_PLACE, buffer.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    }
-  }
+  for (int r = 0; r < repetitions; ++r) call_once(config, b, count);
   double seconds = (MPI_Wtime() - start) / repetitions;
   MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return seconds;
@@ -149,6 +161,14 @@ nlohmann::json library_setting(const char* name) {
   return value;
 }
 
+std::string operation_name(const AllreduceBenchConfig& config) {
+  if (config.exchange) {
+    return "MPI_Sendrecv(MPI_FLOAT) of the size each way between rank r and rank r ^ 1, every pair at once";
+  }
+  return config.nonblocking ? "MPI_Iallreduce(MPI_IN_PLACE, MPI_SUM, MPI_FLOAT) and MPI_Wait"
+                            : "MPI_Allreduce(MPI_IN_PLACE, MPI_SUM, MPI_FLOAT)";
+}
+
 }  // namespace
 
 nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config) {
@@ -159,26 +179,34 @@ nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config) {
                  "allreduce benchmark: max_bytes above 1 GiB");
   CNNBENCH_CHECK(config.repetitions >= 0 && config.warmup >= 0 && config.samples >= 1,
                  "allreduce benchmark: repetitions and warmup must not be negative, samples >= 1");
+  CNNBENCH_CHECK(!(config.exchange && config.nonblocking), "allreduce benchmark: an exchange is not an allreduce");
   ensure_mpi_initialized();
-  int ranks = 1;
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  // A ring allreduce moves 2(p-1)/p of the payload through each rank's link (NCCL's bus bandwidth).
-  const double bus_factor = ranks > 1 ? 2.0 * (ranks - 1) / ranks : 0.0;
+  CNNBENCH_CHECK(!config.exchange || ranks % 2 == 0,
+                 "exchange benchmark: rank r swaps with rank r ^ 1, and " + std::to_string(ranks) +
+                     " ranks leave the last one without a partner");
+  // A ring allreduce moves 2(p-1)/p of the payload through each rank's link (NCCL's bus
+  // bandwidth); an exchange moves the payload once each way.
+  const double bus_factor = config.exchange ? 1.0 : ranks > 1 ? 2.0 * (ranks - 1) / ranks : 0.0;
 
-  std::vector<float> buffer(static_cast<std::size_t>(config.max_bytes / 4), 0.0f);
+  const auto largest_count = static_cast<std::size_t>(config.max_bytes / 4);
+  CallBuffers buffers{std::vector<float>(largest_count, 0.0f),
+                      std::vector<float>(config.exchange ? largest_count : 0, 0.0f), rank ^ 1};
   nlohmann::json sizes = nlohmann::json::array();
   for (std::int64_t bytes = config.min_bytes; bytes <= config.max_bytes; bytes *= 2) {
     const int count = static_cast<int>(std::max<std::int64_t>(1, bytes / 4));
-    if (config.warmup > 0) time_allreduce(buffer, count, config.warmup, config.nonblocking);
+    if (config.warmup > 0) time_calls(config, buffers, count, config.warmup);
     int repetitions = config.repetitions;
     if (repetitions == 0) {
       // About 5 ms per sample, decided from the slowest rank so every rank loops the same count.
-      const double probe = time_allreduce(buffer, count, 1, config.nonblocking);
+      const double probe = time_calls(config, buffers, count, 1);
       repetitions = static_cast<int>(std::clamp(0.005 / std::max(probe, 1e-9), 3.0, 2000.0));
     }
     std::vector<double> samples;
     for (int s = 0; s < config.samples; ++s) {
-      samples.push_back(time_allreduce(buffer, count, repetitions, config.nonblocking));
+      samples.push_back(time_calls(config, buffers, count, repetitions));
     }
     std::sort(samples.begin(), samples.end());
     const double seconds = quantile(samples, 0.5);
@@ -198,13 +226,12 @@ nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config) {
   }
   const int largest = static_cast<int>(config.max_bytes / 4);
   return {{"ranks", ranks},
-          {"operation", std::string(config.nonblocking ? "MPI_Iallreduce(MPI_IN_PLACE, MPI_SUM, MPI_FLOAT) and MPI_Wait"
-                                                         : "MPI_Allreduce(MPI_IN_PLACE, MPI_SUM, MPI_FLOAT)") +
-                            ", per sample the max over ranks of the mean per call; seconds is the "
-                            "median of the samples"},
+          {"operation", operation_name(config) + ", per sample the max over ranks of the mean per call; "
+                                                 "seconds is the median of the samples"},
           {"nonblocking", config.nonblocking},
+          {"exchange", config.exchange},
           {"sizes", sizes},
-          {"reduction", {{"gamma_s_per_byte", reduction_seconds_per_byte(buffer, largest)},
+          {"reduction", {{"gamma_s_per_byte", reduction_seconds_per_byte(buffers.data, largest)},
                          {"bytes", 4.0 * largest},
                          {"how", "MPI_Reduce_local(MPI_SUM, MPI_FLOAT) on rank 0's core, median of 5"}}},
           {"network", network_of(rank_hosts(ranks))},

@@ -73,6 +73,26 @@ struct LinkCost {
   double alpha_s = 0;
   double beta_s_per_byte = 0;
 };
+struct SizeTime {
+  double bytes = 0;
+  double seconds = 0;
+};
+// The measured time of one pairwise exchange (allreduce-bench --exchange): two ranks send each
+// other m bytes at once, as in a round of recursive doubling or Rabenseifner. Over links where the
+// two directions do not overlap (Open MPI's rendezvous over tbf-shaped TCP) it is near twice a
+// one-way message, which no single alpha + m beta describes. Piecewise linear in m between the
+// measured sizes, extended past either end along the line of the two nearest, never negative.
+class ExchangeCurve {
+ public:
+  // Error unless at least 2 distinct sizes, every size > 0 and every time finite and >= 0.
+  explicit ExchangeCurve(std::vector<SizeTime> points);
+  double seconds(double bytes) const;
+  const std::vector<SizeTime>& points() const { return points_; }  // by size
+
+ private:
+  std::vector<SizeTime> points_;
+};
+
 // A link plus gamma, the seconds per byte of the reduction's arithmetic on one rank.
 struct CollectiveCost {
   CollectiveCost() = default;
@@ -84,14 +104,19 @@ struct CollectiveCost {
   // above eager_limit_bytes costs rendezvous.alpha_s + m rendezvous.beta_s_per_byte.
   std::optional<LinkCost> rendezvous;
   double eager_limit_bytes = 64 * 1024;
+  // When measured: what a pairwise exchange costs (recursive doubling's and Rabenseifner's rounds).
+  std::optional<ExchangeCurve> exchange;
   const LinkCost& link_for(double bytes) const;  // `link`, or `rendezvous` above the eager limit
   double message_seconds(double bytes) const;     // one message of `bytes` on the critical path
+  // Two ranks sending each other `bytes` at once: the exchange curve, else one message.
+  double exchange_seconds(double bytes) const;
 };
 
 // Seconds of one allreduce of `bytes` over `ranks` ranks by `algorithm` (open_mpi_default: the
 // algorithm_run of `bytes` / 4 floats). Non-powers of two as Open MPI does them: recursive
 // doubling and Rabenseifner fold the r = p - 2^floor(lg p) extra ranks into their neighbours
-// first and send them the result last.
+// first and send them the result last. Their pairwise rounds cost exchange_seconds, the fold-in
+// and fold-out (one-way) message_seconds.
 double allreduce_seconds(AllreduceAlgorithm algorithm, int ranks, double bytes,
                          const CollectiveCost& cost);
 
@@ -145,10 +170,6 @@ LinkCost link_cost_from_fit(AllreduceAlgorithm algorithm, int ranks, double fit_
 
 // ---- fitting allreduce-bench's times -------------------------------------------------------------
 
-struct SizeTime {
-  double bytes = 0;
-  double seconds = 0;
-};
 struct FitLine {
   double alpha_s = 0;
   double beta_s_per_byte = 0;

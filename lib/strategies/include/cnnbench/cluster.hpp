@@ -60,11 +60,14 @@ struct AllreduceBenchConfig {
   int warmup = 3;
   int samples = 5;       // timed samples per size; the median is reported
   bool nonblocking = false;  // MPI_Iallreduce in place and MPI_Wait, as the cluster strategy calls it
+  // Instead of an allreduce, MPI_Sendrecv of the size both ways between rank r and r ^ 1, every
+  // pair at once: the pairwise round of recursive doubling and Rabenseifner. Even rank counts only.
+  bool exchange = false;
 };
-// Collective over MPI_COMM_WORLD: every rank must call it. Times MPI_Allreduce(SUM, float) for
-// sizes min_bytes, 2*min_bytes, ... max_bytes, `samples` times each (per sample the max over
-// ranks of the per-call mean), and returns the same JSON on every rank:
-// {"ranks", "sizes": [{"bytes", "count", "seconds" (median), "seconds_q1", "seconds_q3",
+// Collective over MPI_COMM_WORLD: every rank must call it. Times MPI_Allreduce(SUM, float) (or
+// the exchange) for sizes min_bytes, 2*min_bytes, ... max_bytes, `samples` times each (per sample
+// the max over ranks of the per-call mean), and returns the same JSON on every rank:
+// {"ranks", "operation", "nonblocking", "exchange", "sizes": [{"bytes", "count", "seconds" (median), "seconds_q1", "seconds_q3",
 //  "seconds_min", "seconds_max", "algorithm_gbps", "bus_gbps"}...], "reduction":
 //  {"gamma_s_per_byte"}, "network": {"transport", "hosts", "rank_hosts", "link_rate"},
 //  "open_mpi": {the coll_tuned allreduce settings in effect}}. Fitting is the caller's
