@@ -11,6 +11,10 @@
 #   forced-4-<rate>-<alg>.json    allreduce-bench at 4 hosts with ring, recursive_doubling and
 #                                 rabenseifner forced, 64 KiB .. 1 MiB (.. 4 MiB at 1gbit, where
 #                                 the tbf burst leaves out everything below 500 kB)
+#   exchange-4-<rate>.json        allreduce-bench --exchange at 4 hosts (two pairs swapping at
+#                                 once) at 1gbit and 100mbit over the same sizes from 4 KiB: the
+#                                 exchange curve that prices recursive doubling's and
+#                                 Rabenseifner's pairwise rounds
 #   train-<model>-<hosts>-<rate>-<n>.json  cluster runs, 1 thread per rank, of LeNet-5 and FC-3 at
 #                                 2 and 4 ranks over shared memory (the compute under the same
 #                                 oversubscription of the 2 cores) and over hosts at 1gbit and
@@ -18,15 +22,17 @@
 #                                 hosts also with libnbc left to its own choice, the binomial trees
 #                                 (train-libnbc-...; the strategy asks for the ring)
 # and "tables" prints docs/cluster.md's tables from them: the forced algorithms at 4 hosts against
-# cnnbench scaling-model's prediction from that link's default-algorithm profile, and each cluster
+# cnnbench scaling-model's prediction from that link's default-algorithm profile (and from the
+# joint eager/rendezvous fit, with and without the exchange curve), and each cluster
 # run against its prediction (serial step = ranks x busy time per step of the same ranks in shared
 # memory; the step simulated over the tbf-shaped links with the same hosts' uncapped nonblocking
 # profile). Needs root (scripts/emulate-hosts.sh). Every emulated host set comes down on exit.
 #
 # "fabric" writes the measured profiles of DIR into FILE (--fabric, default plots/fabric_profiles.json):
-# its "measured" entries are replaced, the published ones kept.
+# its "measured" entries are replaced, the published ones kept; a profile whose hosts and rate
+# have an exchange-*.json carries its exchange curve.
 #
-# usage: bench/allreduce_model.sh [--cli PATH] --out DIR [--parts "profiles forced train tables fabric"]
+# usage: bench/allreduce_model.sh [--cli PATH] --out DIR [--parts "profiles forced exchange train tables fabric"]
 #                                 [--fabric FILE]
 set -euo pipefail
 
@@ -34,7 +40,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root=$(dirname "$here")
 cli=$root/build/ci/apps/cnnbench
 out=""
-parts="profiles forced train tables"
+parts="profiles forced exchange train tables"
 fabric=$root/plots/fabric_profiles.json
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -42,7 +48,7 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --parts) parts="$2"; shift 2 ;;
     --fabric) fabric="$2"; shift 2 ;;
-    *) echo "usage: $0 [--cli PATH] --out DIR [--parts \"profiles forced train tables fabric\"] [--fabric FILE]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--cli PATH] --out DIR [--parts \"profiles forced exchange train tables fabric\"] [--fabric FILE]" >&2; exit 2 ;;
   esac
 done
 [[ -n $out ]] || { echo "$0: --out DIR is required" >&2; exit 2; }
@@ -114,6 +120,21 @@ if [[ " $parts " == *" forced "* ]]; then
   done
 fi
 
+if [[ " $parts " == *" exchange "* ]]; then
+  for rate in 1gbit 100mbit; do
+    max=1048576
+    [[ $rate == 1gbit ]] && max=4194304
+    echo "exchange 4 $rate" >&2
+    # shellcheck disable=SC2046
+    # From 4 KiB, since Rabenseifner's rounds at 64 KiB exchange 32 and 16 KiB. A warm-up of 10
+    # calls empties the tbf bucket (500 kB at 1gbit) from 64 KiB up, whatever the smaller sizes
+    # left in it, as the forced runs' calls do.
+    timeout -k 5 900 $(launcher 4 "$rate") "$cli" allreduce-bench --exchange --min-bytes 4096 \
+      --max-bytes "$max" --samples 5 --warmup 10 --report "$out/exchange-4-$rate.json" ||
+      echo "exchange $rate failed" >&2
+  done
+fi
+
 if [[ " $parts " == *" train "* ]]; then
   for repetition in 1 2 3; do
     for model in lenet5 fc3; do
@@ -152,22 +173,28 @@ def scaling_model(*args):
         sys.exit(result.stdout + result.stderr)
     return json.loads(result.stdout)
 
-def seconds_at(ranks, size, *profiles, protocol=False):
+def seconds_at(ranks, size, *profiles, protocol=False, exchange=None):
     args = [a for p in profiles for a in ("--allreduce", p)] + (["--protocol-fit"] if protocol else [])
+    args += ["--exchange", exchange] if exchange else []
     rows = scaling_model(*args, "--model", "lenet5", "--serial-step", "0.01",
                          "--max-nodes", "8")["profiles"][-1]["allreduce_seconds"]
     return next(r for r in rows if r["ranks"] == ranks and r["bytes"] == size)
 
-# Each forced algorithm predicted three ways, each by its own formula: at the link of the default
-# algorithm's profile; at its own fit (its own alpha and beta, from the forced run's sizes); and at
-# one link with eager and rendezvous messages apart, fitted to the three forced runs at once.
+# Each forced algorithm predicted four ways, each by its own formula: at the link of the default
+# algorithm's profile; at its own fit (its own alpha and beta, from the forced run's sizes); at
+# one link with eager and rendezvous messages apart, fitted to the three forced runs at once; and
+# at that link with recursive doubling's and Rabenseifner's pairwise rounds priced by the
+# measured exchange curve of the same hosts (the ring sends one way: unchanged).
 algorithms = ["ring", "recursive_doubling", "rabenseifner"]
-print("| link (4 hosts) | size | algorithm | measured median [q1, q3] | default's link | error | own fit | error | eager/rendezvous | error |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| link (4 hosts) | size | algorithm | measured median [q1, q3] | default's link | error | own fit | error | "
+      "eager/rendezvous | error | exchange curve | error |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for rate in ["1gbit", "100mbit"]:
     for size_bytes in [65536, 1048576]:
         shared = seconds_at(4, size_bytes, f"{out}/profile-4-{rate}.json")
-        joint = seconds_at(4, size_bytes, *[f"{out}/forced-4-{rate}-{a}.json" for a in algorithms], protocol=True)
+        forced = [f"{out}/forced-4-{rate}-{a}.json" for a in algorithms]
+        joint = seconds_at(4, size_bytes, *forced, protocol=True)
+        exchanged = seconds_at(4, size_bytes, *forced, protocol=True, exchange=f"{out}/exchange-4-{rate}.json")
         for algorithm in algorithms:
             path = f"{out}/forced-4-{rate}-{algorithm}.json"
             own = seconds_at(4, size_bytes, path)[algorithm]
@@ -179,7 +206,8 @@ for rate in ["1gbit", "100mbit"]:
                   f"{measured * 1e3:.1f} ms [{size['seconds_q1'] * 1e3:.1f}, {size['seconds_q3'] * 1e3:.1f}] | "
                   f"{shared[algorithm] * 1e3:.1f} ms | {100 * (shared[algorithm] / measured - 1):+.0f}% | "
                   f"{own * 1e3:.1f} ms | {100 * (own / measured - 1):+.0f}% | "
-                  f"{joint[algorithm] * 1e3:.1f} ms | {100 * (joint[algorithm] / measured - 1):+.0f}% |")
+                  f"{joint[algorithm] * 1e3:.1f} ms | {100 * (joint[algorithm] / measured - 1):+.0f}% | "
+                  f"{exchanged[algorithm] * 1e3:.1f} ms | {100 * (exchanged[algorithm] / measured - 1):+.0f}% |")
 
 print()
 # libnbc's binomial allreduce, called back to back over the shaped links, against its simulation
@@ -269,6 +297,15 @@ for hosts, rate, label in [("shm2", "none", "shm-2-ranks"), ("2", "none", "emula
              "fit": {"ranks": bench["ranks"], "alpha_s": fit["alpha_s"], "beta_s_per_byte": fit["beta_s_per_byte"],
                      "kept": fit["kept"], "rms_relative_residual": round(fit["rms_relative_residual"], 3),
                      "excluded_bytes_up_to": max(fit["excluded_bytes"]) if fit["excluded_bytes"] else None}}
+    # The pairwise exchange measured on the same hosts: what prices recursive doubling's and
+    # Rabenseifner's rounds (scaling-model reads "exchange").
+    exchange_path = f"{out}/exchange-{hosts}-{rate}.json"
+    if os.path.exists(exchange_path):
+        exchange = json.load(open(exchange_path))
+        entry["exchange"] = {"ranks": exchange["ranks"],
+                             "sizes": [{"bytes": s["bytes"], "seconds": s["seconds"]} for s in exchange["sizes"]]}
+        entry["source"] += (f"; exchange: allreduce-bench --exchange --samples 5 --warmup 10, "
+                            f"{exchange['sizes'][0]['bytes']} B .. {exchange['sizes'][-1]['bytes']} B")
     if shm is None:
         shm = entry["network"]
     else:
