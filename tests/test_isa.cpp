@@ -184,6 +184,19 @@ TEST(Isa, MeasuringChoosesSupportedTargetsAndRestoresTheChoice) {
   EXPECT_EQ(isa_info().requested, "scalar");
 }
 
+// Within 2% of the fastest is a tie: the narrowest vectors among the tied win, and of two
+// targets of the same width the faster; a target outside the tie never wins.
+TEST(Isa, TiesGoToTheNarrowerVectorsAndEqualWidthsToTheFaster) {
+  const std::vector<std::string> targets = {"avx3_dl", "avx3", "avx2", "sse4", "scalar"};
+  EXPECT_EQ(tied_target_choice(targets, {1.00, 1.01, 1.015, 1.5, 2.0}), "avx2");
+  EXPECT_EQ(tied_target_choice(targets, {1.00, 1.01, 1.05, 1.5, 2.0}), "avx3_dl");
+  EXPECT_EQ(tied_target_choice(targets, {1.01, 1.00, 1.05, 1.5, 2.0}), "avx3");
+  EXPECT_EQ(tied_target_choice(targets, {1.00, 1.01, 1.05, 1.5, 1.019}), "scalar");
+  EXPECT_EQ(tied_target_choice(targets, {1.30, 1.20, 1.10, 1.00, 1.03}), "sse4");
+  EXPECT_EQ(tied_target_choice({"avx2"}, {0.5}), "avx2");
+  EXPECT_THROW(tied_target_choice(targets, {1.0}), Error);
+}
+
 TEST(IsaCli, FlagAndEnvironmentChooseTheTargetAndTheFlagWins) {
   const std::string run = "train --model fc3 --synthetic 256 --steps 2 --batch 16 --report -";
   const auto scalar = test::run_cli(run + " --isa scalar --quiet");

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "cnnbench/core.hpp"
@@ -154,7 +155,7 @@ std::function<void()> family_work(KernelFamily family, Buffers& b) {
   return [] {};
 }
 
-// The fastest of `targets` (highest first) on `family`'s work, ties going to the narrower.
+// The fastest of `targets` (highest first) on `family`'s work, ties broken by tied_target_choice.
 std::string fastest_target(KernelFamily family, const std::vector<std::string>& targets,
                            const KernelChoice& base, double budget_seconds) {
   Buffers buffers;
@@ -189,14 +190,31 @@ std::string fastest_target(KernelFamily family, const std::vector<std::string>& 
       if (fastest[t] > best * out_of_the_race) running[t] = false;
     }
   }
-  const double best = *std::min_element(fastest.begin(), fastest.end());
-  for (std::size_t t = targets.size(); t-- > 0;) {
-    if (fastest[t] <= best * tie) return targets[t];
-  }
-  return targets.front();
+  return tied_target_choice(targets, fastest);
 }
 
 }  // namespace
+
+int vector_bits(const std::string& target) {
+  if (target == "avx3_dl" || target == "avx3") return 512;
+  if (target == "avx2") return 256;
+  if (target == "scalar") return 0;
+  return 128;  // sse4, neon
+}
+
+std::string tied_target_choice(const std::vector<std::string>& targets, const std::vector<double>& seconds) {
+  CNNBENCH_CHECK(!targets.empty() && targets.size() == seconds.size(), "one time per target");
+  const double best = *std::min_element(seconds.begin(), seconds.end());
+  std::optional<std::size_t> chosen;
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    if (seconds[t] > best * tie) continue;
+    const bool narrower = chosen && vector_bits(targets[t]) < vector_bits(targets[*chosen]);
+    const bool as_wide_and_faster = chosen && vector_bits(targets[t]) == vector_bits(targets[*chosen]) &&
+                                    seconds[t] < seconds[*chosen];
+    if (!chosen || narrower || as_wide_and_faster) chosen = t;
+  }
+  return targets[*chosen];
+}
 
 KernelChoice measure_fastest_kernels(double budget_ms) {
   const IsaInfo before = isa_info();
