@@ -332,16 +332,21 @@ def scaling_curves(report, model, serial, hidden):
     args = [executable, "scaling-model", "--fabric", str(profiles), "--model", model,
             "--serial-step", repr(serial), "--hidden-fraction", repr(hidden), "--max-nodes", "1024",
             "--report", "-"]
+    own = None  # the sweep's allreduce profile, which scaling-model names by its (temporary) path
     with tempfile.TemporaryDirectory() as scratch:
         allreduce = report.get("allreduce") or {}
         if "link" in (allreduce.get("fit") or {}):
-            path = Path(scratch) / "allreduce.json"
-            path.write_text(json.dumps(allreduce))
-            args += ["--allreduce", str(path)]
+            own = Path(scratch) / "allreduce.json"
+            own.write_text(json.dumps(allreduce))
+            args += ["--allreduce", str(own)]
         result = subprocess.run(args, capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
         raise RuntimeError(f"cnnbench scaling-model failed: {result.stdout}{result.stderr}".strip())
-    return json.loads(result.stdout)
+    curves = json.loads(result.stdout)
+    for profile in curves["profiles"]:
+        if own is not None and profile["name"] == str(own):
+            profile["name"] = "this sweep's allreduce fit"
+    return curves
 
 
 def measured_efficiency(report, model, serial):
@@ -398,8 +403,16 @@ def plot_scaling_prediction(report, models, out):
         ax.set_xlabel("nodes p (1 rank each)")
         ax.set_ylabel("efficiency")
         ax.grid(alpha=0.3, which="both")
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=6, ncol=2)
+    # One legend beside the panels: the profiles are the same in every panel, and inside a panel
+    # the legend hid the curves.
+    handles = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(list(handles.values()), list(handles.keys()), loc="center right", fontsize=7,
+                   frameon=False)
+        fig.legend_width = 0.2
     save(fig, out, "scaling_prediction")
 
 
