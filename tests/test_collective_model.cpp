@@ -102,6 +102,18 @@ TEST(CollectiveModel, CheapestJustBelowAndAboveHandSolvedCrossovers) {
   EXPECT_EQ(crossovers[0].above, "ring");
 }
 
+// Without alpha, the ring and Rabenseifner cost the same at a power of two (2(p-1)/p n beta each):
+// a tie, which the ring keeps at every size, not a crossover wherever their last bits differ.
+TEST(CollectiveModel, EqualFormulasAreATieNotACrossover) {
+  const CollectiveCost bandwidth_only{{0, 1e-8}, 1e-10};
+  for (int ranks : {4, 16}) {
+    EXPECT_TRUE(allreduce_crossovers(ranks, bandwidth_only, 4, 1 << 30).empty()) << ranks;
+    for (double bytes : {1e3, 1e5, 3.3e6, 7.7e7}) {
+      EXPECT_EQ(cheapest_allreduce(ranks, bytes, bandwidth_only).algorithm, "ring") << ranks << " " << bytes;
+    }
+  }
+}
+
 TEST(CollectiveModel, OpenMpiFallbacks) {
   using A = AllreduceAlgorithm;
   // Ring: count < p runs recursive doubling.

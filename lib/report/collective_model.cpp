@@ -343,11 +343,20 @@ double hierarchical_allreduce_seconds(const HierarchicalFabric& fabric, double b
   return reduce + cheapest_allreduce(fabric.nodes, bytes, fabric.network).seconds + broadcast;
 }
 
+// Cheaper than `best` by more than rounding: equal formulas (the ring and Rabenseifner move the
+// same bytes, and on a link without alpha cost the same at a power of two) stay a tie, which the
+// earlier candidate keeps, instead of flipping with the last bit from one size to the next.
+namespace {
+bool clearly_cheaper(double seconds, const AllreduceChoice& best) {
+  return best.algorithm.empty() || seconds < best.seconds * (1 - 1e-9);
+}
+}  // namespace
+
 AllreduceChoice cheapest_allreduce(int ranks, double bytes, const CollectiveCost& cost) {
   AllreduceChoice best;
   for (AllreduceAlgorithm a : flat_candidates) {
     const double seconds = allreduce_seconds(a, ranks, bytes, cost);
-    if (best.algorithm.empty() || seconds < best.seconds) best = {std::string(algorithm_name(a)), seconds};
+    if (clearly_cheaper(seconds, best)) best = {std::string(algorithm_name(a)), seconds};
   }
   return best;
 }
@@ -356,7 +365,7 @@ AllreduceChoice cheapest_allreduce(const HierarchicalFabric& fabric, double byte
   AllreduceChoice best = cheapest_allreduce(fabric.nodes * fabric.ranks_per_node, bytes, fabric.network);
   if (fabric.ranks_per_node > 1) {
     const double seconds = hierarchical_allreduce_seconds(fabric, bytes);
-    if (seconds < best.seconds) best = {"hierarchical", seconds};
+    if (clearly_cheaper(seconds, best)) best = {"hierarchical", seconds};
   }
   return best;
 }
