@@ -174,6 +174,19 @@ def save(fig, out, name):
     print(f"wrote {out / name}.png and .svg")
 
 
+def legend_beside(fig, axes, width):
+    """One legend for all panels, right of them in `width` of the figure (save leaves it room):
+    each label once, from the first panel that has it."""
+    handles = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(list(handles.values()), list(handles.keys()), loc="center right", fontsize=7,
+                   frameon=False)
+        fig.legend_width = width
+
+
 def max_cores(report):
     ps = [p["p"] for p in report["points"]]
     return max(ps + [2])
@@ -403,16 +416,8 @@ def plot_scaling_prediction(report, models, out):
         ax.set_xlabel("nodes p (1 rank each)")
         ax.set_ylabel("efficiency")
         ax.grid(alpha=0.3, which="both")
-    # One legend beside the panels: the profiles are the same in every panel, and inside a panel
-    # the legend hid the curves.
-    handles = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
-    if handles:
-        fig.legend(list(handles.values()), list(handles.keys()), loc="center right", fontsize=7,
-                   frameon=False)
-        fig.legend_width = 0.2
+    # The profiles are the same in every panel, and inside a panel the legend hid the curves.
+    legend_beside(fig, axes, 0.2)
     save(fig, out, "scaling_prediction")
 
 
@@ -479,14 +484,7 @@ def plot_breakdown(report, models, out):
         ax.set_xlabel("strategy / n<ranks>c<threads per rank>")
         ax.set_ylabel("time per step / serial time per step")
         ax.grid(alpha=0.3, axis="y")
-    handles = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            handles.setdefault(label, handle)
-    if handles:
-        fig.legend(list(handles.values()), list(handles.keys()), loc="center right", fontsize=7,
-                   frameon=False)
-        fig.legend_width = 0.17
+    legend_beside(fig, axes, 0.17)
     save(fig, out, "breakdown")
 
 
