@@ -219,6 +219,11 @@ const std::vector<Edge> kInputEdges = {
     {"AllreduceBenchTwoSizesIsNoFit", "allreduce-bench --min-bytes 8 --max-bytes 16", 2,
      "two message sizes from 8 bytes, and the fit alpha + n*beta needs at least 3"},
     {"AllreduceBenchUnknownAlgorithm", "allreduce-bench --algorithm tree", 2, "--algorithm"},
+    // Each MPI component has its own algorithms: libnbc no segmented ring, tuned no binomial.
+    {"AllreduceBenchNonblockingSegmentedRing", "allreduce-bench --nonblocking --algorithm segmented_ring", 2,
+     "--algorithm segmented_ring --nonblocking: MPI_Iallreduce (libnbc) has no segmented_ring algorithm "
+     "(it has ring, binomial, rabenseifner, recursive_doubling)"},
+    {"AllreduceBenchBlockingBinomial", "allreduce-bench --algorithm binomial", 2, "add --nonblocking"},
 };
 
 }  // namespace

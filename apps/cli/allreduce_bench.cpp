@@ -333,12 +333,12 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
     }
     if (!args->algorithm.empty() && args->algorithm != "default") {
       const AllreduceAlgorithm asked = parse_allreduce_algorithm(args->algorithm);
-      const bool libnbc_has = asked == AllreduceAlgorithm::ring || asked == AllreduceAlgorithm::binomial ||
-                              asked == AllreduceAlgorithm::rabenseifner ||
-                              asked == AllreduceAlgorithm::recursive_doubling;
-      if (args->config.nonblocking && !libnbc_has) {
-        throw CLI::ValidationError("--algorithm " + args->algorithm + " --nonblocking: MPI_Iallreduce (libnbc) "
-                                   "has ring, binomial, rabenseifner and recursive_doubling only");
+      if (args->config.nonblocking) {
+        try {
+          libnbc_algorithm_id(asked);  // libnbc's list, with the message naming it
+        } catch (const Error& e) {
+          throw CLI::ValidationError("--algorithm " + args->algorithm + " --nonblocking: " + e.what());
+        }
       }
       if (!args->config.nonblocking && asked == AllreduceAlgorithm::binomial) {
         throw CLI::ValidationError("--algorithm binomial is MPI_Iallreduce's (libnbc): add --nonblocking");
