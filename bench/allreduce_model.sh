@@ -284,6 +284,12 @@ for hosts, rate, label in [("shm2", "none", "shm-2-ranks"), ("2", "none", "emula
                            ("4", "100mbit", "emulated-tcp-100mbit-4")]:
     bench = json.load(open(f"{out}/profile-{hosts}-{rate}.json"))
     fit, link = bench["fit"], bench["fit"]["link"]
+    # The machine and day the report itself records (allreduce-bench writes its context); older
+    # reports without one get this machine and the file's date.
+    context = bench.get("context") or {}
+    cpu = context.get("cpu") or {}
+    measured_on = (f"{cpu.get('name', '?')}, cpu family {cpu.get('family')} model {cpu.get('model')}, "
+                   f"host {context.get('host', '?')}; {context['date'][:10]}") if "date" in context else machine
     if link["beta_s_per_byte"] <= 0:
         print(f"{label}: left out, its fitted beta is not positive", file=sys.stderr)
         continue
@@ -292,7 +298,7 @@ for hosts, rate, label in [("shm2", "none", "shm-2-ranks"), ("2", "none", "emula
              + ("uncapped" if rate == "none" else f"tbf {rate}"))
     entry = {"name": label, "kind": "measured",
              "source": "bench/allreduce_model.sh (cnnbench allreduce-bench --samples 5, 4 B .. 4 MiB, "
-                       f"Open MPI's default algorithm), {where}; {machine}",
+                       f"Open MPI's default algorithm), {where}; {measured_on}",
              "network": {k: link[k] for k in ("alpha_s", "beta_s_per_byte", "gamma_s_per_byte")},
              "fit": {"ranks": bench["ranks"], "alpha_s": fit["alpha_s"], "beta_s_per_byte": fit["beta_s_per_byte"],
                      "kept": fit["kept"], "rms_relative_residual": round(fit["rms_relative_residual"], 3),

@@ -238,10 +238,17 @@ int run_allreduce_bench(const AllreduceArgs& a) {
     return 2;
   }
   nlohmann::json result = allreduce_benchmark(config);
+  // Rank 0 writes the report, with the machine, build and environment it was measured on (what
+  // a fabric profile made from it cites).
+  const auto write_report = [&] {
+    if (rank != 0) return;
+    result["context"] = collect_context();
+    write_json(a.report, result);
+  };
   // An exchange has no algorithm and no allreduce to fit: its medians are the curve itself.
   if (config.exchange) {
     result["fit"] = nullptr;
-    if (rank == 0) write_json(a.report, result);
+    write_report();
     return 0;
   }
   check_library_took(asked, control, result.at("open_mpi"));
@@ -261,7 +268,7 @@ int run_allreduce_bench(const AllreduceArgs& a) {
       status = 1;
     }
   }
-  if (rank == 0) write_json(a.report, result);
+  write_report();
   return status;
 #else
   fail("allreduce-bench needs MPI: this cnnbench was built without it (CNNBENCH_WITH_MPI=OFF or MPI not found)");

@@ -20,6 +20,7 @@
 
 #include "cnnbench/checkpoint.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/cpu_identity.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/safetensors.hpp"
 #include "mpirun_job.hpp"
@@ -211,6 +212,9 @@ nlohmann::json expect_labels(const fs::path& dir, std::vector<std::string> flags
   run_ok(test::mpirun_command(3, command), dir / "run.log");
   const auto report = nlohmann::json::parse(read_file(out));
   EXPECT_EQ(report.at("open_mpi").at(setting), e.id) << report.at("open_mpi");
+  // The machine it was measured on, as a run report has it.
+  EXPECT_EQ(report.at("context").at("cpu").at("family"), cpu_identity_json(this_cpu()).at("family")) << report.at("context");
+  EXPECT_FALSE(report.at("context").at("date").get<std::string>().empty());
   const auto& sizes = report.at("sizes");
   EXPECT_EQ(sizes.size(), e.run.size());
   for (std::size_t i = 0; i < std::min(sizes.size(), e.run.size()); ++i) {
