@@ -224,7 +224,7 @@ nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config) {
                      {"algorithm_gbps", algorithm_gbps},
                      {"bus_gbps", algorithm_gbps * bus_factor}});
   }
-  const int largest = static_cast<int>(config.max_bytes / 4);
+  const auto largest = static_cast<int>(largest_count);
   return {{"ranks", ranks},
           {"operation", operation_name(config) + ", per sample the max over ranks of the mean per call; "
                                                  "seconds is the median of the samples"},

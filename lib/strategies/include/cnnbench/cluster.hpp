@@ -67,11 +67,11 @@ struct AllreduceBenchConfig {
 // Collective over MPI_COMM_WORLD: every rank must call it. Times MPI_Allreduce(SUM, float) (or
 // the exchange) for sizes min_bytes, 2*min_bytes, ... max_bytes, `samples` times each (per sample
 // the max over ranks of the per-call mean), and returns the same JSON on every rank:
-// {"ranks", "operation", "nonblocking", "exchange", "sizes": [{"bytes", "count", "seconds" (median), "seconds_q1", "seconds_q3",
-//  "seconds_min", "seconds_max", "algorithm_gbps", "bus_gbps"}...], "reduction":
-//  {"gamma_s_per_byte"}, "network": {"transport", "hosts", "rank_hosts", "link_rate"},
-//  "open_mpi": {the coll_tuned allreduce settings in effect}}. Fitting is the caller's
-// (cnnbench/collective_model.hpp).
+// {"ranks", "operation", "nonblocking", "exchange", "sizes": [{"bytes", "count", "seconds"
+//  (median), "seconds_q1", "seconds_q3", "seconds_min", "seconds_max", "algorithm_gbps",
+//  "bus_gbps"}...], "reduction": {"gamma_s_per_byte"}, "network": {"transport", "hosts",
+//  "rank_hosts", "link_rate"}, "open_mpi": {the coll_tuned and libnbc allreduce settings in
+//  effect}}. Fitting is the caller's (cnnbench/collective_model.hpp).
 nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config = {});
 
 }  // namespace cnnbench
