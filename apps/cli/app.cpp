@@ -77,6 +77,7 @@ void build_app(CLI::App& app, Runner& runner) {
   app.failure_message(failure_message);
   add_train_command(app, runner);
   add_info_command(app, runner);
+  add_calibrate_command(app, runner);
   add_sweep_command(app, runner);
   add_compare_command(app, runner);
   add_plot_command(app, runner);

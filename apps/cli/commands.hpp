@@ -17,6 +17,7 @@ void build_app(CLI::App& app, Runner& runner);
 
 void add_train_command(CLI::App& root, Runner& runner);
 void add_info_command(CLI::App& root, Runner& runner);
+void add_calibrate_command(CLI::App& root, Runner& runner);
 void add_sweep_command(CLI::App& root, Runner& runner);
 void add_compare_command(CLI::App& root, Runner& runner);
 void add_plot_command(CLI::App& root, Runner& runner);

@@ -145,14 +145,17 @@ void print_cpu(std::ostream& out, const nlohmann::json& cpu) {
                               megahertz_or_dash(cpu.at("mhz_current")));
 }
 
-// How the kernel families' targets were chosen: "measured now in 212 ms", "cached (measured in
-// 212 ms)", "highest", "forced".
+// How the kernel families' targets were chosen: "measured now in 612 ms", "cached from
+// 2026-12-06T01:23:45Z (measured in 612 ms)", "highest", "forced", or the busy fallback.
 std::string choice_text(const nlohmann::json& simd) {
   const std::string how = simd.value("choice", "");
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.0f ms", simd.value("calibration_ms", 0.0));
-  if (how == "measured") return "fastest, measured now in " + std::string(ms);
-  if (how == "cached") return "fastest, cached (measured in " + std::string(ms) + ")";
+  const nlohmann::json when = simd.value("calibrated_at", nlohmann::json());
+  const std::string at = when.is_string() ? when.get<std::string>() : "an earlier run";
+  if (how == "measured") return "measured now in " + std::string(ms) + " (the highest unless another is clearly faster)";
+  if (how == "cached") return "cached from " + at + " (measured in " + std::string(ms) + "; `cnnbench calibrate` measures again)";
+  if (how == "busy") return "the highest: the machine was too busy to time the kernels at " + at + " (measured again later, or with `cnnbench calibrate`)";
   if (how == "highest") return "highest the CPU runs (Highway's rule)";
   return how;
 }

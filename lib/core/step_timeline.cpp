@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 
 #include "cnnbench/step_timeline.hpp"
@@ -38,6 +39,15 @@ ThreadCpu thread_cpu() {
   rusage usage{};
   getrusage(RUSAGE_THREAD, &usage);
   return {double(cpu.tv_sec) + 1e-9 * double(cpu.tv_nsec), usage.ru_nivcsw};
+}
+
+double thread_run_queue_seconds() {
+  std::FILE* file = std::fopen("/proc/thread-self/schedstat", "r");
+  if (file == nullptr) return 0;
+  unsigned long long on_cpu = 0, waiting = 0;
+  const int read = std::fscanf(file, "%llu %llu", &on_cpu, &waiting);
+  std::fclose(file);
+  return read == 2 ? 1e-9 * double(waiting) : 0;
 }
 
 double StepTimes::busy() const {

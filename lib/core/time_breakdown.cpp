@@ -105,10 +105,13 @@ void BreakdownBuilder::add_steps(std::span<const StepTimes> step, std::int64_t s
   steps_ += steps;
 }
 
-void BreakdownBuilder::end_range(double seconds) {
+void BreakdownBuilder::end_range(double seconds, double descheduled_outside_steps) {
   const double rest = std::max(0.0, seconds - range_wall_);
   critical_[TimeCategory::other] += rest;
   critical_.wall += rest;
+  const double descheduled = std::clamp(descheduled_outside_steps, 0.0, rest);
+  critical_.descheduled += descheduled;
+  other_descheduled_ += descheduled;
   range_wall_ = 0;
 }
 
@@ -116,6 +119,7 @@ TimeBreakdown BreakdownBuilder::result(std::vector<std::string> layer_names) con
   TimeBreakdown out;
   out.steps = steps_;
   out.critical_path = critical_;
+  out.other_descheduled = other_descheduled_;
   out.layer_names = std::move(layer_names);
   out.workers = workers_;
   out.straggler.kind = unit_kind_;

@@ -32,14 +32,6 @@ namespace cnnbench {
 
 namespace {
 
-std::string utc_now_iso8601() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  ::gmtime_r(&now, &utc);
-  std::array<char, 32> text{};
-  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text.data();
-}
 
 std::string host_name() {
   std::array<char, 256> name{};
@@ -107,13 +99,23 @@ nlohmann::json simd_json() {
                          {"supported", isa.supported},
                          {"dense_sgemm_min_weight_bytes", dense_sgemm_min_weight_bytes()},
                          {"dense_all_on_sgemm", dense_all_on_sgemm()}};
-  if (isa.choice.how == "measured" || isa.choice.how == "cached") {
+  if (isa.choice.how == "measured" || isa.choice.how == "cached" || isa.choice.how == "busy") {
     simd["calibration_ms"] = isa.choice.calibration_ms;
+    if (!isa.choice.measured_at.empty()) simd["calibrated_at"] = isa.choice.measured_at;
   }
   return simd;
 }
 
 }  // namespace
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text.data();
+}
 
 std::string mpi_version_string() {
 #if CNNBENCH_HAVE_MPI

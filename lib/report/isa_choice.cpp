@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -28,9 +30,6 @@ namespace cnnbench {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The timing's budget: the buffers' set-up and the turns that overrun it come on top.
-constexpr double calibration_budget_ms = 200;
 
 // What a measured choice holds for: the CPU (as the report names it, without its clock), the
 // build, and OpenBLAS's kernel set (dense layers run on sgemm by rules that read it).
@@ -69,6 +68,10 @@ bool cache_enabled() {
   return setting == nullptr || std::string(setting) != "off";
 }
 
+double epoch_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 void note(const std::string& text) { std::fprintf(stderr, "cnnbench: %s\n", text.c_str()); }
 
 nlohmann::json targets_json(const KernelTargets& targets) {
@@ -96,6 +99,16 @@ std::optional<KernelChoice> read_cache(const fs::path& file, const nlohmann::jso
     why_not = "it was measured on another CPU, build or OpenBLAS kernel set";
     return std::nullopt;
   }
+  if (cached.value("busy", false)) {
+    // A busy calibration's marker: the default until it lapses, then a measurement again.
+    const double until = cached.value("busy_until_epoch_s", 0.0);
+    if (!(until > epoch_seconds())) return std::nullopt;
+    KernelChoice choice = highest_kernel_choice();
+    choice.how = "busy";
+    choice.calibration_ms = cached.value("calibration_ms", 0.0);
+    choice.measured_at = cached.value("measured_at", "");
+    return choice;
+  }
   KernelChoice choice;
   for (KernelFamily family : kernel_families) {
     const nlohmann::json target = cached.at("kernels").value(kernel_family_name(family), nlohmann::json());
@@ -108,13 +121,23 @@ std::optional<KernelChoice> read_cache(const fs::path& file, const nlohmann::jso
   }
   choice.how = "cached";
   choice.calibration_ms = cached.value("calibration_ms", 0.0);
+  const nlohmann::json when = cached.value("measured_at", nlohmann::json());
+  choice.measured_at = when.is_string() ? when.get<std::string>() : "";
   return choice;
 }
 
-void write_cache(const fs::path& file, const nlohmann::json& identity, const KernelChoice& choice) {
-  const nlohmann::json cached = {{"identity", identity},
-                                 {"kernels", targets_json(choice.targets)},
-                                 {"calibration_ms", choice.calibration_ms}};
+// The calibration, or (busy) a marker that keeps the default until busy_retry_seconds from now.
+void write_cache(const fs::path& file, const nlohmann::json& identity, const Calibration& calibration) {
+  const KernelChoice& choice = calibration.choice;
+  nlohmann::json cached = {{"identity", identity},
+                           {"kernels", targets_json(choice.targets)},
+                           {"calibration_ms", choice.calibration_ms},
+                           {"measured_at", choice.measured_at},
+                           {"families", calibration_json(calibration)}};
+  if (calibration.busy()) {
+    cached["busy"] = true;
+    cached["busy_until_epoch_s"] = epoch_seconds() + busy_retry_seconds;
+  }
   try {
     write_output(file, cached.dump(2) + "\n");
   } catch (const Error& e) {
@@ -143,20 +166,56 @@ class CacheLock {
   int fd_ = -1;
 };
 
+// The cache file of this CPU, build and kernel set (and its identity), or none when caching is off
+// or there is no home for it.
+struct CacheFile {
+  fs::path file, lock;
+  nlohmann::json identity;
+};
+std::optional<CacheFile> cache_file() {
+  const std::optional<fs::path> folder = cache_enabled() ? cache_folder() : std::nullopt;
+  if (!folder) return std::nullopt;
+  CacheFile cache;
+  cache.identity = cache_identity();
+  const std::string name = "kernel-choice-" + identity_hash(cache.identity.dump());
+  cache.file = *folder / (name + ".json");
+  cache.lock = *folder / (name + ".lock");
+  return cache;
+}
+
+void note_busy(const Calibration& calibration) {
+  double worst = 0;
+  int counted = min_counted_rounds;
+  for (const FamilyCalibration& f : calibration.families) {
+    worst = std::max(worst, f.noise);
+    counted = std::min(counted, f.counted_rounds);
+  }
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "the machine is too busy to time the kernels (%d quiet rounds of %d needed, the "
+                "default target against itself %.1f%% apart, at most %.0f%% allowed): this run "
+                "uses the highest target, %s; `cnnbench calibrate` measures again",
+                counted, min_counted_rounds, 100 * worst, 100 * busy_noise,
+                isa_info().highest.c_str());
+  note(text);
+}
+
 // The cached choice when there is a good one, else one measured now (and cached).
 KernelChoice cached_or_measured_choice() {
-  const std::optional<fs::path> folder = cache_enabled() ? cache_folder() : std::nullopt;
-  if (!folder) return measure_fastest_kernels(calibration_budget_ms);
-  const nlohmann::json identity = cache_identity();
-  const std::string name = "kernel-choice-" + identity_hash(identity.dump());
-  const fs::path file = *folder / (name + ".json");
-  const CacheLock lock(*folder / (name + ".lock"));
+  const std::optional<CacheFile> cache = cache_file();
+  if (!cache) {
+    const Calibration calibration = calibrate_kernels(calibration_budget_ms);
+    if (calibration.busy()) note_busy(calibration);
+    return calibration.choice;
+  }
+  const CacheLock lock(cache->lock);
   std::string why_not;
-  if (auto cached = read_cache(file, identity, why_not)) return *cached;
-  if (!why_not.empty()) note("ignoring " + file.string() + ": " + why_not + "; measuring again");
-  const KernelChoice measured = measure_fastest_kernels(calibration_budget_ms);
-  write_cache(file, identity, measured);
-  return measured;
+  if (auto cached = read_cache(cache->file, cache->identity, why_not)) return *cached;
+  if (!why_not.empty()) note("ignoring " + cache->file.string() + ": " + why_not + "; measuring again");
+  const Calibration calibration = calibrate_kernels(calibration_budget_ms);
+  if (calibration.busy()) note_busy(calibration);
+  write_cache(cache->file, cache->identity, calibration);
+  return calibration.choice;
 }
 
 // One choice per process: every later "best" takes the same kernels (and bits).
@@ -166,6 +225,21 @@ const KernelChoice& best_choice() {
 }
 
 }  // namespace
+
+Calibration recalibrate_and_cache() {
+  const std::optional<CacheFile> cache = cache_file();
+  if (!cache) return calibrate_kernels(calibration_budget_ms);
+  const CacheLock lock(cache->lock);
+  const Calibration calibration = calibrate_kernels(calibration_budget_ms);
+  if (!calibration.busy()) write_cache(cache->file, cache->identity, calibration);
+  return calibration;
+}
+
+std::optional<std::string> kernel_cache_path() {
+  const std::optional<CacheFile> cache = cache_file();
+  if (!cache) return std::nullopt;
+  return cache->file.string();
+}
 
 void use_isa(const std::string& name) {
   const std::string problem = isa_problem(name);

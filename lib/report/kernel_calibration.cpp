@@ -1,16 +1,19 @@
 // The timing behind `--isa best`: each kernel family runs one LeNet-5 and one FC-3 step's worth of
-// its kernels (the models' own shapes) on every target the CPU supports, in turns, so that a
-// burst of noise from another process hits every target alike; the fastest repetition counts.
+// its kernels (the models' own shapes) on every candidate target in paired rounds against the
+// default (the highest target), so that a slow period of the machine hits every target alike; the
+// default timed twice a round measures the noise, and a round the OS interrupted is not counted.
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <limits>
-#include <optional>
 #include <vector>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/isa_choice.hpp"
 #include "cnnbench/layers.hpp"
 #include "cnnbench/models.hpp"
+#include "cnnbench/report.hpp"
+#include "cnnbench/step_timeline.hpp"
 
 namespace cnnbench {
 
@@ -18,12 +21,13 @@ namespace {
 
 // Batch of the timed work: the CLI's default, so that dense takes the same transposes as a run.
 constexpr int batch = 64;
-// A repetition this much slower than the fastest still ties with it.
-constexpr double tie = 1.02;
-// A target whose fastest repetition is this much slower than the fastest one is timed no more.
+// A target whose median ratio to the default is above this after a few rounds is timed no more.
 constexpr double out_of_the_race = 1.5;
 // The shortest timed repetition: shorter work is repeated up to this.
-constexpr double min_repetition_seconds = 200e-6;
+constexpr double min_repetition_seconds = 1e-3;
+// A timing in which the thread ran on its core less than this share of the wall time was
+// disturbed (the OS ran something else there): its round is not counted.
+constexpr double undisturbed_cpu_share = 0.97;
 
 using L = Lenet5Sizes;
 using F = Fc3Sizes;
@@ -41,10 +45,17 @@ struct Buffers {
 };
 
 // The dense layers of LeNet-5's head and of FC-3, forward and backward, on the own backend's rules.
+// A layer whose weights put it on sgemm whatever the target (FC-3's f1 past half the L2) is left
+// out: OpenBLAS's time would only add noise to the targets' difference.
 std::function<void()> dense_work(Buffers& b) {
-  std::vector<std::pair<int, int>> layers = {{L::flat, L::hidden1}, {L::hidden1, L::hidden2},
-                                             {L::hidden2, L::classes}, {F::input, F::hidden1},
-                                             {F::hidden1, F::hidden2}, {F::hidden2, F::classes}};
+  std::vector<std::pair<int, int>> layers;
+  for (const auto& [in, out] : std::vector<std::pair<int, int>>{
+           {L::flat, L::hidden1}, {L::hidden1, L::hidden2}, {L::hidden2, L::classes},
+           {F::input, F::hidden1}, {F::hidden1, F::hidden2}, {F::hidden2, F::classes}}) {
+    if (sizeof(float) * std::size_t(in) * std::size_t(out) <= dense_sgemm_min_weight_bytes()) {
+      layers.emplace_back(in, out);
+    }
+  }
   std::vector<std::array<float*, 6>> args;  // inp, weight, bias, out, dinp, dweight
   for (const auto& [in, out] : layers) {
     args.push_back({b.take(std::size_t(batch) * in), b.take(std::size_t(in) * out), b.take(out),
@@ -155,81 +166,180 @@ std::function<void()> family_work(KernelFamily family, Buffers& b) {
   return [] {};
 }
 
-// The fastest of `targets` (highest first) on `family`'s work, ties broken by tied_target_choice.
-std::string fastest_target(KernelFamily family, const std::vector<std::string>& targets,
-                           const KernelChoice& base, double budget_seconds) {
+// One timing of `work` (`repeats` calls) on the calling thread: seconds per call, and whether
+// the OS kept the thread off its core for a noticeable part of it.
+struct Timing {
+  double seconds = 0;
+  bool disturbed = false;
+};
+Timing time_work(const std::function<void()>& work, int repeats) {
+  const ThreadCpu cpu_before = thread_cpu();
+  const double begin = now_seconds();
+  for (int r = 0; r < repeats; ++r) work();
+  const double wall = now_seconds() - begin;
+  const double cpu = thread_cpu().seconds - cpu_before.seconds;
+  return {wall / repeats, cpu < undisturbed_cpu_share * wall};
+}
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 1;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// The q-quantile (0..1) of `values`, linearly interpolated.
+double quantile_of(std::vector<double> values, double q) {
+  if (values.empty()) return 1;
+  std::sort(values.begin(), values.end());
+  const double at = q * double(values.size() - 1);
+  const std::size_t low = static_cast<std::size_t>(at);
+  const std::size_t high = std::min(low + 1, values.size() - 1);
+  return values[low] + (at - double(low)) * (values[high] - values[low]);
+}
+
+// `family`'s rounds on `targets` (the default first), for `budget_seconds` and at least
+// min_counted_rounds counted rounds, or up to twice the budget while rounds are disturbed.
+FamilyCalibration calibrate_family(KernelFamily family, const std::vector<std::string>& targets,
+                                   const KernelChoice& base, double budget_seconds) {
   Buffers buffers;
   const std::function<void()> work = family_work(family, buffers);
-  std::vector<double> fastest(targets.size(), std::numeric_limits<double>::infinity());
-  std::vector<bool> running(targets.size(), true);
   KernelChoice trial = base;
-  int repeats = 1;  // calls of `work` per timed repetition
+  const auto use = [&](const std::string& target) {
+    trial.targets[static_cast<std::size_t>(family)] = target;
+    use_kernel_choice(trial, "best");
+  };
+  // A warm-up of each target (caches, pages) sizes the repetition.
+  double fastest_warm_up = std::numeric_limits<double>::infinity();
+  for (const std::string& target : targets) {
+    use(target);
+    fastest_warm_up = std::min(fastest_warm_up, time_work(work, 1).seconds);
+  }
+  const int repeats = static_cast<int>(std::clamp(min_repetition_seconds / fastest_warm_up, 1.0, 256.0));
+
+  // Slot 0 and slot n are the default; 1..n-1 the other targets. The order rotates by a round.
+  const std::size_t slots = targets.size() + 1;
+  std::vector<double> self_ratios;
+  std::vector<CandidateRounds> candidates(targets.size() - 1);
+  for (std::size_t t = 1; t < targets.size(); ++t) candidates[t - 1].target = targets[t];
+  std::vector<bool> running(targets.size(), true);
+  int disturbed = 0;
   const double start = now_seconds();
-  // The first round warms caches and pages and is not counted; then at least two counted rounds.
-  for (int round = 0; round < 3 || now_seconds() - start < budget_seconds; ++round) {
-    double fastest_warm_up = std::numeric_limits<double>::infinity();
-    for (std::size_t t = 0; t < targets.size(); ++t) {
-      if (!running[t]) continue;
-      trial.targets[static_cast<std::size_t>(family)] = targets[t];
-      use_kernel_choice(trial, "best");
-      const double begin = now_seconds();
-      for (int r = 0; r < repeats; ++r) work();
-      const double seconds = (now_seconds() - begin) / repeats;
-      if (round > 0) fastest[t] = std::min(fastest[t], seconds);
-      fastest_warm_up = std::min(fastest_warm_up, seconds);
+  for (std::size_t round = 0;; ++round) {
+    const double elapsed = now_seconds() - start;
+    const bool enough = int(self_ratios.size()) >= min_counted_rounds;
+    if ((enough && elapsed >= budget_seconds) || elapsed >= 2 * budget_seconds) break;
+    std::vector<double> seconds(slots, 0.0);
+    bool round_disturbed = false;
+    for (std::size_t k = 0; k < slots; ++k) {
+      const std::size_t slot = (k + round) % slots;
+      const std::size_t target = slot == slots - 1 ? 0 : slot;
+      if (!running[target]) continue;
+      use(targets[target]);
+      const Timing timing = time_work(work, repeats);
+      seconds[slot] = timing.seconds;
+      round_disturbed = round_disturbed || timing.disturbed;
     }
-    // A family whose work takes microseconds (ReLU, SGD) is repeated up to a span the clock and
-    // the scheduler's noise do not swamp.
-    if (round == 0) {
-      repeats = static_cast<int>(std::clamp(min_repetition_seconds / fastest_warm_up, 1.0, 64.0));
+    if (round_disturbed) {
+      ++disturbed;
+      continue;
     }
-    // A target this far behind in two counted turns cannot win: its turns go to the close ones.
-    // (One turn is not enough: a burst of noise can slow the winner's first.)
-    const double best = *std::min_element(fastest.begin(), fastest.end());
-    for (std::size_t t = 0; t < targets.size() && round >= 2; ++t) {
-      if (fastest[t] > best * out_of_the_race) running[t] = false;
+    const double reference = 0.5 * (seconds[0] + seconds[slots - 1]);
+    self_ratios.push_back(seconds[slots - 1] / seconds[0]);
+    for (std::size_t t = 1; t < targets.size(); ++t) {
+      if (running[t]) candidates[t - 1].ratios.push_back(seconds[t] / reference);
+    }
+    // A target far behind in three counted rounds cannot win: its turns go to the close ones.
+    for (std::size_t t = 1; t < targets.size() && self_ratios.size() >= 3; ++t) {
+      if (running[t] && median_of(candidates[t - 1].ratios) > out_of_the_race) running[t] = false;
     }
   }
-  return tied_target_choice(targets, fastest);
+  FamilyCalibration result = decide_family_target(family, targets.front(), self_ratios, candidates);
+  result.disturbed_rounds = disturbed;
+  return result;
 }
 
 }  // namespace
 
-int vector_bits(const std::string& target) {
-  if (target == "avx3_dl" || target == "avx3") return 512;
-  if (target == "avx2") return 256;
-  if (target == "scalar") return 0;
-  return 128;  // sse4, neon
-}
-
-std::string tied_target_choice(const std::vector<std::string>& targets, const std::vector<double>& seconds) {
-  CNNBENCH_CHECK(!targets.empty() && targets.size() == seconds.size(), "one time per target");
-  const double best = *std::min_element(seconds.begin(), seconds.end());
-  std::optional<std::size_t> chosen;
-  for (std::size_t t = 0; t < targets.size(); ++t) {
-    if (seconds[t] > best * tie) continue;
-    const bool narrower = chosen && vector_bits(targets[t]) < vector_bits(targets[*chosen]);
-    const bool as_wide_and_faster = chosen && vector_bits(targets[t]) == vector_bits(targets[*chosen]) &&
-                                    seconds[t] < seconds[*chosen];
-    if (!chosen || narrower || as_wide_and_faster) chosen = t;
+FamilyCalibration decide_family_target(KernelFamily family, const std::string& default_target,
+                                       const std::vector<double>& self_ratios,
+                                       const std::vector<CandidateRounds>& candidates) {
+  FamilyCalibration out;
+  out.family = family;
+  out.default_target = default_target;
+  out.chosen = default_target;
+  out.counted_rounds = static_cast<int>(self_ratios.size());
+  std::vector<double> deviations;
+  for (double r : self_ratios) deviations.push_back(std::abs(r - 1));
+  out.noise = self_ratios.empty() ? 0 : quantile_of(deviations, 0.75);
+  for (const CandidateRounds& c : candidates) {
+    out.margins.push_back({c.target, median_of(c.ratios), quantile_of(c.ratios, 0.75)});
   }
-  return targets[*chosen];
+  out.decided = out.counted_rounds >= min_counted_rounds && out.noise <= busy_noise;
+  if (!out.decided) return out;
+  const double threshold = 1 - std::max(win_margin, 2 * out.noise);
+  double best = threshold;
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    const TargetMargin& m = out.margins[c];
+    // A target timed in only a few rounds was out of the race: it cannot win.
+    if (candidates[c].ratios.size() < self_ratios.size()) continue;
+    if (m.median_ratio < best && m.upper_quartile_ratio < 1) {
+      best = m.median_ratio;
+      out.chosen = m.target;
+    }
+  }
+  return out;
 }
 
-KernelChoice measure_fastest_kernels(double budget_ms) {
+std::vector<std::string> calibration_candidates(const std::vector<std::string>& supported) {
+  std::vector<std::string> candidates;
+  for (const std::string& target : supported) {
+    if (target != "scalar") candidates.push_back(target);
+  }
+  return candidates.empty() ? supported : candidates;
+}
+
+Calibration calibrate_kernels(double budget_ms) {
   const IsaInfo before = isa_info();
   const double start = now_seconds();
-  KernelChoice choice = highest_kernel_choice();
-  // Each family gets an even share of what is left, so that one that overran costs the others.
+  Calibration calibration;
+  calibration.choice = highest_kernel_choice();
+  const std::vector<std::string> targets = calibration_candidates(before.supported);
+  bool busy = false;
+  // Each family gets an even share: one that a disturbed period stretched costs no other its
+  // rounds (a busy machine takes up to twice the budget in all).
   for (std::size_t f = 0; f < kernel_family_count; ++f) {
-    const double left = budget_ms / 1000.0 - (now_seconds() - start);
-    choice.targets[f] = fastest_target(kernel_families[f], before.supported, highest_kernel_choice(),
-                                       left / double(kernel_family_count - f));
+    FamilyCalibration family = calibrate_family(kernel_families[f], targets, highest_kernel_choice(),
+                                                budget_ms / 1000.0 / double(kernel_family_count));
+    busy = busy || !family.decided;
+    calibration.choice.targets[f] = family.chosen;
+    calibration.families.push_back(std::move(family));
   }
-  choice.how = "measured";
-  choice.calibration_ms = (now_seconds() - start) * 1000.0;
+  if (busy) calibration.choice = highest_kernel_choice();
+  calibration.choice.how = busy ? "busy" : "measured";
+  calibration.choice.calibration_ms = (now_seconds() - start) * 1000.0;
+  calibration.choice.measured_at = utc_now_iso8601();
   use_kernel_choice(before.choice, before.requested);
-  return choice;
+  return calibration;
+}
+
+nlohmann::json calibration_json(const Calibration& calibration) {
+  nlohmann::json families = nlohmann::json::object();
+  for (const FamilyCalibration& f : calibration.families) {
+    nlohmann::json margins = nlohmann::json::object();
+    for (const TargetMargin& m : f.margins) {
+      margins[m.target] = {{"median_ratio", m.median_ratio},
+                           {"upper_quartile_ratio", m.upper_quartile_ratio}};
+    }
+    families[kernel_family_name(f.family)] = {{"chosen", f.chosen},
+                                              {"default", f.default_target},
+                                              {"decided", f.decided},
+                                              {"noise", f.noise},
+                                              {"counted_rounds", f.counted_rounds},
+                                              {"disturbed_rounds", f.disturbed_rounds},
+                                              {"margins", margins}};
+  }
+  return families;
 }
 
 }  // namespace cnnbench

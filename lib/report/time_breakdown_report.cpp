@@ -35,6 +35,7 @@ nlohmann::json category_json(const StepTimes& times) {
 nlohmann::json time_breakdown_json(const TimeBreakdown& breakdown) {
   nlohmann::json out = category_json(breakdown.critical_path);
   out["steps"] = breakdown.steps;
+  out["other_descheduled_s"] = breakdown.other_descheduled;
   nlohmann::json per_layer = nlohmann::json::object();
   for (std::size_t l = 0; l < breakdown.layer_names.size() && l < max_timed_layers; ++l) {
     per_layer[breakdown.layer_names[l]] = breakdown.critical_path.layer_seconds[l];
@@ -49,7 +50,8 @@ nlohmann::json time_breakdown_json(const TimeBreakdown& breakdown) {
       "seconds summed over the measured steps along the critical path (each step's busiest "
       "worker); the categories add up to wall_s, the measured wall time of the steps, other_s "
       "is what no phase claimed; per_layer and compute_parts add up to compute_s; "
-      "descheduled_s is the part of the working time the OS ran something else instead";
+      "descheduled_s is the part of the working time the OS ran something else instead; "
+      "other_descheduled_s the part of other_s it did (also in descheduled_s)";
   nlohmann::json workers = nlohmann::json::array();
   for (const WorkerBreakdown& worker : breakdown.workers) {
     nlohmann::json entry = category_json(worker.total);

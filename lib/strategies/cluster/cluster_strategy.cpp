@@ -98,20 +98,25 @@ class ClusterStrategy final : public Strategy {
 
   void run_steps(const StepRange& range, const StepCallback& on_step) override {
     const ClockTicks range_start = clock_ticks();
+    // The calling thread's run-queue time outside the steps: the OS's share of other_s.
+    double queued_outside_steps = -thread_run_queue_seconds();
     guarded([&] {
       for (ThreadState& state : threads_) {
         state.timeline.reserve_steps(static_cast<std::size_t>(range.count));
         state.timeline.number_steps_from(range.global_first);
       }
       first_step_since_gather_ = range.global_first;
+      queued_outside_steps += thread_run_queue_seconds();
       for (std::int64_t i = 0; i < range.count; ++i) {
         exchange_->set_trace_step(range.global_first + i);
         const double loss_sum = run_step(range.order + (range.first + i) * config_.batch);
         on_step(i, loss_sum / config_.batch);
       }
+      queued_outside_steps -= thread_run_queue_seconds();
       gather_counters_and_pins();
+      queued_outside_steps += thread_run_queue_seconds();
     });
-    breakdown_.end_range(1e-9 * double(clock_ticks() - range_start));
+    breakdown_.end_range(1e-9 * double(clock_ticks() - range_start), queued_outside_steps);
   }
 
   void sync_to(Model& model) override {

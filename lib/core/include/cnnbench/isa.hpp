@@ -24,11 +24,13 @@ using KernelTargets = std::array<std::string, kernel_family_count>;
 
 // How the targets in use were chosen: "highest" (Highway's rule: the highest target the CPU
 // runs, for every family), "forced" (one target or a table given by the caller), "measured"
-// (timed now, `calibration_ms` long) or "cached" (timed by an earlier run on this CPU and build).
+// (timed now, `calibration_ms` long), "cached" (timed by an earlier run on this CPU and build, at
+// `measured_at`) or "busy" (--isa best on a machine too busy to time: the highest, for now).
 struct KernelChoice {
   KernelTargets targets;
   std::string how = "highest";
   double calibration_ms = 0;
+  std::string measured_at;  // UTC, ISO 8601: when the measurement behind measured/cached/busy ran
 };
 
 // Target names, highest first: "avx3_dl" (AVX-512 with VNNI/VBMI2, Ice Lake and Zen 4 on),

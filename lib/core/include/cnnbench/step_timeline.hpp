@@ -52,6 +52,11 @@ struct ThreadCpu {
 };
 ThreadCpu thread_cpu();
 
+// Seconds the calling thread has spent runnable but waiting for a core (the run queue of
+// /proc/thread-self/schedstat, exact to the nanosecond): the OS's share of its wall time, whether
+// it was working or about to. 0 where the kernel does not keep it.
+double thread_run_queue_seconds();
+
 // Steady-clock nanoseconds: a read costs ~20 ns and never allocates.
 using ClockTicks = std::int64_t;
 inline ClockTicks clock_ticks() {

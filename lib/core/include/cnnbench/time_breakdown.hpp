@@ -49,6 +49,9 @@ struct TimeBreakdown {
   std::vector<WorkerBreakdown> workers;
   Straggler straggler;
   std::vector<int> balanced_shares;  // dynamic balance's last shares, when it runs
+  // Of critical_path's other: the part the OS kept the calling thread off its core (also in
+  // critical_path.descheduled).
+  double other_descheduled = 0;
   bool measured() const { return steps > 0; }
 };
 
@@ -76,8 +79,10 @@ class BreakdownBuilder {
   void add_steps(std::span<const StepTimes> summed, std::int64_t steps, double wall);
   // The steps added since the last call ran inside `seconds` of this process's wall time (the
   // strategy's whole call): the part no step holds (the driver's callbacks between steps, the
-  // gathering at the end of the range) is the critical path's other_s.
-  void end_range(double seconds);
+  // gathering at the end of the range) is the critical path's other_s. `descheduled_outside_steps`
+  // is the calling thread's run-queue time outside the steps (thread_run_queue_seconds): as much
+  // of other_s as that explains counts as descheduled too (other_descheduled).
+  void end_range(double seconds, double descheduled_outside_steps = 0);
   std::size_t workers() const { return workers_.size(); }
   TimeBreakdown result(std::vector<std::string> layer_names) const;
 
@@ -89,6 +94,7 @@ class BreakdownBuilder {
   std::int64_t steps_ = 0;
   StepTimes critical_;
   double range_wall_ = 0;  // of the steps added since the last end_range
+  double other_descheduled_ = 0;
   // Per unit, over the steps: its busiest worker's busy and descheduled time.
   std::vector<double> unit_busy_sum_, unit_descheduled_sum_;
   std::vector<std::size_t> unit_busiest_;  // scratch of add_steps

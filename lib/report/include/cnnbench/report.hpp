@@ -21,6 +21,8 @@ inline constexpr int report_schema_version = 1;
 // supported}, compiler, flags, build type, git sha + dirty, library versions (OpenBLAS, hwloc,
 // MPI, CUDA), "openblas": {core_type}, OPENBLAS_* / OMP_* / GOTO* / CNNBENCH_* environment.
 nlohmann::json collect_context();
+// Now in UTC as ISO 8601 ("2026-12-06T01:23:45Z"), as reports date themselves.
+std::string utc_now_iso8601();
 // The context's "build": version, type, compiler, flags, sanitizers, git sha and dirty flag.
 nlohmann::json build_json();
 
