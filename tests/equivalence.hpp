@@ -32,13 +32,17 @@
 
 namespace cnnbench::testing {
 
-// The largest relative loss difference of 50 steps seen over the strategies, shapes and every
-// kernel target of an AVX-512 machine was below 1e-5; a flip moves a loss far less than momentum.
+// Measured on an AVX-512 machine over the stream, cluster and many-core tests, with the kernels
+// on each of scalar, sse4, avx2, avx3, avx3_dl and a mixed choice (dense scalar, the rest
+// avx3_dl): the worst loss difference of a step was 2.1e-7 (a flip moves a loss far less than
+// momentum), so 1e-4 is loose on purpose: the curve is there to catch a run gone elsewhere.
 inline constexpr double loss_curve_tolerance = 1e-4;
-// One step from the same weights and momentum, per tensor: the largest seen over the strategies,
-// shapes and every kernel target (scalar .. avx3_dl, and a mixed choice) was 1.6e-7, weights and
-// momentum alike (docs/design.md has the figures).
-inline constexpr double one_step_tolerance = 1e-6;
+// One step from the same weights and momentum, per tensor: the worst seen was 7.0e-7, the
+// momentum of LeNet-5's c1.bias (6 sums over 28 x 28 positions of every sample, which cancel) on
+// one rank of 12 threads with scalar kernels; weights stayed within 1.1e-7. 1e-6 would leave a
+// margin of 1.4, too little for other seeds and other CPUs' kernels, so 5e-6: still far below
+// the ~1e-3 of a flipped decision or a wrong step.
+inline constexpr double one_step_tolerance = 5e-6;
 
 // Weights and momentum: what a checkpoint holds and what a strategy starts from.
 struct ModelState {

@@ -52,13 +52,13 @@ timeout 60 "$script" up 2 --rate 12furlongs --dir "$dir" >/dev/null 2>&1 || stat
 [[ ! -e $dir ]] || fail "a failed up left $dir: $(ls -A "$dir")"
 echo "ok   a failed up (exit $status) left nothing"
 
-train=(train --synthetic 512 --batch 32 --steps 50 --seed 7 --quiet)
+train=(train --synthetic 512 --batch 32 --seed 7 --quiet)
 for model in lenet5 fc3; do
-  timeout 120 "$cli" "${train[@]}" --model "$model" --strategy serial \
+  timeout 120 "$cli" "${train[@]}" --steps 50 --model "$model" --strategy serial \
     --report "$work/$model-serial.json"
   # The per-node blocks' sample order, on one process.
   for shards in 2 4; do
-    timeout 120 "$cli" "${train[@]}" --model "$model" --strategy serial --shards "$shards" \
+    timeout 120 "$cli" "${train[@]}" --steps 50 --model "$model" --strategy serial --shards "$shards" \
       --report "$work/$model-serial-shards$shards.json"
   done
 done
@@ -70,7 +70,7 @@ done
 cluster() {
   local name=$1 hosts=$2 threads=$3 model=$4 reference=$5
   shift 5
-  timeout -k 5 120 "$dir/mpirun" -np "$hosts" --bind-to none "$cli" "${train[@]}" \
+  timeout -k 5 120 "$dir/mpirun" -np "$hosts" --bind-to none "$cli" "${train[@]}" --steps 50 \
     --model "$model" --strategy cluster --threads "$threads" "$@" \
     --save "$work/$name.safetensors" --report "$work/$name.json" >"$work/$name.log" 2>&1 ||
     { cat "$work/$name.log"; fail "$name: mpirun exited $?"; }
@@ -80,7 +80,7 @@ cluster() {
   timeout -k 5 120 "$dir/mpirun" -np "$hosts" --bind-to none "$cli" "${train[@]}" --steps 51 \
     --model "$model" --strategy cluster --threads "$threads" "$@" \
     --resume "$work/$name.safetensors" --save "$work/$name-step.safetensors" \
-    >"$work/$name-step.log" 2>&1 || { cat "$work/$name-step.log"; fail "$name: the step after: mpirun exited $?"; }
+    >"$work/$name-step.log" 2>&1 || { local status=$?; cat "$work/$name-step.log"; fail "$name: the step after: mpirun exited $status"; }
   timeout 120 "$cli" "${train[@]}" --steps 51 --model "$model" --strategy serial "${serial_flags[@]}" \
     --resume "$work/$name.safetensors" --save "$work/$name-serial-step.safetensors" ||
     fail "$name: serial's step after the cluster's checkpoint failed"

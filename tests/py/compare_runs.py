@@ -25,10 +25,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from safetensors_f32 import read_safetensors  # noqa: E402
 
-# The same figures as tests/equivalence.hpp: the worst seen over strategies, shapes and every
-# kernel target was below 1e-5 for the loss curves and 1.6e-7 for one step.
+# The same figures as tests/equivalence.hpp, where the measurements behind them are.
 LOSS_TOLERANCE = 1e-4
-STEP_TOLERANCE = 1e-6
+STEP_TOLERANCE = 5e-6
 
 
 def load(path):
