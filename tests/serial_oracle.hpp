@@ -9,6 +9,7 @@
 
 #include "cnnbench/data.hpp"
 #include "cnnbench/models.hpp"
+#include "equivalence.hpp"
 
 namespace cnnbench::testing {
 
@@ -59,6 +60,19 @@ inline Trained train_serially(const SerialRun& run) {
   result.params.assign(model.params.begin(), model.params.end());
   result.momentum.assign(model.momentum.begin(), model.momentum.end());
   return result;
+}
+
+// The oracle's next step after `run` (step number run.steps, on its samples) from `from`: what a
+// strategy's one step from the same state is held against (equivalence.hpp).
+inline ModelState serial_step_after(const SerialRun& run, const ModelState& from,
+                                    const SgdConfig& sgd = {}) {
+  SerialRun longer = run;
+  longer.steps = run.steps + 1;
+  const auto order = step_order(longer);
+  const Dataset data = make_synthetic(run.dataset_size, run.data_seed);
+  return serial_step_from(parse_model(run.model), from, data,
+                          order.data() + static_cast<std::ptrdiff_t>(run.steps) * run.batch,
+                          run.batch, sgd);
 }
 
 }  // namespace cnnbench::testing

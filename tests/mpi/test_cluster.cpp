@@ -1,5 +1,5 @@
-// The cluster strategy under mpirun: any ranks x threads equals a naive serial loop after 50
-// steps, runs are bit-identical run to run and rank to rank, balancing moves work off a slowed
+// The cluster strategy under mpirun: any ranks x threads equals a naive serial loop (the loss
+// curve of 50 steps, then one step from the same state: equivalence.hpp), runs are bit-identical run to run and rank to rank, balancing moves work off a slowed
 // rank, and a rank that throws ends the whole job quickly, naming the rank.
 // The binary re-launches itself under mpirun; the rank side is the test ClusterRank.Run, which
 // only runs when CNNBENCH_CLUSTER_TEST_CASE carries a case description (JSON).
@@ -36,8 +36,8 @@
 #include "cnnbench/models.hpp"
 #include "cnnbench/train.hpp"
 #include "mpirun_job.hpp"
+#include "../equivalence.hpp"
 #include "../serial_oracle.hpp"
-#include "../tensor_compare.hpp"
 #include "../temp_dir.hpp"
 
 namespace cnnbench {
@@ -92,14 +92,19 @@ testing::SerialRun serial_run(const Case& c) {
   return run;
 }
 
-using testing::Trained;
+// A run of the case, and the step after it taken from its weights and momentum.
+struct Trained : testing::Trained {
+  testing::ModelState stepped;
+};
 
-Trained train_serially(const Case& c) { return testing::train_serially(serial_run(c)); }
+testing::Trained train_serially(const Case& c) { return testing::train_serially(serial_run(c)); }
 
 // ---- the rank side ------------------------------------------------------------------------------
 
-void write_rank_result(const Case& c, int rank, const Model& model, const std::vector<double>& losses) {
-  std::ofstream out(fs::path(c.out) / ("rank" + std::to_string(rank) + ".bin"), std::ios::binary);
+// rank<r><suffix>.bin: the weights, the momentum, then the losses.
+void write_rank_result(const Case& c, int rank, const Model& model, const std::vector<double>& losses,
+                       const std::string& suffix = "") {
+  std::ofstream out(fs::path(c.out) / ("rank" + std::to_string(rank) + suffix + ".bin"), std::ios::binary);
   out.write(reinterpret_cast<const char*>(model.params.data()),
             static_cast<std::streamsize>(model.params.size() * sizeof(float)));
   out.write(reinterpret_cast<const char*>(model.momentum.data()),
@@ -147,7 +152,9 @@ TEST(ClusterRank, Run) {
     }
     losses.push_back(loss);
   };
-  const auto order = testing::step_order(serial_run(c));
+  testing::SerialRun with_next_step = serial_run(c);
+  ++with_next_step.steps;
+  const auto order = testing::step_order(with_next_step);
   // Two ranges, as the driver makes them at epoch ends.
   const std::int64_t first_range = c.steps / 3;
   strategy->run_steps({order.data(), 0, first_range, 0}, on_step);
@@ -160,6 +167,14 @@ TEST(ClusterRank, Run) {
                                          {"pins", pin_map_json(strategy->pin_map())}}
                               .dump(1));
   }
+  strategy.reset();
+  // One more step from the weights and momentum reached, on a fresh strategy as --resume starts
+  // one; the launching side holds it against the oracle's step from there.
+  auto resumed = make_strategy("cluster");
+  resumed->prepare(model, data, config);
+  resumed->run_steps({order.data(), c.steps, 1, c.steps}, [](std::int64_t, double) {});
+  resumed->sync_to(model);
+  write_rank_result(c, rank, model, {}, "-step");
 }
 
 // ---- the launching side -----------------------------------------------------------------------
@@ -189,16 +204,23 @@ Ended wait_for(const Job& job, double limit) { return test::wait_for(job.pid, li
 
 std::string log_of(const Job& job) { return read_file(job.log); }
 
+// Rank `rank`'s run of `steps` steps and its step after them.
 Trained read_rank_result(const Job& job, int rank, std::size_t params, int steps) {
   Trained result;
-  result.params.resize(params);
-  result.momentum.resize(params);
+  const auto read = [&](const std::string& suffix, std::vector<float>& weights,
+                        std::vector<float>& momentum, std::vector<double>& losses) {
+    weights.resize(params);
+    momentum.resize(params);
+    std::ifstream in(job.out / ("rank" + std::to_string(rank) + suffix + ".bin"), std::ios::binary);
+    in.read(reinterpret_cast<char*>(weights.data()), static_cast<std::streamsize>(params * sizeof(float)));
+    in.read(reinterpret_cast<char*>(momentum.data()), static_cast<std::streamsize>(params * sizeof(float)));
+    in.read(reinterpret_cast<char*>(losses.data()), static_cast<std::streamsize>(losses.size() * sizeof(double)));
+    if (!in) throw Error("rank " + std::to_string(rank) + " wrote no complete result" + suffix + " in " + job.out.string());
+  };
   result.losses.resize(static_cast<std::size_t>(steps));
-  std::ifstream in(job.out / ("rank" + std::to_string(rank) + ".bin"), std::ios::binary);
-  in.read(reinterpret_cast<char*>(result.params.data()), static_cast<std::streamsize>(params * sizeof(float)));
-  in.read(reinterpret_cast<char*>(result.momentum.data()), static_cast<std::streamsize>(params * sizeof(float)));
-  in.read(reinterpret_cast<char*>(result.losses.data()), static_cast<std::streamsize>(steps * sizeof(double)));
-  if (!in) throw Error("rank " + std::to_string(rank) + " wrote no complete result in " + job.out.string());
+  read("", result.params, result.momentum, result.losses);
+  std::vector<double> no_losses;
+  read("-step", result.stepped.params, result.stepped.momentum, no_losses);
   return result;
 }
 
@@ -216,6 +238,9 @@ Trained run_cluster(Case c, int ranks, const std::string& name) {
     const Trained other = read_rank_result(job, r, params, c.steps);
     EXPECT_TRUE(other.params == first.params && other.momentum == first.momentum)
         << name << ": rank " << r << " holds different weights than rank 0";
+    EXPECT_TRUE(other.stepped.params == first.stepped.params &&
+                other.stepped.momentum == first.stepped.momentum)
+        << name << ": after one more step rank " << r << " holds different weights than rank 0";
     EXPECT_EQ(other.losses, first.losses) << name << ": rank " << r << " saw different losses";
   }
   fs::remove_all(job.out);
@@ -233,17 +258,14 @@ nlohmann::json run_cluster_report(Case c, int ranks, const std::string& name, Tr
   return report;
 }
 
-// Per tensor: max|a-b| / max|b| <= 1e-4 for weights and momentum, and the same losses.
-void expect_matches_serial(const Trained& got, const Trained& serial, ModelKind kind,
+// The loss curve equals the oracle's, and the step after the run equals the oracle's step from
+// the run's weights and momentum (equivalence.hpp).
+void expect_matches_serial(const Trained& got, const Case& c, const testing::Trained& serial,
                            const std::string& name) {
-  constexpr double tolerance = 1e-4;
-  expect_tensors_close(got.params, serial.params, kind, tolerance, name + " (cluster vs serial)");
-  expect_tensors_close(got.momentum, serial.momentum, kind, tolerance,
-                       name + " (cluster vs serial)", "momentum.");
-  for (std::size_t s = 0; s < serial.losses.size(); ++s) {
-    ASSERT_NEAR(got.losses[s], serial.losses[s], 1e-4 * std::max(1.0, std::abs(serial.losses[s])))
-        << name << ": loss of step " << s;
-  }
+  testing::expect_loss_curves_close(got.losses, serial.losses, name + " (cluster vs serial)");
+  testing::expect_one_step_close(
+      got.stepped, testing::serial_step_after(serial_run(c), {got.params, got.momentum}),
+      parse_model(c.model), name + " (cluster vs serial)");
 }
 
 // A rank process runs only ClusterRank.Run; the launching tests skip there.
@@ -253,11 +275,11 @@ TEST(Cluster, Fc3MatchesSerialOnEveryShape) {
   if (is_rank_process()) GTEST_SKIP();
   Case c;
   c.model = "fc3";
-  const Trained serial = train_serially(c);
+  const testing::Trained serial = train_serially(c);
   for (const auto& [ranks, threads] : {std::pair{1, 1}, {1, 2}, {2, 1}, {2, 2}, {3, 1}, {4, 1}}) {
     c.threads = threads;
     const std::string name = "fc3_" + std::to_string(ranks) + "x" + std::to_string(threads);
-    expect_matches_serial(run_cluster(c, ranks, name), serial, ModelKind::fc3, name);
+    expect_matches_serial(run_cluster(c, ranks, name), c, serial, name);
   }
 }
 
@@ -266,16 +288,15 @@ TEST(Cluster, Lenet5MatchesSerial) {
   Case c;
   c.model = "lenet5";
   c.batch = 16;
-  const Trained serial = train_serially(c);
+  const testing::Trained serial = train_serially(c);
   for (const auto& [ranks, threads] : {std::pair{1, 2}, {2, 1}}) {
     c.threads = threads;
     const std::string name = "lenet5_" + std::to_string(ranks) + "x" + std::to_string(threads);
-    expect_matches_serial(run_cluster(c, ranks, name), serial, ModelKind::lenet5, name);
+    expect_matches_serial(run_cluster(c, ranks, name), c, serial, name);
   }
   c.threads = 2;
   c.options["overlap"] = "off";
-  expect_matches_serial(run_cluster(c, 2, "lenet5_2x2_no_overlap"), serial, ModelKind::lenet5,
-                        "lenet5_2x2_no_overlap");
+  expect_matches_serial(run_cluster(c, 2, "lenet5_2x2_no_overlap"), c, serial, "lenet5_2x2_no_overlap");
 }
 
 TEST(Cluster, SameShapeGivesBitIdenticalRuns) {
@@ -299,10 +320,10 @@ TEST(Cluster, DynamicBalanceMovesWorkOffASlowRankAndStillMatchesSerial) {
   if (is_rank_process()) GTEST_SKIP();
   Case c;
   c.options = {{"balance", "dynamic"}, {"slowdown", "1:4"}};
-  const Trained serial = train_serially(c);
+  const testing::Trained serial = train_serially(c);
   Trained balanced;
   const auto report = run_cluster_report(c, 2, "balance", &balanced);
-  expect_matches_serial(balanced, serial, ModelKind::fc3, "balance");
+  expect_matches_serial(balanced, c, serial, "balance");
   const auto& ranks = report.at("metrics").at("per_rank");
   ASSERT_EQ(ranks.size(), 2u);
   const double fast = ranks[0].at("samples"), slow = ranks[1].at("samples");
@@ -316,12 +337,12 @@ TEST(Cluster, DynamicBalanceOverThreadsKeepsTheShareWholeAndMatchesSerial) {
   Case c;
   c.threads = 2;
   c.options = {{"balance", "dynamic"}};
-  const Trained serial = train_serially(c);
+  const testing::Trained serial = train_serially(c);
   for (const int ranks : {1, 2}) {
     const std::string name = "thread_balance_" + std::to_string(ranks);
     Trained balanced;
     const auto report = run_cluster_report(c, ranks, name, &balanced);
-    expect_matches_serial(balanced, serial, ModelKind::fc3, name);
+    expect_matches_serial(balanced, c, serial, name);
     for (const auto& rank : report.at("metrics").at("per_rank")) {
       const auto shares = rank.at("last_thread_shares").get<std::vector<int>>();
       ASSERT_EQ(shares.size(), 2u) << name;

@@ -1,5 +1,6 @@
 // `cnnbench train --strategy cluster` end to end under mpirun: only rank 0 reports and saves,
-// a checkpoint resumes on a different rank count and still equals serial, the report's time
+// a checkpoint resumes on a different rank count and still equals serial (the loss curve, then
+// one step from the same checkpoint: equivalence.hpp), the report's time
 // breakdown adds up (2 x 1 and 2 x 2) and names a slowed rank, its trace holds both ranks,
 // killing one rank of a running job ends the whole job within 30 s, and stopping one ends it
 // after --comm-timeout; allreduce-bench forces the algorithm asked for and labels Open MPI's
@@ -23,8 +24,8 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/cpu_identity.hpp"
 #include "cnnbench/models.hpp"
-#include "cnnbench/safetensors.hpp"
 #include "mpirun_job.hpp"
+#include "../equivalence.hpp"
 #include "../temp_dir.hpp"
 
 namespace cnnbench {
@@ -53,44 +54,51 @@ void run_ok(const std::vector<std::string>& args, const fs::path& log) {
 
 TEST(ClusterCli, ResumesOnADifferentRankCountAndMatchesSerial) {
   const fs::path dir = fresh_folder("resume");
-  // 10 steps on 2 ranks, then 10 more on 1 rank x 2 threads, against 20 serial steps.
+  const auto file = [&](const std::string& name) { return (dir / name).string(); };
+  // 10 steps on 2 ranks, then 10 more on 1 rank x 2 threads, against 20 serial steps; then one
+  // more step from the resumed run's checkpoint on both.
   run_ok(test::mpirun_command(2, train_command({"--strategy", "cluster", "--steps", "10", "--save",
-                                               (dir / "half.safetensors").string(), "--report",
-                                               (dir / "half.json").string()})),
+                                               file("half.safetensors"), "--report",
+                                               file("half.json")})),
          dir / "half.log");
   run_ok(train_command({"--strategy", "cluster", "--threads", "2", "--steps", "20", "--resume",
-                        (dir / "half.safetensors").string(), "--save",
-                        (dir / "resumed.safetensors").string()}),
+                        file("half.safetensors"), "--save", file("resumed.safetensors"),
+                        "--report", file("resumed.json")}),
          dir / "resumed.log");
-  run_ok(train_command({"--strategy", "serial", "--steps", "20", "--save",
-                        (dir / "serial.safetensors").string()}),
+  run_ok(train_command({"--strategy", "serial", "--steps", "20", "--report", file("serial.json")}),
          dir / "serial.log");
+  run_ok(train_command({"--strategy", "cluster", "--threads", "2", "--steps", "21", "--resume",
+                        file("resumed.safetensors"), "--save", file("cluster-step.safetensors")}),
+         dir / "cluster-step.log");
+  run_ok(train_command({"--strategy", "serial", "--steps", "21", "--resume",
+                        file("resumed.safetensors"), "--save", file("serial-step.safetensors")}),
+         dir / "serial-step.log");
 
   // Rank 0 alone wrote the report and the checkpoint, and left no temporary files behind.
   std::vector<std::string> names;
   for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
   std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"half.json", "half.log", "half.safetensors",
-                                             "resumed.log", "resumed.safetensors", "serial.log",
-                                             "serial.safetensors"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"cluster-step.log", "cluster-step.safetensors",
+                                             "half.json", "half.log", "half.safetensors",
+                                             "resumed.json", "resumed.log", "resumed.safetensors",
+                                             "serial-step.log", "serial-step.safetensors",
+                                             "serial.json", "serial.log"}));
   const auto report = nlohmann::json::parse(read_file(dir / "half.json"));
   EXPECT_EQ(report.at("strategy_metrics").at("ranks"), 2);
   EXPECT_EQ(report.at("pin_map").size(), 2u) << "rank 0's report lists every rank's threads";
 
-  const SafetensorsFile resumed = read_safetensors(dir / "resumed.safetensors");
-  const SafetensorsFile serial = read_safetensors(dir / "serial.safetensors");
-  ASSERT_EQ(resumed.tensors.size(), serial.tensors.size());
-  for (const Tensor& expected : serial.tensors) {
-    const Tensor* got = resumed.find(expected.name);
-    ASSERT_NE(got, nullptr) << expected.name;
-    ASSERT_EQ(got->data.size(), expected.data.size()) << expected.name;
-    double max_diff = 0, max_ref = 0;
-    for (std::size_t i = 0; i < expected.data.size(); ++i) {
-      max_diff = std::max(max_diff, std::abs(static_cast<double>(got->data[i]) - expected.data[i]));
-      max_ref = std::max(max_ref, std::abs(static_cast<double>(expected.data[i])));
-    }
-    EXPECT_LE(max_diff / std::max(max_ref, 1e-30), 1e-4) << expected.name;
-  }
+  // The resumed run's report holds its own 10 steps.
+  std::vector<double> curve = testing::report_loss_curve(dir / "half.json");
+  const std::vector<double> resumed = testing::report_loss_curve(dir / "resumed.json");
+  curve.insert(curve.end(), resumed.begin(), resumed.end());
+  testing::expect_loss_curves_close(curve, testing::report_loss_curve(dir / "serial.json"),
+                                    "2 ranks, then resumed on 1 x 2");
+  const testing::ModelState got = testing::read_checkpoint_state(dir / "cluster-step.safetensors", ModelKind::fc3);
+  EXPECT_NE(got.params, testing::read_checkpoint_state(dir / "resumed.safetensors", ModelKind::fc3).params)
+      << "the 21st step changed nothing";
+  testing::expect_one_step_close(
+      got, testing::read_checkpoint_state(dir / "serial-step.safetensors", ModelKind::fc3),
+      ModelKind::fc3, "cluster 1 x 2 vs serial");
   fs::remove_all(dir);
 }
 

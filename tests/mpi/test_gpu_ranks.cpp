@@ -1,7 +1,7 @@
 // The GPU strategy under mpirun. Without a device: the ranks' gradient sum (2 and 3 ranks sum
 // known buffers in rank order, bit-identical everywhere) and `train --strategy gpu` exiting 1 on
-// every rank, bounded in time. With a device: 2 ranks sharing it match serial within 1e-3 after
-// 50 steps and hold bit-identical weights; the CLI reports every rank and saves once.
+// every rank, bounded in time. With a device: 2 ranks sharing it match serial (the loss curve of
+// 50 steps, then one step from the same state: equivalence.hpp) and hold bit-identical weights; the CLI reports every rank and saves once.
 // The binary re-launches itself under mpirun; the rank side is GpuRanks.Rank, which only runs
 // when CNNBENCH_GPU_RANKS_CASE carries a case description (JSON).
 #include <gtest/gtest.h>
@@ -30,7 +30,7 @@
 #include "cnnbench/train.hpp"
 #include "mpirun_job.hpp"
 #include "../gpu_device.hpp"
-#include "../tensor_compare.hpp"
+#include "../equivalence.hpp"
 #include "../temp_dir.hpp"
 
 namespace cnnbench {
@@ -120,6 +120,21 @@ struct Trained {
   nlohmann::json metrics;
 };
 
+// One step of `strategy` from `from` on a fresh strategy, as --resume starts one: the order's
+// first batch again, as the step after the 50.
+testing::ModelState step_with(const std::string& strategy, const TrainCase& c,
+                              const testing::ModelState& from) {
+  const TrainConfig config = config_of(c);
+  const Dataset data = dataset_of(c);
+  Model model = testing::model_from(config.model, from);
+  auto s = make_strategy(strategy);
+  s->prepare(model, data, config);
+  const auto order = epoch_order(data.count, seed, 0, true);
+  s->run_steps({order.data(), 0, 1, steps}, [](std::int64_t, double) {});
+  s->sync_to(model);
+  return testing::state_of(model);
+}
+
 // 50 steps in two ranges through the strategy interface, as the driver calls it.
 Trained train_with(const std::string& strategy, const TrainCase& c) {
   const TrainConfig config = config_of(c);
@@ -185,6 +200,9 @@ TEST(GpuRanks, Rank) {
   write_values(out / (name + ".params"), trained.params);
   write_values(out / (name + ".momentum"), trained.momentum);
   write_values(out / (name + ".losses"), trained.losses);
+  const testing::ModelState stepped = step_with("gpu", t, {trained.params, trained.momentum});
+  write_values(out / (name + ".step.params"), stepped.params);
+  write_values(out / (name + ".step.momentum"), stepped.momentum);
   if (rank == 0) std::ofstream(out / "metrics.json") << trained.metrics.dump(1);
 }
 
@@ -286,17 +304,26 @@ TEST(GpuRanksCli, WithoutADeviceEveryRankExitsOneSayingWhy) {
   fs::remove_all(out);
 }
 
-// Per tensor: max|a-b| / max|b| <= 1e-3, naming the tensor and the first worst element.
-void expect_matches_serial(const Trained& got, const Trained& serial, ModelKind kind,
-                           const std::string& name) {
-  expect_tensors_close(got.params, serial.params, kind, 1e-3, name + " (gpu vs serial)");
-  expect_tensors_close(got.momentum, serial.momentum, kind, 1e-3, name + " (gpu vs serial)",
-                       "momentum.");
-  ASSERT_EQ(got.losses.size(), serial.losses.size()) << name;
-  for (std::size_t s = 0; s < serial.losses.size(); ++s) {
-    EXPECT_NEAR(got.losses[s], serial.losses[s], 1e-3 * std::max(1.0, serial.losses[s]))
-        << name << ": loss of step " << s;
-  }
+// The device's kernels sum in other orders than the host's (cuBLAS, per-block partial sums), so
+// the figures are looser than the host strategies': the loss curve within 1e-3, as the 50-step
+// weights were before; one step from the same state within 1e-4 per tensor, a bound no device
+// measured yet (the host strategies' one step stays within 7e-7).
+constexpr double device_loss_tolerance = 1e-3, device_one_step_tolerance = 1e-4;
+
+// The loss curve equals serial's, and one step from the ranks' state equals serial's step from
+// there (equivalence.hpp).
+void expect_matches_serial(const Trained& got, const testing::ModelState& stepped,
+                           const Trained& serial, const TrainCase& t, const std::string& name) {
+  const ModelKind kind = parse_model(t.model);
+  testing::expect_loss_curves_close(got.losses, serial.losses, name + " (gpu vs serial)",
+                                    device_loss_tolerance);
+  const Dataset data = dataset_of(t);
+  const auto order = epoch_order(data.count, seed, 0, true);
+  const testing::ModelState reached{got.params, got.momentum};
+  testing::expect_one_step_close(
+      stepped,
+      testing::serial_step_from(kind, reached, data, order.data(), t.batch, config_of(t).sgd),
+      kind, name + " (gpu vs serial)", device_one_step_tolerance);
 }
 
 class TwoRanksOnTheDevice : public ::testing::TestWithParam<TrainCase> {};
@@ -314,15 +341,20 @@ TEST_P(TwoRanksOnTheDevice, MatchSerialAndHoldTheSameBits) {
   const Trained serial = train_with("serial", t);
   const std::size_t params = serial.params.size();
   Trained ranks[2];
+  testing::ModelState stepped[2];
   for (int r = 0; r < 2; ++r) {
     const std::string file = "rank" + std::to_string(r);
     ranks[r].params = read_values<float>(out / (file + ".params"), params);
     ranks[r].momentum = read_values<float>(out / (file + ".momentum"), params);
     ranks[r].losses = read_values<double>(out / (file + ".losses"), steps);
+    stepped[r].params = read_values<float>(out / (file + ".step.params"), params);
+    stepped[r].momentum = read_values<float>(out / (file + ".step.momentum"), params);
   }
-  expect_matches_serial(ranks[0], serial, parse_model(t.model), name);
+  expect_matches_serial(ranks[0], stepped[0], serial, t, name);
   EXPECT_TRUE(ranks[1].params == ranks[0].params && ranks[1].momentum == ranks[0].momentum)
       << name << ": rank 1 holds different weights than rank 0";
+  EXPECT_TRUE(stepped[1].params == stepped[0].params && stepped[1].momentum == stepped[0].momentum)
+      << name << ": after one more step rank 1 holds different weights than rank 0";
   EXPECT_EQ(ranks[1].losses, ranks[0].losses) << name << ": the ranks saw different losses";
   const auto metrics = nlohmann::json::parse(read_file(out / "metrics.json"));
   EXPECT_EQ(metrics.at("ranks"), 2) << metrics.dump();

@@ -1,6 +1,7 @@
 // Per-node data blocks end to end: a cluster job whose ranks each read only their own block
 // (--shard-data) trains the model that one process trains with the same sample order
-// (--shards N): on synthetic data for both models, and on MNIST from byte ranges of the IDX
+// (--shards N; the loss curve, then one step from the cluster's checkpoint: equivalence.hpp): on
+// synthetic data for both models, and on MNIST from byte ranges of the IDX
 // files and from the folders datasets/shard.sh writes. The report records the blocks and every
 // rank's peak memory.
 #include <gtest/gtest.h>
@@ -15,8 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cnnbench/core.hpp"
-#include "cnnbench/safetensors.hpp"
 #include "mpirun_job.hpp"
+#include "../equivalence.hpp"
 #include "../temp_dir.hpp"
 
 namespace cnnbench {
@@ -33,47 +34,40 @@ void run_ok(const std::vector<std::string>& args, const fs::path& log) {
 }
 
 std::vector<std::string> train(const std::vector<std::string>& data, const std::string& model,
-                               const std::vector<std::string>& extra) {
+                               const std::vector<std::string>& extra, int steps = 50) {
   std::vector<std::string> args = {CNNBENCH_CLI, "train", "--model", model, "--batch", "32",
-                                   "--steps", "50", "--quiet"};
+                                   "--steps", std::to_string(steps), "--quiet"};
   args.insert(args.end(), data.begin(), data.end());
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
 }
 
-// Every tensor of `got` equals `expected`'s within 1e-4 of the tensor's largest value.
-void expect_same_model(const fs::path& got_file, const fs::path& expected_file) {
-  const SafetensorsFile got = read_safetensors(got_file);
-  const SafetensorsFile expected = read_safetensors(expected_file);
-  ASSERT_EQ(got.tensors.size(), expected.tensors.size());
-  for (const Tensor& want : expected.tensors) {
-    const Tensor* have = got.find(want.name);
-    ASSERT_NE(have, nullptr) << want.name;
-    ASSERT_EQ(have->data.size(), want.data.size()) << want.name;
-    double max_diff = 0, max_ref = 0;
-    for (std::size_t i = 0; i < want.data.size(); ++i) {
-      max_diff = std::max(max_diff, std::abs(static_cast<double>(have->data[i]) - want.data[i]));
-      max_ref = std::max(max_ref, std::abs(static_cast<double>(want.data[i])));
-    }
-    EXPECT_LE(max_diff / std::max(max_ref, 1e-30), 1e-4)
-        << got_file.filename() << " vs " << expected_file.filename() << ": " << want.name;
-  }
-}
-
-// Trains with --shards 2 on one process and with --shard-data on 2 ranks; the models agree.
+// Trains with --shards 2 on one process and with --shard-data on 2 ranks; the loss curves agree,
+// and so does one more step that both take from the cluster's checkpoint.
 void compare_sharded_runs(const fs::path& dir, const std::string& name,
                           const std::vector<std::string>& serial_data,
                           const std::vector<std::string>& cluster_data, const std::string& model) {
-  const fs::path serial = dir / (name + "-serial.safetensors");
   const fs::path cluster = dir / (name + "-cluster.safetensors");
-  run_ok(train(serial_data, model, {"--shards", "2", "--save", serial.string()}),
-         dir / (name + "-serial.log"));
+  const auto file = [&](const std::string& suffix) { return (dir / (name + suffix)).string(); };
+  run_ok(train(serial_data, model, {"--shards", "2", "--report", file("-serial.json")}),
+         file("-serial.log"));
   run_ok(test::mpirun_command(2, train(cluster_data, model,
                                        {"--strategy", "cluster", "--shard-data", "--save",
-                                        cluster.string(), "--report",
-                                        (dir / (name + ".json")).string()})),
-         dir / (name + "-cluster.log"));
-  expect_same_model(cluster, serial);
+                                        cluster.string(), "--report", file(".json")})),
+         file("-cluster.log"));
+  run_ok(train(serial_data, model,
+               {"--shards", "2", "--resume", cluster.string(), "--save", file("-serial-step.safetensors")},
+               51),
+         file("-serial-step.log"));
+  run_ok(test::mpirun_command(2, train(cluster_data, model,
+                                       {"--strategy", "cluster", "--shard-data", "--resume",
+                                        cluster.string(), "--save", file("-cluster-step.safetensors")},
+                                       51)),
+         file("-cluster-step.log"));
+  testing::expect_cli_runs_equivalent(file(".json"), file("-serial.json"), cluster,
+                                      file("-cluster-step.safetensors"),
+                                      file("-serial-step.safetensors"), parse_model(model),
+                                      name + " (--shard-data on 2 ranks vs --shards 2)");
 }
 
 TEST(ShardData, TwoRanksOnTheirOwnBlocksEqualTheShardsOrderOnOneProcess) {

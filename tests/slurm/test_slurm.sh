@@ -7,8 +7,8 @@
 #      the report validates against the schema, and the 2-rank point's final loss equals the
 #      serial point's within 1e-4;
 #   2. `srun --mpi=pmix -n 2 cnnbench train --strategy cluster`: a report of 2 ranks whose loss
-#      curve equals a serial run's within 1e-4, and one more step from its checkpoint (--resume)
-#      whose weights and momentum equal a serial step's from there within 1e-4 per tensor;
+#      curve equals a serial run's, and one more step from its checkpoint (--resume) whose
+#      weights and momentum equal a serial step's from there (tests/py/compare_runs.py);
 #   3. `srun -n 2` without --mpi=pmix: the ranks fail with a message that names it;
 #   4. `sweep --launcher srun` outside an allocation stops before its first point (exit 1).
 # Exit 77 (skipped) only where Slurm's daemons are not installed or cannot run (not root).
@@ -202,7 +202,7 @@ step "srun --mpi=pmix -n 2 cnnbench train --strategy cluster, against serial"
 # ReLU or max-pool decision that such a drift flips changes that step's gradient by ~1e-3 (seen
 # after 8 steps of LeNet-5 on AVX2 kernels), and momentum keeps it. So the loss curves of 24 steps
 # are compared, and the weights and momentum after one more step that both take from the
-# cluster's checkpoint: from the same weights the two differ only by rounding.
+# cluster's checkpoint: from the same weights the two differ only by rounding (compare_runs.py).
 train_flags=(train --model lenet5 --synthetic 512 --batch 32 --seed 3 --quiet)
 srun_train() {  # srun_train LOG ARGS...: the 2-rank cluster run, failing the test with its log
   local log=$1; shift
@@ -217,33 +217,13 @@ srun_train "$dir/work/srun-step.log" --steps 25 --resume "$dir/work/cluster24.sa
   --save "$dir/work/cluster.safetensors"
 timeout 60 "$cli" "${train_flags[@]}" --steps 25 --resume "$dir/work/cluster24.safetensors" \
   --save "$dir/work/serial.safetensors" || fail "serial train from the cluster's checkpoint failed"
-"$python" - "$dir/work" "$source/tests/py" <<'EOF'
-import json, sys
-work, helpers = sys.argv[1], sys.argv[2]
-sys.path.insert(0, helpers)
-import numpy as np
-from safetensors_f32 import read_safetensors
-cluster_report = json.load(open(f"{work}/cluster.json"))
-serial_report = json.load(open(f"{work}/serial.json"))
-assert cluster_report["strategy_metrics"]["ranks"] == 2, cluster_report["strategy_metrics"]
-a, b = np.array(cluster_report["loss_curve"]), np.array(serial_report["loss_curve"])
-assert a.shape == b.shape and len(a) == 24, (a.shape, b.shape)
-worst_loss = float(np.max(np.abs(a - b) / np.abs(b)))
-assert worst_loss <= 1e-4, f"loss curves differ by {worst_loss:.2e}"
-cluster, _ = read_safetensors(f"{work}/cluster.safetensors")
-serial, _ = read_safetensors(f"{work}/serial.safetensors")
-start, _ = read_safetensors(f"{work}/cluster24.safetensors")
-assert sorted(cluster) == sorted(serial) and serial, (sorted(cluster), sorted(serial))
-assert any(np.any(serial[name] != start[name]) for name in serial), "the 25th step changed nothing"
-worst = 0.0
-for name in sorted(serial):
-    reference = np.abs(serial[name]).max()
-    relative = float(np.abs(cluster[name] - serial[name]).max() / (reference if reference > 0 else 1))
-    worst = max(worst, relative)
-    assert relative <= 1e-4, f"{name}: max|cluster - serial| / max|serial| = {relative:.2e}"
-print(f"ok   srun train: 2 ranks, loss curve of 24 steps within {worst_loss:.2e} of serial; "
-      f"one more step from the same checkpoint: {len(serial)} tensors within {worst:.2e}")
-EOF
+"$python" -c 'import json, sys; ranks = json.load(open(sys.argv[1]))["strategy_metrics"]["ranks"]
+sys.exit(f"FAIL: the cluster report has {ranks} ranks, not 2" if ranks != 2 else 0)' "$dir/work/cluster.json"
+"$python" "$source/tests/py/compare_runs.py" equivalent \
+  --reports "$dir/work/cluster.json" "$dir/work/serial.json" --start "$dir/work/cluster24.safetensors" \
+  --steps "$dir/work/cluster.safetensors" "$dir/work/serial.safetensors" ||
+  fail "srun train: the 2-rank run differs from serial"
+echo "ok   srun train: 2 ranks, the loss curve of 24 steps and one more step equal serial's"
 
 step "srun without --mpi=pmix: the ranks say what is missing"
 set +e
