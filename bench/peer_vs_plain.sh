@@ -11,9 +11,11 @@
 #
 # usage: bench/peer_vs_plain.sh [--cli PATH] [--pairs N] [--models "lenet5 fc3"] [--steps N]
 #                               [--repeat N] [--batch N] [--data DIR] [--python PATH]
-#                               [--out FILE [--force]]
+#                               [--chrt PRIORITY] [--out FILE [--force]]
 # --cli: the cnnbench to run (default build/release/apps/cnnbench; not a sanitizer build).
 # --data: MNIST's folder (default datasets/mnist; datasets/fetch_mnist.sh fetches it).
+# --chrt PRIORITY: both sides under `chrt -f PRIORITY` (root), so that other programs on a shared
+# machine do not take the core mid-run.
 # --out: also write the pairs as JSON (refused if FILE exists, unless --force).
 set -euo pipefail
 
@@ -30,6 +32,7 @@ data="$root/datasets/mnist"
 python=/usr/bin/python3
 out=""
 force=0
+chrt_prefix=()
 
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -43,7 +46,8 @@ while [[ $# -gt 0 ]]; do
     --python) python="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --force) force=1; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --chrt) bench_check_int --chrt "$2" 1 99; chrt_prefix=(chrt -f "$2"); shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) bench_usage_error "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -76,7 +80,7 @@ machine="$(nproc) cores, $(cpu_field 'model name'), family $(cpu_field 'cpu fami
 coretype="${OPENBLAS_CORETYPE:-unset}"
 echo "cnnbench: $cli"
 echo "machine: $machine"
-echo "OPENBLAS_CORETYPE: $coretype; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "OPENBLAS_CORETYPE: $coretype; ${chrt_prefix[*]:-no chrt}; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-7s %4s %4s %12s %12s %7s\n' model pair cpu peer_img/s plain_img/s ratio
 
 results="$work/pairs.tsv"
@@ -84,14 +88,14 @@ results="$work/pairs.tsv"
 for model in $models; do
   ratios=()
   for ((pair = 1; pair <= pairs; ++pair)); do
-    "$cli" sweep --model "$model" --strategies pytorch --cores 1 --steps "$steps" --repeat "$repeat" \
+    "${chrt_prefix[@]}" "$cli" sweep --model "$model" --strategies pytorch --cores 1 --steps "$steps" --repeat "$repeat" \
       --batch "$batch" --data "$data" --python "$python" --quiet --out "$work/sweep.json" --force >/dev/null
     point="[p for p in d['points'] if p['strategy'] == 'pytorch'][0]"
     status=$(json_field "$work/sweep.json" "$point['status']")
     [[ $status == ok ]] || { echo "$bench_script: the pytorch point was $status: $(json_field "$work/sweep.json" "$point.get('reason')")" >&2; exit 1; }
     peer=$(json_field "$work/sweep.json" "$point['images_per_s']['median']")
     cpu=$(json_field "$work/sweep.json" "$point['pin_map'][0]['pu']")
-    plain=$(taskset -c "$cpu" "$python" "$here/plain_torch_loop.py" --model "$model" --data "$data" \
+    plain=$("${chrt_prefix[@]}" taskset -c "$cpu" "$python" "$here/plain_torch_loop.py" --model "$model" --data "$data" \
               --batch "$batch" --batches "$steps" --repeat "$repeat" | "$python" -c 'import json,sys; print(json.load(sys.stdin)["images_per_s"])')
     ratio=$("$python" -c "print($peer / $plain)")
     ratios+=("$ratio")
@@ -103,15 +107,16 @@ done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 if [[ -n "$out" ]]; then
-  "$python" - "$results" "$out.tmp" "$machine" "$coretype" "$cli" "$steps" "$repeat" "$batch" <<'EOF'
+  "$python" - "$results" "$out.tmp" "$machine" "$coretype" "$cli" "$steps" "$repeat" "$batch" \
+    "${chrt_prefix[*]:-none}" <<'EOF'
 import json, statistics, sys
-rows, out, machine, coretype, cli, steps, repeat, batch = sys.argv[1:]
+rows, out, machine, coretype, cli, steps, repeat, batch, chrt = sys.argv[1:]
 pairs = [dict(zip(("model", "pair", "cpu", "peer_images_per_s", "plain_images_per_s", "ratio"),
                   (m, int(p), int(c), float(a), float(b), float(r))))
          for m, p, c, a, b, r in (line.split("\t") for line in open(rows).read().splitlines())]
 models = sorted({p["model"] for p in pairs})
 json.dump({"machine": machine, "openblas_coretype": coretype, "cli": cli, "steps": int(steps),
-           "repeat": int(repeat), "batch": int(batch), "pairs": pairs,
+           "repeat": int(repeat), "batch": int(batch), "chrt": chrt, "pairs": pairs,
            "median_ratio": {m: statistics.median(p["ratio"] for p in pairs if p["model"] == m)
                             for m in models}}, open(out, "w"), indent=1)
 EOF

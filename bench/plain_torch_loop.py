@@ -95,7 +95,7 @@ def main():
 
     def train_batch(k):
         idx = order[k * args.batch:(k + 1) * args.batch]
-        optimizer.zero_grad()
+        optimizer.zero_grad(set_to_none=True)  # PyTorch 2's default; 1.13 would fill zeros
         loss = loss_fn(model(images[idx]), labels[idx])
         loss.backward()
         optimizer.step()
