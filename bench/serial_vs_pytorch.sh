@@ -6,6 +6,7 @@
 # usage: bench/serial_vs_pytorch.sh [--cli PATH] [--pairs N] [--batches "16 64 256"]
 #                                   [--models "lenet5 fc3"] [--images N] [--isa TARGET]
 #                                   [--torch-coretype NAME|unset|inherit] [--torch-isa avx2|unset]
+# --cli: the cnnbench to time (default build/release/apps/cnnbench; a sanitizer build is refused).
 # --isa runs cnnbench's kernels on that SIMD target (default: the CPU's best). PyTorch's OpenBLAS
 # then gets its AVX2 setting, OPENBLAS_CORETYPE=Haswell, for avx2 and the targets below it, and
 # is left unset (OpenBLAS picks the CPU's best) otherwise; --torch-coretype overrides that
@@ -15,7 +16,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-cli=""
+source "$here/bench_args.sh"
+cli="$(dirname "$here")/build/release/apps/cnnbench"
 pairs=5
 batches="16 64 256"
 models="lenet5 fc3"
@@ -36,17 +38,14 @@ while [[ $# -gt 0 ]]; do
     --torch-coretype) torch_coretype="$2"; shift 2 ;;
     --torch-isa) torch_isa="$2"; shift 2 ;;
     -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "serial_vs_pytorch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    *) bench_usage_error "unknown argument '$1' (see --help)" ;;
   esac
 done
 
-if [[ -z "$cli" ]]; then
-  cli="$(ls -t "$here"/../build/*/apps/cnnbench 2>/dev/null | head -n 1 || true)"
-fi
-if [[ -z "$cli" || ! -x "$cli" ]]; then
-  echo "serial_vs_pytorch.sh: no cnnbench binary found; build it and pass --cli PATH" >&2
-  exit 2
-fi
+bench_check_int --pairs "$pairs" 1 100
+bench_check_int --images "$images" 1 100000000
+for batch in $batches; do bench_check_int --batches "$batch" 1 65536; done
+bench_check_cli "$cli"
 [[ -x "$python" ]] || python="$(command -v python3)"
 if [[ -z "$torch_coretype" ]]; then
   case "$isa" in
@@ -65,7 +64,7 @@ esac
 case "$torch_isa" in
   unset) ;;
   avx2) torch_env+=(DNNL_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2) ;;
-  *) echo "serial_vs_pytorch.sh: --torch-isa takes avx2 or unset, not '$torch_isa'" >&2; exit 2 ;;
+  *) bench_usage_error "--torch-isa takes avx2 or unset, not '$torch_isa'" ;;
 esac
 
 have_torch=1

@@ -3,15 +3,17 @@
 the sweep's model from the sweep's initial weights, trained on the sweep's data in the sweep's
 sample order with SGD momentum, by one process of --threads threads (pytorch) or by --ranks
 processes under DistributedDataParallel over gloo on 127.0.0.1 (pytorch-ddp). Only the training
-steps are timed: the interpreter, the imports, the data loading and the process group are not.
+steps are timed: the interpreter, the imports, the data loading, the process group and the
+--warmup-steps (trained, then undone) are not.
 
 usage: torch_peer.py --model fc3 --data DIR --init INIT.safetensors --order ORDER.u32
                      --batch 64 --lr 0.01 --momentum 0.9 --steps 60 --threads 2 --cpus 0,1
+                     [--warmup-steps 10]
                      [--ddp --ranks 2] [--target-accuracy 0.9 --eval-every 25] [--out FILE]
 DIR holds the training set (and, for --target-accuracy, the test set) as MNIST's IDX files
 (train-*, t10k-*); ORDER the
 samples of step k at [k*batch, (k+1)*batch), little-endian uint32. Prints one JSON object (or
-writes it to --out): train_seconds, steps, step_seconds, final_loss, peer_info, pin_map, and
+writes it to --out): train_seconds, steps, final_loss, peer_info, pin_map, and
 time_to_accuracy with --target-accuracy.
 """
 import argparse
@@ -43,6 +45,8 @@ def parse_args():
                         help="DistributedDataParallel over gloo, --ranks processes (1 too)")
     parser.add_argument("--ranks", type=int, default=1, help="processes of --ddp")
     parser.add_argument("--cpus", default="", help="OS CPUs, ranks x threads of them, comma separated")
+    parser.add_argument("--warmup-steps", type=int, default=0,
+                        help="untimed steps first, their training then undone (not with --target-accuracy)")
     parser.add_argument("--target-accuracy", type=float, default=0.0)
     parser.add_argument("--eval-every", type=int, default=25)
     parser.add_argument("--out", type=Path, help="write the JSON object here instead of stdout")
@@ -129,6 +133,18 @@ def accuracy(model, images, labels, torch):
     return right / len(labels)
 
 
+def loss_function(batch, ranks, count, torch):
+    """This rank's loss of its `count` samples: their summed losses times ranks / batch, so that
+    DDP's average over the ranks is the whole batch's mean loss. Where the ranks' shares are equal
+    (one process always) that is their mean, which PyTorch computes in the cross-entropy itself;
+    otherwise one more multiplication per step."""
+    cross_entropy = torch.nn.functional.cross_entropy
+    if count * ranks == batch:
+        return cross_entropy
+    scale = ranks / batch
+    return lambda logits, labels: cross_entropy(logits, labels, reduction="sum") * scale
+
+
 def train(args, rank, group):
     """This process's part of the run; rank 0 returns the result, the others None."""
     import torch
@@ -138,6 +154,9 @@ def train(args, rank, group):
         torch.distributed.barrier()
     clock_start = time.perf_counter()  # time to accuracy counts from here, before the data
     images, labels = load_split(args.data, "train")
+    # Scaled to [0, 1] once, as a plain loop holds its data; a step then gathers floats (the same
+    # values a per-step .float().div_(255) of the gathered bytes gives, without its two passes).
+    images = images.float().div_(255.0)
     # uint32 on disk; every index is below 2^31, so int32 reads the same on a little-endian CPU.
     order = torch.frombuffer(bytearray(args.order.read_bytes()), dtype=torch.int32).long()
     if len(order) < args.steps * args.batch:
@@ -146,37 +165,56 @@ def train(args, rank, group):
     model = build_model(args.model)
     load_init(model, args.init)
     net = torch.nn.parallel.DistributedDataParallel(model) if group is not None else model
-    optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
-    # Each rank's loss is its samples' sum over the whole batch, times the ranks: DDP averages
-    # the gradients over the ranks, so their mean is the whole batch's mean loss's gradient.
-    scale = args.ranks / args.batch
+    loss_of = loss_function(args.batch, args.ranks, count, torch)
+
+    def step(k, optimizer):
+        idx = order[k * args.batch + first:k * args.batch + first + count]
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_of(net(images.index_select(0, idx)), labels.index_select(0, idx))
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    def new_optimizer():
+        return torch.optim.SGD(net.parameters(), lr=args.lr, momentum=args.momentum)
+
     tta = args.target_accuracy > 0
+    if not tta and args.warmup_steps > 0:
+        # The warm-up our points get from running in a process that has trained before: the first
+        # steps of a fresh interpreter build oneDNN's primitives, grow the allocator's caches and
+        # (DDP) connect gloo's pairs and rebuild the buckets. Trained on the run's first batches,
+        # then the initial weights are back and the optimizer (its momentum) is new.
+        initial = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+        optimizer = new_optimizer()
+        for k in range(min(args.warmup_steps, args.steps)):
+            step(k, optimizer)
+        model.load_state_dict(initial)
+    optimizer = new_optimizer()
     if tta:
         test_images, test_labels = load_split(args.data, "t10k")
     curve, reached = [], None
-    step_seconds, loss = [], None
+    loss, steps_run = None, 0
     if group is not None:
         torch.distributed.barrier()
     start = time.perf_counter()
-    for k in range(args.steps):
-        step_start = time.perf_counter()
-        idx = order[k * args.batch + first:k * args.batch + first + count]
-        x = images.index_select(0, idx).float().div_(255.0)
-        y = labels.index_select(0, idx)
-        optimizer.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(net(x), y, reduction="sum") * scale
-        loss.backward()
-        optimizer.step()
-        step_seconds.append(time.perf_counter() - step_start)
-        done = k + 1
-        if tta and (done % args.eval_every == 0 or done == args.steps):
+    if not tta:
+        # The timed loop: the steps alone, no host read of the loss, no clock per step.
+        for k in range(args.steps):
+            loss = step(k, optimizer)
+        steps_run = args.steps
+    else:
+        for k in range(args.steps):
+            loss = step(k, optimizer)
+            steps_run = k + 1
+            if steps_run % args.eval_every != 0 and steps_run != args.steps:
+                continue
             stop = torch.zeros(1)
             if rank == 0:
                 value = accuracy(model, test_images, test_labels, torch)
                 seconds = time.perf_counter() - clock_start
-                curve.append({"step": done, "seconds": seconds, "accuracy": value})
+                curve.append({"step": steps_run, "seconds": seconds, "accuracy": value})
                 if value >= args.target_accuracy:
-                    reached, stop[0] = (done, seconds), 1
+                    reached, stop[0] = (steps_run, seconds), 1
             if group is not None:
                 torch.distributed.broadcast(stop, 0)
             if stop[0] == 1:
@@ -189,7 +227,7 @@ def train(args, rank, group):
         torch.distributed.barrier()
     if rank != 0:
         return None
-    result = {"train_seconds": train_seconds, "steps": len(step_seconds), "step_seconds": step_seconds,
+    result = {"train_seconds": train_seconds, "steps": steps_run,
               "final_loss": float(final) if math.isfinite(float(final)) else str(float(final)),
               "peer_info": provenance(torch, args.threads, args.ddp),
               "pin_map": pin_map(args)}

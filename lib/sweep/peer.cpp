@@ -65,6 +65,11 @@ std::string cpu_list(const SweepOptions& options, const PointSpec& point) {
   return cpus;
 }
 
+// Untimed steps each throughput repetition of the worker trains first and then undoes (a fresh
+// interpreter's first steps build oneDNN's primitives and grow the allocator's caches, some 10x a
+// later step): the warm process our in-process points run in, as a plain loop's warm-up is.
+constexpr int peer_warmup_steps = 10;
+
 }  // namespace
 
 const std::vector<std::string>& peer_strategy_names() {
@@ -174,7 +179,9 @@ std::vector<std::string> peer_command(const SweepOptions& options, PeerFiles& fi
   if (point.strategy == "pytorch-ddp") args.push_back("--ddp");
   const std::string cpus = cpu_list(options, point);
   if (!cpus.empty()) args.insert(args.end(), {"--cpus", cpus});
-  if (target_accuracy > 0) {
+  if (target_accuracy <= 0) {
+    args.insert(args.end(), {"--warmup-steps", std::to_string(peer_warmup_steps)});
+  } else {
     char target[32];
     std::snprintf(target, sizeof target, "%.17g", target_accuracy);
     args.insert(args.end(), {"--target-accuracy", target, "--eval-every", std::to_string(options.eval_every)});
