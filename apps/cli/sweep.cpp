@@ -318,7 +318,7 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--python", args->python,
                   "the Python of the PyTorch peers (--strategies pytorch,pytorch-ddp), which must "
                   "import torch (default: /usr/bin/python3, else python3)");
-  cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")
+  cmd->add_option("--out", args->out, "the JSON report (rewritten after every point's preparation and every round)")
       ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();
   cmd->add_option("--trace-dir", args->trace_dir,

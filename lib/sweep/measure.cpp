@@ -263,7 +263,7 @@ Repetition SweepRunner::run_launched(const PointSpec& point, std::int64_t steps)
 // --trace-steps keeps by default.
 constexpr std::int64_t traced_steps = 20;
 
-// One more repetition of the point, traced, after its timed ones (a trace's ring costs a little
+// One more repetition of the point, traced, apart from its timed ones (a trace's ring costs a little
 // time per span, which the timed repetitions must not pay); returns the trace's path. The gpu
 // strategy records no spans: Error, before running.
 std::filesystem::path SweepRunner::trace_point(const PointSpec& point, int pin_core, std::int64_t steps) const {

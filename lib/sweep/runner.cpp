@@ -262,7 +262,9 @@ double SweepRunner::repetition_cost(const PointSpec& p) const {
 }
 
 double SweepRunner::preparation_cost(const PointSpec& p) const {
-  const double runs = options_.warmup + (options_.target_accuracy ? 3 : 0) + (options_.trace_dir ? 1 : 0);
+  // Calibration's probes come to about three repetitions.
+  const double runs = options_.warmup + (options_.min_time > 0 ? 3 : 0) + (options_.target_accuracy ? 3 : 0) +
+                      (options_.trace_dir ? 1 : 0);
   return runs * repetition_cost(p);
 }
 

@@ -237,9 +237,9 @@ struct SweepOptions {
   // installs python3-torch, when it exists, else python3 in PATH.
   std::string python = "python3";
   std::filesystem::path self;          // this cnnbench binary
-  std::filesystem::path out;           // the report, rewritten atomically after every point
+  std::filesystem::path out;           // the report, rewritten after every preparation and round
   bool resume = false;                 // keep the finished points of an existing `out`
-  // --trace-dir: after its timed repetitions each point runs one more, traced, and writes its
+  // --trace-dir: while it is prepared each point runs one more repetition, traced, and writes its
   // Chrome trace to trace_dir / trace_file_name(point); the timed repetitions are untraced.
   std::optional<std::filesystem::path> trace_dir;
   bool quiet = false;
@@ -247,7 +247,8 @@ struct SweepOptions {
   std::function<bool()> stop_requested;  // Ctrl-C: finish nothing more, mark incomplete
 };
 
-// Runs the sweep and returns its report (also written to options.out after every point).
+// Runs the sweep and returns its report (also written to options.out after every point's
+// preparation and every round).
 SweepRecord run_sweep(const SweepOptions& options);
 
 // The points a sweep would measure, in order (serial baselines first), before any skipping.
