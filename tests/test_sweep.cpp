@@ -1,6 +1,7 @@
 // Sweep statistics against hand-computed values and brute-force twins (Karp-Flatt, Amdahl fit on
 // data made from a known serial fraction, Mann-Whitney U against a textbook example and full
-// enumeration), the ring model, the strict report reader and compare's exit codes.
+// enumeration), the ring model, the strict report reader, compare's exit codes, and what the
+// core probes conclude (which repetitions ran next to a slow probe) from made-up probes.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -571,6 +572,121 @@ TEST(SweepRepetitions, PointKeepsANoiseWarningOfItsMedianRepetition) {
 TEST(SweepPlan, TraceFileNamesFollowThePointIds) {
   EXPECT_EQ(trace_file_name(PointSpec{ModelKind::lenet5, "cluster", 2, 4}), "lenet5-cluster-n4c2.json");
   EXPECT_EQ(trace_file_name(PointSpec{ModelKind::fc3, "serial", 1, 1}), "fc3-serial-n1c1.json");
+}
+
+
+// Probes of two cores over five boundaries: core 1 reads 30% slow in compute at probe 2 and 20%
+// slow in memory at probe 4; core 0 never. Made up: no probe is timed here.
+CoreProbesRecord made_up_probes() {
+  CoreProbesRecord probes;
+  probes.threshold = slow_core_threshold;
+  for (int probe = 0; probe <= 4; ++probe) {
+    probes.probes.push_back({probe, 0, 10.0, 20.0, 0});
+    probes.probes.push_back({probe, 1, probe == 2 ? 7.0 : 10.0, probe == 4 ? 16.0 : 20.0, 0});
+  }
+  probes.medians = core_medians(probes.probes);
+  return probes;
+}
+
+TEST(SweepCoreProbes, MediansPerCore) {
+  const CoreProbesRecord probes = made_up_probes();
+  ASSERT_EQ(probes.medians.size(), 2u);
+  EXPECT_EQ(probes.medians[1].core, 1);
+  EXPECT_DOUBLE_EQ(probes.medians[1].compute_gflops, 10.0);
+  EXPECT_DOUBLE_EQ(probes.medians[1].memory_gbps, 20.0);
+  const CoreDrop drop = core_drop(probes.probes[5], probes.medians[1]);  // core 1, probe 2
+  EXPECT_NEAR(drop.compute, 0.3, 1e-12);
+  EXPECT_DOUBLE_EQ(drop.memory, 0.0);
+  EXPECT_EQ(drop.which(), "compute");
+  EXPECT_EQ((CoreDrop{0.2, 0.15}.which()), "compute and memory");
+  EXPECT_EQ((CoreDrop{0.05, 0.15}.which()), "memory");
+}
+
+// A repetition of round r sits between probes r and r + 1: rounds 1 and 2 of a point on core 1 are
+// next to probe 2, round 3 next to probe 4 (memory); round 0 and every round on core 0 are not.
+TEST(SweepCoreProbes, RepetitionsNextToASlowProbeOfTheirCores) {
+  const CoreProbesRecord probes = made_up_probes();
+  const std::vector<int> core0 = {0}, core1 = {1}, both = {0, 1};
+  EXPECT_FALSE(slow_probe_around(probes, core1, 0));
+  for (int round : {1, 2}) {
+    const auto slow = slow_probe_around(probes, both, round);
+    ASSERT_TRUE(slow) << round;
+    EXPECT_EQ(slow->core, 1);
+    EXPECT_EQ(slow->probe, 2);
+    EXPECT_EQ(slow->drop.which(), "compute");
+    EXPECT_FALSE(slow_probe_around(probes, core0, round)) << round;
+  }
+  const auto memory = slow_probe_around(probes, core1, 3);
+  ASSERT_TRUE(memory);
+  EXPECT_EQ(memory->probe, 4);
+  EXPECT_EQ(memory->drop.which(), "memory");
+  EXPECT_NEAR(memory->drop.worst(), 0.2, 1e-12);
+  // Within the threshold is normal: 9.5 against a median of 10.
+  CoreProbesRecord mild = made_up_probes();
+  mild.probes[5].compute_gflops = 9.5;
+  mild.probes[9].memory_gbps = 19.0;
+  mild.medians = core_medians(mild.probes);
+  for (int round = 0; round < 4; ++round) EXPECT_FALSE(slow_probe_around(mild, both, round)) << round;
+}
+
+TEST(SweepCoreProbes, TestHookParsesAndRefusesMalformedValues) {
+  const ProbeSlowdown both = parse_probe_slowdown("1:2:3");
+  EXPECT_EQ(both.core, 1);
+  EXPECT_EQ(both.probe, 2);
+  EXPECT_DOUBLE_EQ(both.factor, 3.0);
+  EXPECT_TRUE(both.compute && both.memory);
+  const ProbeSlowdown memory = parse_probe_slowdown("0:0:1.5:memory");
+  EXPECT_TRUE(!memory.compute && memory.memory);
+  for (const char* bad : {"", "1:2", "1:2:0.5", "x:2:3", "1:2:3:disk", "-1:0:2", "1:2:3:compute:x", "1:2:nan"}) {
+    EXPECT_THROW(parse_probe_slowdown(bad), Error) << bad;
+  }
+}
+
+// The probe runs on every core and gives positive rates; a slowdown does more work for the same
+// counted work (its rates are not compared here: no timing assertions).
+TEST(SweepCoreProbes, ProbeMeasuresEveryCore) {
+  CoreProbe probe;
+  const CoreSpeed first = probe.measure(0);
+  EXPECT_GT(first.compute_gflops, 0);
+  EXPECT_GT(first.memory_gbps, 0);
+  const CoreSpeed slowed = probe.measure(0, 2.0, 2.0);
+  EXPECT_GT(slowed.compute_gflops, 0);
+  EXPECT_THROW(probe.measure(0, 0.5, 1.0), Error);
+}
+
+// The rounds' and probes' fields go to JSON and back unchanged, and a point without them writes
+// none of them (older reports read back as they were).
+TEST(SweepRecords, RoundsAndSlowCoreWarningsReadBack) {
+  PointRecord point;
+  point.id = "fc3/stream/n1c2";
+  point.times_s = {0.2, 0.3};
+  point.time = summarize(point.times_s);
+  EXPECT_FALSE(nlohmann::json(point).contains("rounds"));
+  EXPECT_FALSE(nlohmann::json(point).contains("slow_core_warnings"));
+  point.rounds = {0, 1};
+  point.started_s = {1.5, 4.0};
+  point.rounds_done = 2;
+  SlowCoreWarningRecord warning;
+  warning.core = 1;
+  warning.round = 1;
+  warning.probe = 2;
+  warning.drop = warning.compute_drop = 0.3;
+  warning.dropped = "compute";
+  warning.seconds = 0.4;
+  warning.ratio = 1.4;
+  warning.retry = RetryRecord{0.3, 0.5, 1.8, true};
+  warning.used = "retry";
+  warning.message = "core 1 was slow";
+  point.slow_core_warnings = {warning};
+  const nlohmann::json written = point;
+  EXPECT_EQ(written.at("rounds"), nlohmann::json({0, 1}));
+  EXPECT_EQ(written.at("slow_core_warnings").at(0).at("retry").at("probe_normal"), true);
+  EXPECT_EQ(nlohmann::json(written.get<PointRecord>()), written);
+  SweepRecord sweep;
+  sweep.core_probes = made_up_probes();
+  const nlohmann::json report = sweep;
+  EXPECT_EQ(report.at("core_probes").at("probes").size(), 10u);
+  EXPECT_EQ(nlohmann::json(report.get<SweepRecord>()), report);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <regex>
 #include <sstream>
@@ -252,6 +253,10 @@ int run_sweep_command(const SweepArgs& a) {
   if (!a.trace_dir.empty()) o.trace_dir = a.trace_dir;
   o.resume = a.resume;
   o.quiet = a.quiet;
+  // Tests only: makes one core probe read slow, to reach the slow-core warning (docs/design.md).
+  if (const char* slowdown = std::getenv("CNNBENCH_TEST_PROBE_SLOWDOWN"); slowdown != nullptr && *slowdown != 0) {
+    o.probe_slowdown = parse_probe_slowdown(slowdown);
+  }
   std::signal(SIGINT, on_sweep_stop_signal);
   std::signal(SIGTERM, on_sweep_stop_signal);
   o.stop_requested = [] { return stop_signal.load() != 0; };
@@ -313,7 +318,7 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--python", args->python,
                   "the Python of the PyTorch peers (--strategies pytorch,pytorch-ddp), which must "
                   "import torch (default: /usr/bin/python3, else python3)");
-  cmd->add_option("--out", args->out, "the JSON report (rewritten after every point)")
+  cmd->add_option("--out", args->out, "the JSON report (rewritten after every point's preparation and every round)")
       ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();
   cmd->add_option("--trace-dir", args->trace_dir,

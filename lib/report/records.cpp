@@ -68,7 +68,7 @@ bool read_value(const json& v, T& out) {
 }
 
 // One member of a record and its key. `always`: written even when empty (an empty optional or
-// null JSON as null); otherwise left out then.
+// null JSON as null, an empty list as []); otherwise left out then.
 template <class Record, class T>
 struct Field {
   const char* key;
@@ -100,7 +100,11 @@ void write_fields(json& out, const Record& record, const std::tuple<Fields...>& 
   std::apply([&](const auto&... f) {
     const auto write = [&](const auto& one) {
       const auto& value = record.*(one.member);
-      if (empty_value(value)) {
+      if constexpr (is_vector<std::decay_t<decltype(value)>>::value) {
+        // An optional list is left out when empty (reports made before it read back unchanged).
+        if (!one.always && value.empty()) return;
+        out[one.key] = value;
+      } else if (empty_value(value)) {
         if (one.always) out[one.key] = nullptr;
       } else if constexpr (is_optional<std::decay_t<decltype(value)>>::value) {
         out[one.key] = *value;
@@ -141,7 +145,9 @@ const auto point_measured = std::tuple{
     optional_field("paired_baseline", &P::paired_baseline),
     optional_field("time_to_accuracy", &P::time_to_accuracy),
     optional_field("calibration", &P::calibration), optional_field("prediction", &P::prediction),
-    optional_field("peer_info", &P::peer_info)};
+    optional_field("peer_info", &P::peer_info), optional_field("rounds", &P::rounds),
+    optional_field("started_s", &P::started_s), optional_field("rounds_done", &P::rounds_done),
+    optional_field("slow_core_warnings", &P::slow_core_warnings)};
 // Written together once the analysis ran (karp_flatt null at p = 1).
 const auto point_derived = std::tuple{
     field("speedup", &P::speedup), field("speedup_unpaired", &P::speedup_unpaired),
@@ -162,7 +168,8 @@ const auto sweep_fields = std::tuple{
     field("context", &W::context), field("config", &W::config), field("features", &W::features),
     field("allreduce", &W::allreduce), field("points", &W::points), field("amdahl", &W::amdahl),
     field("scaling_prediction", &W::scaling_prediction),
-    optional_field("baseline_warning", &W::baseline_warning), optional_field("elapsed_s", &W::elapsed_s)};
+    optional_field("baseline_warning", &W::baseline_warning), optional_field("core_probes", &W::core_probes),
+    optional_field("elapsed_s", &W::elapsed_s)};
 
 const auto summary_fields =
     std::tuple{field("median", &Summary::median), field("min", &Summary::min), field("max", &Summary::max),
@@ -194,6 +201,29 @@ using BW = BaselineWarningRecord;
 const auto baseline_warning_fields =
     std::tuple{field("points", &BW::points), field("margin", &BW::margin), field("message", &BW::message)};
 
+using R = RetryRecord;
+const auto retry_fields = std::tuple{
+    field("seconds", &R::seconds), optional_field("baseline_seconds", &R::baseline_seconds),
+    optional_field("ratio", &R::ratio), field("probe_normal", &R::probe_normal)};
+using SC = SlowCoreWarningRecord;
+const auto slow_core_fields = std::tuple{
+    field("core", &SC::core), field("round", &SC::round), field("probe", &SC::probe),
+    optional_field("series_core", &SC::series_core), field("drop", &SC::drop),
+    field("compute_drop", &SC::compute_drop), field("memory_drop", &SC::memory_drop),
+    field("dropped", &SC::dropped), field("seconds", &SC::seconds),
+    optional_field("baseline_seconds", &SC::baseline_seconds), optional_field("ratio", &SC::ratio),
+    field("retry", &SC::retry), field("used", &SC::used), field("message", &SC::message)};
+using CP = CoreProbeRecord;
+const auto core_probe_fields = std::tuple{
+    field("probe", &CP::probe), field("core", &CP::core), field("compute_gflops", &CP::compute_gflops),
+    field("memory_gbps", &CP::memory_gbps), field("started_s", &CP::started_s)};
+const auto core_median_fields = std::tuple{
+    field("core", &CoreMedianRecord::core), field("compute_gflops", &CoreMedianRecord::compute_gflops),
+    field("memory_gbps", &CoreMedianRecord::memory_gbps)};
+const auto core_probes_fields = std::tuple{
+    field("threshold", &CoreProbesRecord::threshold), field("probes", &CoreProbesRecord::probes),
+    field("medians", &CoreProbesRecord::medians)};
+
 // A config value as the text compare prints: strings bare, everything else as JSON.
 std::string setting_text(const json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
@@ -218,6 +248,10 @@ CNNBENCH_FIELDS_JSON(MeasuredVsPredictedRecord, measured_vs_predicted_fields)
 CNNBENCH_FIELDS_JSON(BeatenPoint, beaten_point_fields)
 CNNBENCH_FIELDS_JSON(BaselineWarningRecord, baseline_warning_fields)
 CNNBENCH_FIELDS_JSON(LaunchRecord, launch_fields)
+CNNBENCH_FIELDS_JSON(RetryRecord, retry_fields)
+CNNBENCH_FIELDS_JSON(SlowCoreWarningRecord, slow_core_fields)
+CNNBENCH_FIELDS_JSON(CoreProbeRecord, core_probe_fields)
+CNNBENCH_FIELDS_JSON(CoreMedianRecord, core_median_fields)
 #undef CNNBENCH_FIELDS_JSON
 
 namespace {
@@ -236,6 +270,13 @@ void to_json(json& out, const PairedBaselineRecord& pair) {
   write_fields(out, pair, paired_fields);
 }
 void from_json(const json& in, PairedBaselineRecord& pair) { read_fields(in, pair, paired_fields); }
+
+void to_json(json& out, const CoreProbesRecord& probes) {
+  out = {{"meaning", "a fixed compute loop (GFLOP/s) and memory stream (GB/s) pinned to each core "
+                     "in turn; probe k ran before round k"}};
+  write_fields(out, probes, core_probes_fields);
+}
+void from_json(const json& in, CoreProbesRecord& probes) { read_fields(in, probes, core_probes_fields); }
 
 void to_json(json& out, const BaselineCoresRecord& cores) {
   out = {{"meaning", "the baseline ran on each of these cores in turn; the fastest core's "

@@ -1,5 +1,5 @@
-// One point of a sweep: its repetitions (in-process, launched under the MPI launcher, or a PyTorch
-// peer's worker), the serial repetitions it is paired with, and its time to accuracy.
+// One run of a sweep's point however it runs (in-process, launched under the MPI launcher, or a
+// PyTorch peer's worker), its calibration, its traced run and its time to accuracy.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -35,7 +35,9 @@ PointRecord SweepRunner::not_measured(const PointSpec& point, const std::string&
   return record;
 }
 
-PointRecord SweepRunner::measure(const PointSpec& point) {
+// The record of a point that cannot run here (its strategy is unavailable, or it would not fit in
+// memory); none when it can.
+std::optional<PointRecord> SweepRunner::unrunnable(const PointSpec& point) const {
   const auto info = available_.find(point.strategy);
   if (info != available_.end() && !info->second.available) {
     return not_measured(point, "skipped", info->second.reason);
@@ -56,96 +58,7 @@ PointRecord SweepRunner::measure(const PointSpec& point) {
       return not_measured(point, "skipped", e.what());
     }
   }
-  PointRecord record = point_header(point);
-  // One series of repetitions per core the point is pinned to (several only for the baseline),
-  // taken in turn so that a drifting machine affects them alike.
-  const std::vector<int> cores = baseline_cores(point);
-  struct Series {
-    std::vector<double> times, warmup_times, rates;
-    std::vector<Repetition> timed;
-  };
-  std::vector<Series> series(cores.size());
-  // Every point but the baseline takes turns with serial repetitions of its own, so that its
-  // speedup compares runs made seconds apart, not runs minutes apart on a machine whose speed
-  // drifts (a shared virtual machine's does, by several percent).
-  const std::optional<PairedBaseline> pair = paired_baseline_of(point);
-  std::vector<double> baseline_times, baseline_warmup_times, baseline_steps;
-  // The paired serial repetitions run the baseline point's own steps, which calibration may
-  // have made fewer than this point's: the pairs compare times per image.
-  const PointRecord* baseline = pair ? report_.find_measured(pair->point.id()) : nullptr;
-  const std::int64_t pair_steps = baseline != nullptr && baseline->steps ? *baseline->steps : -1;
-  std::int64_t steps = -1;
-  try {
-    if (options_.min_time > 0) {
-      record.calibration = calibrate_steps(point, cores[0]);
-      steps = record.calibration->probes.back().steps;
-    }
-    if (point.strategy == "cluster") record.launch = launcher_.record(launched_train_command(point, steps));
-    for (int r = 0; r < options_.warmup + options_.repeat; ++r) {
-      if (pair) {
-        const Repetition baseline_run = run_in_process(pair->point, pair->core, pair_steps);
-        stop_check();
-        (r < options_.warmup ? baseline_warmup_times : baseline_times).push_back(baseline_run.seconds);
-        if (r >= options_.warmup) baseline_steps.push_back(static_cast<double>(baseline_run.steps));
-      }
-      for (std::size_t k = 0; k < cores.size(); ++k) {
-        Series& s = series[k];
-        Repetition run = run_point(point, cores[k], steps);
-        stop_check();
-        (r < options_.warmup ? s.warmup_times : s.times).push_back(run.seconds);
-        if (r >= options_.warmup) {
-          s.rates.push_back(static_cast<double>(run.steps) * options_.batch / run.seconds);
-          s.timed.push_back(std::move(run));
-        }
-      }
-    }
-  } catch (const PointDiverged& d) {
-    return not_measured(point, "diverged", d.reason);
-  } catch (const Error& e) {
-    PointRecord failed = not_measured(point, "failed", e.what());
-    failed.launch = record.launch;
-    return failed;
-  }
-  std::size_t best = 0;
-  for (std::size_t k = 1; k < series.size(); ++k) {
-    if (summarize(series[k].times).median < summarize(series[best].times).median) best = k;
-  }
-  if (series.size() > 1) {
-    BaselineCoresRecord per_core{cores[best], {}};
-    for (std::size_t k = 0; k < series.size(); ++k) {
-      per_core.per_core.push_back({cores[k], series[k].times, summarize(series[k].rates)});
-    }
-    record.baseline_cores = per_core;
-  }
-  const std::vector<double>& times = series[best].times;
-  record.times_s = times;
-  record.warmup_times_s = series[best].warmup_times;
-  record.time = summarize(times);
-  record.images_per_s = summarize(series[best].rates);
-  record.steps = series[best].timed.front().steps;
-  record.batch = options_.batch;
-  keep_median_repetition(record, series[best].timed);
-  if (pair) {
-    PairedBaselineRecord paired;
-    if (pair->core >= 0) paired.core = pair->core;
-    paired.times_s = baseline_times;
-    paired.warmup_times_s = baseline_warmup_times;
-    paired.steps = static_cast<std::int64_t>(baseline_steps.front());
-    const double point_steps = static_cast<double>(*record.steps);
-    for (std::size_t i = 0; i < times.size(); ++i) {
-      paired.ratios.push_back((baseline_times[i] / baseline_steps[i]) / (times[i] / point_steps));
-    }
-    record.paired_baseline = paired;
-  }
-  if (options_.trace_dir) {
-    try {
-      record.trace = trace_point(point, cores[best], steps).string();
-    } catch (const Error& e) {
-      if (!options_.quiet) std::fprintf(stderr, "    warning: no trace of %s: %s\n", point.id().c_str(), e.what());
-    }
-  }
-  if (options_.target_accuracy) record.time_to_accuracy = time_to_accuracy(point);
-  return record;
+  return std::nullopt;
 }
 
 void keep_median_repetition(PointRecord& record, std::span<const Repetition> timed) {
@@ -161,15 +74,6 @@ void keep_median_repetition(PointRecord& record, std::span<const Repetition> tim
   record.straggler = chosen.straggler;
   record.peer_info = chosen.peer_info;
   record.noise_warning = noise_warning(chosen.time_breakdown);
-}
-
-// The measured serial point of the same model, on the core its repetitions were taken on.
-std::optional<PairedBaseline> SweepRunner::paired_baseline_of(const PointSpec& point) const {
-  if (point.strategy == "serial") return std::nullopt;
-  const PointSpec serial{point.model, "serial", 1, 1};
-  const PointRecord* measured = report_.find_measured(serial.id());
-  if (measured == nullptr) return std::nullopt;
-  return PairedBaseline{serial, measured->baseline_cores ? measured->baseline_cores->chosen : -1};
 }
 
 // The cores the point's repetitions run on; -1: wherever the strategy pins itself. The serial
@@ -359,7 +263,7 @@ Repetition SweepRunner::run_launched(const PointSpec& point, std::int64_t steps)
 // --trace-steps keeps by default.
 constexpr std::int64_t traced_steps = 20;
 
-// One more repetition of the point, traced, after its timed ones (a trace's ring costs a little
+// One more repetition of the point, traced, apart from its timed ones (a trace's ring costs a little
 // time per span, which the timed repetitions must not pay); returns the trace's path. The gpu
 // strategy records no spans: Error, before running.
 std::filesystem::path SweepRunner::trace_point(const PointSpec& point, int pin_core, std::int64_t steps) const {

@@ -15,8 +15,6 @@
 
 namespace cnnbench {
 
-namespace {
-
 using nlohmann::json;
 
 std::string duration_text(double seconds) {
@@ -31,8 +29,6 @@ std::string duration_text(double seconds) {
   }
   return text;
 }
-
-}  // namespace
 
 SweepRunner::SweepRunner(const SweepOptions& options)
     : options_(options),
@@ -102,42 +98,34 @@ SweepRecord SweepRunner::run() {
     std::fprintf(stderr, "warning: --repeat %d: fewer than 3 repetitions give no spread worth the "
                          "name; use --repeat 3 or more\n", options_.repeat);
   }
-  const double start = now_seconds();
-  double cost_done = 0, cost_total = 0, seconds_done = 0;
-  for (const auto& p : plan) cost_total += point_cost(p);
+  start_s_ = now_seconds();
   try {
-    for (std::size_t i = 0; i < plan.size(); ++i) {
-      const PointSpec& point = plan[i];
-      const auto old = kept.find(point.id());
-      if (old != kept.end()) {
-        report_.points.push_back(old->second);
-        cost_total -= point_cost(point);
-        continue;
-      }
-      announce(i, plan.size(), point, cost_done > 0 ? seconds_done / cost_done * (cost_total - cost_done) : -1);
-      const double point_start = now_seconds();
-      if (point.strategy == "cluster" && report_.allreduce.is_null()) measure_allreduce();
-      report_.points.push_back(measure(point));
-      seconds_done += now_seconds() - point_start;
-      cost_done += point_cost(point);
-      finish_point();
-    }
+    run_plan(plan, kept);
   } catch (const SweepInterrupted&) {
     report_.interrupted = true;
-    if (!options_.quiet) std::fprintf(stderr, "sweep interrupted: the report keeps the finished points\n");
+    if (!options_.quiet) {
+      std::fprintf(stderr, "sweep interrupted: the report keeps the finished points, and those with "
+                           "some rounds done marked with rounds_done (--resume measures them again)\n");
+    }
   }
+  collect_points();
   // Complete only when every point of the plan ran and none failed: a resumed run measures the
   // failed ones again.
   const std::size_t failed = report_.failed_points().size();
   report_.complete = !report_.interrupted && failed == 0;
-  report_.elapsed_s = now_seconds() - start;
-  add_scaling_analysis(report_);
+  report_.elapsed_s = now_seconds() - start_s_;
   save();
   if (!options_.quiet && report_.baseline_warning) {
     std::fprintf(stderr, "warning: %s\n", report_.baseline_warning->message.c_str());
   }
-  if (!options_.quiet) print_table();
-  if (!options_.quiet) warn_noisy_points();
+  if (!options_.quiet) {
+    for (const PointRun& run : runs_) {
+      if (!run.settled && run.prepared && !run.rounds.empty()) print_point(*report_.find_measured(run.spec.id()));
+    }
+    print_table();
+    warn_noisy_points();
+    warn_slow_cores();
+  }
   if (!options_.quiet && failed > 0) {
     std::fprintf(stderr, "%zu point%s failed or diverged: the report is marked incomplete; --resume measures %s again\n",
                  failed, failed == 1 ? "" : "s", failed == 1 ? "it" : "them");
@@ -199,6 +187,7 @@ json SweepRunner::config_json() const {
           {"cores", cores_},
           {"nodes", nodes_},
           {"repeat", options_.repeat},
+          {"order", "rounds"},
           {"warmup", options_.warmup},
           {"steps", options_.min_time > 0 ? json(nullptr) : json(options_.steps)},
           {"min_time_s", options_.min_time > 0 ? json(options_.min_time) : json(nullptr)},
@@ -250,7 +239,9 @@ std::map<std::string, PointRecord> SweepRunner::resumed_points() {
     }
   }
   for (const PointRecord& p : old.points) {
-    if (p.status != "failed" && p.status != "diverged") kept[p.id] = p;
+    // A point stopped before its last round is measured again, from its preparation on: its
+    // repetitions would otherwise span two runs of the sweep.
+    if (p.status != "failed" && p.status != "diverged" && !p.rounds_done) kept[p.id] = p;
   }
   if (old.allreduce.is_object()) report_.allreduce = old.allreduce;
   if (!options_.quiet) {
@@ -259,18 +250,22 @@ std::map<std::string, PointRecord> SweepRunner::resumed_points() {
   return kept;
 }
 
-double SweepRunner::point_cost(const PointSpec& p) const {
-  const double reps = options_.repeat + options_.warmup + (options_.target_accuracy ? 3 : 0) +
-                      (options_.trace_dir ? 1 : 0);
-  // A launcher's or an interpreter's start, in FLOP-equivalents.
-  const double launch = p.strategy == "cluster" || is_peer_strategy(p.strategy) ? 2e8 : 0.0;
-  return reps * (model_spec(p.model).train_flops_per_image * options_.batch + launch);
+// One run of the point, in FLOP-equivalents: a launcher's or an interpreter's start counts 2e8.
+double SweepRunner::repetition_cost(const PointSpec& p) const {
+  const auto run_cost = [&](const PointSpec& q) {
+    const double launch = q.strategy == "cluster" || is_peer_strategy(q.strategy) ? 2e8 : 0.0;
+    return model_spec(q.model).train_flops_per_image * options_.batch + launch;
+  };
+  // A point's repetition comes with its paired serial one; the baseline runs on each of its cores.
+  if (p.strategy == "serial") return static_cast<double>(baseline_cores(p).size()) * run_cost(p);
+  return run_cost(p) + run_cost(PointSpec{p.model, "serial", 1, 1});
 }
 
-void SweepRunner::announce(std::size_t index, std::size_t total, const PointSpec& point, double eta) const {
-  if (options_.quiet) return;
-  std::fprintf(stderr, "[%zu/%zu] %-22s %s\n", index + 1, total, point.id().c_str(),
-               eta >= 0 ? ("ETA " + duration_text(eta)).c_str() : "");
+double SweepRunner::preparation_cost(const PointSpec& p) const {
+  // Calibration's probes come to about three repetitions.
+  const double runs = options_.warmup + (options_.min_time > 0 ? 3 : 0) + (options_.target_accuracy ? 3 : 0) +
+                      (options_.trace_dir ? 1 : 0);
+  return runs * repetition_cost(p);
 }
 
 // Every point's throughput, its speedup over our serial and its ratio to PyTorch on one thread
@@ -312,16 +307,8 @@ void SweepRunner::warn_noisy_points() const {
 // Repetitions shorter than this are dominated by timer resolution, thread start-up and noise.
 constexpr double short_repetition_s = 0.1;
 
-void SweepRunner::finish_point() {
-  add_scaling_analysis(report_);
-  save();
-  if (options_.quiet) return;
-  const PointRecord& p = report_.points.back();
-  if (!p.measured()) {
-    std::fprintf(stderr, "    %s: %s\n", p.status.c_str(), p.reason.c_str());
-    return;
-  }
-  std::fprintf(stderr, "    median %.3f s", p.time.median);
+void SweepRunner::print_point(const PointRecord& p) const {
+  std::fprintf(stderr, "%-22s median %.3f s", p.id.c_str(), p.time.median);
   // One repetition has no spread to show.
   if (p.times_s.size() >= 2) std::fprintf(stderr, " (MAD %.3f)", p.time.mad);
   if (p.images_per_s) std::fprintf(stderr, ", %.0f images/s", p.images_per_s->median);
@@ -330,6 +317,10 @@ void SweepRunner::finish_point() {
     // equal the ratio of the medians (nor of images/s).
     const bool paired = p.paired_baseline && !p.paired_baseline->ratios.empty();
     std::fprintf(stderr, ", %s %.2f", paired ? "paired speedup" : "speedup", *p.speedup);
+    if (paired && p.paired_baseline->ratios.size() >= 2) {
+      const auto [low, high] = std::minmax_element(p.paired_baseline->ratios.begin(), p.paired_baseline->ratios.end());
+      std::fprintf(stderr, " (%.2f-%.2f)", *low, *high);
+    }
   }
   if (p.prediction.is_object()) {
     std::fprintf(stderr, ", model %+.0f%%", 100 * p.prediction["relative_error"].get<double>());
@@ -338,7 +329,9 @@ void SweepRunner::finish_point() {
   if (tta.is_object() && tta.value("reached", false)) {
     std::fprintf(stderr, ", %.1f s to %.0f%%", tta["seconds"].get<double>(), 100 * tta["target"].get<double>());
   }
+  if (p.rounds_done) std::fprintf(stderr, ", %d of %d rounds", *p.rounds_done, options_.repeat);
   if (p.noise_warning) std::fprintf(stderr, ", NOISY");
+  if (!p.slow_core_warnings.empty()) std::fprintf(stderr, ", SLOW CORE");
   std::fprintf(stderr, "\n");
   if (p.noise_warning) {
     std::fprintf(stderr, "    warning: %s: its times measure the machine's load as much as the strategy\n",
@@ -348,6 +341,26 @@ void SweepRunner::finish_point() {
     std::fprintf(stderr, "    warning: a repetition takes %.0f ms, under %.0f ms: too short to time "
                          "reliably; raise --steps, or leave it out to calibrate to --min-time\n",
                  1e3 * p.time.median, 1e3 * short_repetition_s);
+  }
+}
+
+// The closing summary names every repetition that ran on a slow core, the core, how much slower
+// and in what (compute or memory), and whether its retry stands in for it.
+void SweepRunner::warn_slow_cores() const {
+  bool first = true;
+  for (const PointRecord& p : report_.points) {
+    for (const SlowCoreWarningRecord& w : p.slow_core_warnings) {
+      if (first) {
+        std::fprintf(stderr, "warning: repetitions that ran while a core was over %.0f%% below its median "
+                             "probe (points[].slow_core_warnings, core_probes):\n", 100 * slow_core_threshold);
+        first = false;
+      }
+      const std::string series = w.series_core ? " on core " + std::to_string(*w.series_core) : "";
+      const char* outcome = !w.retry ? "not retried"
+                            : w.used == "retry" ? "retried; the retry is kept"
+                                                : "retried, but its cores were slow again: the original is kept";
+      std::fprintf(stderr, "    %s%s: %s; %s\n", p.id.c_str(), series.c_str(), w.message.c_str(), outcome);
+    }
   }
 }
 

@@ -1,8 +1,11 @@
 // The sweep runner: serial baselines first, then every point of models x strategies x cores x
-// nodes, each repeated, in-process through run_training, (cluster) under the MPI launcher
-// (mpirun or srun) or (the PyTorch peers) as bench/torch_peer.py; the report is rewritten
-// atomically after every finished point so an interrupted sweep keeps them.
-// runner.cpp holds the sweep as a whole (plan, resume, ETA, the report); measure.cpp one point.
+// nodes, in-process through run_training, (cluster) under the MPI launcher (mpirun or srun) or
+// (the PyTorch peers) as bench/torch_peer.py. Every point is prepared in turn (calibration,
+// time to accuracy, trace, warm-up), then rounds visit every point, one repetition each, with
+// core probes between them; the report is rewritten atomically after every point's preparation
+// and every round so an interrupted sweep keeps what it measured.
+// runner.cpp holds the settings, resuming and the printed summary; rounds.cpp the order of the
+// work; measure.cpp one run of a point; core_probe.cpp the probes.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +23,14 @@
 #include "cnnbench/records.hpp"
 #include "cnnbench/sweep.hpp"
 #include "cnnbench/train.hpp"
+#include "core_probe.hpp"
 #include "launcher.hpp"
 #include "peer.hpp"
 
 namespace cnnbench {
+
+// "1h02m", "3m05s", "42s".
+std::string duration_text(double seconds);
 
 // Thrown when a stop was requested: the sweep ends with the points it finished.
 struct SweepInterrupted {};
@@ -53,6 +60,44 @@ void keep_median_repetition(PointRecord& record, std::span<const Repetition> tim
 struct PairedBaseline {
   PointSpec point;
   int core = -1;
+  std::int64_t steps = -1;  // the baseline point's steps per repetition; -1: the sweep's
+};
+
+// One repetition of a point as a round (or a retry) takes it: its paired serial repetition, then
+// one run on each of its series.
+struct TakenRepetition {
+  std::optional<Repetition> pair;
+  std::vector<Repetition> runs;
+};
+
+// One series of a point's repetitions: on one core (the baseline's runs on several), or wherever
+// the point's strategy puts its threads (core -1).
+struct SeriesRun {
+  int core = -1;
+  std::vector<double> warmup_times;
+  std::vector<Repetition> timed;  // one per round
+};
+
+// A point on its way through the sweep: prepared once, then one repetition per round.
+struct PointRun {
+  PointSpec spec;
+  // Kept from --resume, skipped, failed or diverged: the point's record, and no more rounds.
+  std::optional<PointRecord> settled;
+  PointRecord record;  // the header and what preparation measured
+  bool prepared = false;
+  std::int64_t steps = -1;  // per repetition; -1: the sweep's
+  std::vector<SeriesRun> series;
+  // The serial repetitions taken in turn with this point's, decided at their first use.
+  std::optional<PairedBaseline> pair;
+  std::vector<Repetition> pair_timed;
+  std::vector<double> pair_warmup_times;
+  std::vector<int> rounds;
+  std::vector<double> started_s;
+  std::vector<SlowCoreWarningRecord> warnings;
+  // The serial point only: the core its pairs run on, fixed at the first pair.
+  std::optional<int> pair_core;
+
+  bool taking_rounds() const { return prepared && !settled; }
 };
 
 class SweepRunner {
@@ -72,19 +117,42 @@ class SweepRunner {
   nlohmann::json options_json() const;
   nlohmann::json config_json() const;
   std::map<std::string, PointRecord> resumed_points();
-  double point_cost(const PointSpec& p) const;
-  void announce(std::size_t index, std::size_t total, const PointSpec& point, double eta) const;
-  void finish_point();
+  // Work in FLOP-equivalents, for the ETA: a point's preparation and one of its repetitions.
+  double repetition_cost(const PointSpec& p) const;
+  double preparation_cost(const PointSpec& p) const;
+  void print_point(const PointRecord& p) const;
   void print_table() const;
   void warn_noisy_points() const;
+  void warn_slow_cores() const;
   void save() const;
+
+  // rounds.cpp
+  void run_plan(const std::vector<PointSpec>& plan, const std::map<std::string, PointRecord>& kept);
+  void prepare(PointRun& run);
+  void take_round(int round);
+  // One repetition of the point: its paired serial one, then one on every series (only on
+  // `only_series` when given). Throws what run_point throws.
+  TakenRepetition take_repetition(PointRun& run, std::optional<std::size_t> only_series);
+  void settle(PointRun& run, const std::string& status, const std::string& reason);
+  std::optional<PairedBaseline> paired_baseline_of(PointRun& run);
+  int decide_pair_core(PointRun& serial) const;
+  PointRun* run_of(const std::string& id);
+  PointRecord measured_record(const PointRun& run) const;
+  void collect_points();  // report_.points from runs_, the probes, the analysis
+  void update_report();   // collect_points, then save
+  double eta() const;
+  // core probes (rounds.cpp)
+  void probe_cores(int probe);
+  std::vector<int> repetition_cores(const PointRun& run, std::size_t k, const Repetition& rep) const;
+  void find_slow_repetitions();
+  void retry_slow_repetitions();
+  bool cores_normal(std::span<const int> cores);
 
   // measure.cpp
   PointRecord point_header(const PointSpec& point) const;
   PointRecord not_measured(const PointSpec& point, const std::string& status,
                            const std::string& reason) const;
-  PointRecord measure(const PointSpec& point);
-  std::optional<PairedBaseline> paired_baseline_of(const PointSpec& point) const;
+  std::optional<PointRecord> unrunnable(const PointSpec& point) const;
   std::vector<int> baseline_cores(const PointSpec& point) const;
   void stop_check() const;
   // steps < 0 (the default): SweepOptions::steps.
@@ -122,6 +190,13 @@ class SweepRunner {
   Dataset train_;
   std::unique_ptr<PeerFiles> peer_files_;
   SweepRecord report_;
+  // The sweep in progress: every point of the plan, in order, and the probes between rounds.
+  std::vector<PointRun> runs_;
+  int rounds_done_ = 0;
+  double start_s_ = 0;
+  double cost_total_ = 0, cost_done_ = 0, seconds_done_ = 0;
+  std::unique_ptr<CoreProbe> core_probe_;
+  CoreProbesRecord probes_;
 };
 
 }  // namespace cnnbench

@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """A tiny real sweep (fc3, 3 steps, 3 repetitions, cores 1,2) validates against
 results/schema/sweep-report.schema.json, the schema really constrains it, every point keeps the
-time breakdown of its median repetition and --trace-dir a trace per point, compare passes the report
-against itself and catches it made 2x slower, --resume keeps finished points, and the plot script
-draws every image; the committed reference report validates too."""
+time breakdown of its median repetition and --trace-dir a trace per point, its repetitions were
+taken in rounds (every point's round r before any point's round r + 1) with core probes between
+them, compare passes the report against itself and catches it made 2x slower, --resume keeps
+finished points, and the plot script draws every image; a core probe made slow by the test hook
+marks the repetitions next to it and retries them; a sweep stopped in its rounds keeps the rounds
+done, marked, and --resume measures those points again; the committed reference report validates
+too."""
 import copy
 import json
+import os
+import signal
 import subprocess
 import statistics
 import sys
@@ -60,6 +66,94 @@ def check_breakdowns(ok, traces):
     check(len(spans) > 0 and all(e["dur"] >= 0 for e in spans), "the traces hold spans")
 
 
+def check_rounds(report, repeat, cores):
+    """Every measured point took one repetition per round, and every point's round r started
+    before any point's round r + 1 (an order, not a duration); the cores were probed before the
+    first round and after each."""
+    ok = [p for p in report["points"] if p["status"] == "ok"]
+    check(report["config"].get("order") == "rounds", "the config records the rounds order")
+    check(all(p.get("rounds") == list(range(repeat)) and len(p.get("started_s", [])) == repeat for p in ok),
+          f"every measured point has one repetition in each of the {repeat} rounds")
+    if all(len(p.get("started_s", [])) == repeat for p in ok):
+        ends = [max(p["started_s"][r] for p in ok) for r in range(repeat)]
+        starts = [min(p["started_s"][r] for p in ok) for r in range(repeat)]
+        check(all(ends[r] < starts[r + 1] for r in range(repeat - 1)),
+              "the rounds interleave the points: every round r started before any round r + 1")
+    probes = report.get("core_probes", {})
+    seen = sorted((q["probe"], q["core"]) for q in probes.get("probes", []))
+    check(seen == [(k, c) for k in range(repeat + 1) for c in range(cores)],
+          f"each core was probed before the first round and after each ({len(seen)} probes)")
+    check(sorted(m["core"] for m in probes.get("medians", [])) == list(range(cores)),
+          "the probes give each core's median")
+
+
+def check_slow_core(args, validator, tmp):
+    """The test hook slows core (last) at probe 1 (after round 0): the repetitions of rounds 0 and
+    1 that used that core carry a slow_core_warning naming it, were retried once, and keep the
+    retry exactly when its probes were normal; the closing warning names the cause."""
+    cores = os.cpu_count() or 1
+    slow = cores - 1
+    out = Path(tmp, "slow-core.json")
+    env = dict(os.environ, CNNBENCH_TEST_PROBE_SLOWDOWN=f"{slow}:1:3")
+    sweep = subprocess.run([args.cli, "sweep", "--model", "fc3", "--strategies", "serial,stream", "--cores", "1",
+                            "--steps", "3", "--repeat", "3", "--warmup", "0", "--synthetic", "256",
+                            "--out", str(out)], env=env, capture_output=True, text=True)
+    check(sweep.returncode == 0, "the slowed sweep ran" + (f" ({sweep.stderr[-300:]})" if sweep.returncode else ""))
+    report = json.loads(out.read_text())
+    check(not errors_of(validator, report), "the slowed sweep validates against the schema")
+    serial = next(p for p in report["points"] if p["id"] == "fc3/serial/n1c1")
+    on_slow = [w for w in serial.get("slow_core_warnings", []) if w["core"] == slow and w["probe"] == 1]
+    # The baseline's series on the slow core (its only one on a one-core machine) ran in rounds 0 and 1.
+    check(sorted(w["round"] for w in on_slow if w.get("series_core", slow) == slow) == [0, 1],
+          f"the baseline's repetitions next to the slowed probe are marked ({on_slow})")
+    check(all(w["drop"] > 0.5 and "compute" in w["dropped"] and "memory" in w["dropped"] for w in on_slow),
+          "the warning says how far and in what the core dropped")
+    for p in report["points"]:
+        for w in p.get("slow_core_warnings", []):
+            retry = w.get("retry")
+            if retry is None or w["used"] != ("retry" if retry["probe_normal"] else "original"):
+                check(False, f"{p['id']} round {w['round']}: retried once, the retry kept only when normal ({w})")
+                return
+            series = p
+            if "series_core" in w:
+                series = next(c for c in p["baseline_cores"]["per_core"] if c["core"] == w["series_core"])
+            kept = retry["seconds"] if w["used"] == "retry" else w["seconds"]
+            if series["times_s"][w["round"]] != kept:
+                check(False, f"{p['id']} round {w['round']}: times_s holds the {w['used']}'s time")
+                return
+    check(True, "every marked repetition was retried, and the retry stands in only when its probes were normal")
+    check("warning: repetitions that ran while a core was" in sweep.stderr and f"core {slow}'s" in sweep.stderr,
+          "the sweep's closing warnings name the slow core")
+
+
+def check_interrupted_rounds(args, validator, tmp):
+    """SIGINT in the third round: the report keeps every point with the rounds it took, marked
+    with rounds_done; --resume measures those points again and completes the sweep."""
+    out = Path(tmp, "stopped.json")
+    sweep = [args.cli, "sweep", "--model", "fc3", "--strategies", "serial,stream", "--cores", "1,2",
+             "--steps", "3", "--repeat", "30", "--warmup", "0", "--synthetic", "256", "--out", str(out)]
+    child = subprocess.Popen(sweep, stderr=subprocess.PIPE, text=True)
+    for line in child.stderr:
+        if line.startswith("round 3/"):
+            child.send_signal(signal.SIGINT)
+            break
+    child.communicate()
+    check(child.returncode == 130, f"the stopped sweep exits 130 ({child.returncode})")
+    report = json.loads(out.read_text())
+    check(not errors_of(validator, report), "the stopped sweep's report validates")
+    ok = [p for p in report["points"] if p["status"] == "ok"]
+    check(report["interrupted"] and not report["complete"] and ok, "the stopped sweep is marked interrupted")
+    check(all(2 <= p.get("rounds_done", 0) < 30 and len(p["times_s"]) == p["rounds_done"]
+              and p["rounds"] == list(range(p["rounds_done"])) for p in ok),
+          f"each point keeps the rounds it took, marked ({[p.get('rounds_done') for p in ok]})")
+    resumed = subprocess.run(sweep + ["--resume", "--quiet"], capture_output=True, text=True)
+    report = json.loads(out.read_text())
+    ok = [p for p in report["points"] if p["status"] == "ok"]
+    check(resumed.returncode == 0 and report["complete"], "--resume completes the stopped sweep")
+    check(all("rounds_done" not in p and p["rounds"] == list(range(30)) for p in ok),
+          "--resume measured the partly measured points again, in every round")
+
+
 def main():
     args = parse_arguments()
     source = Path(args.source)
@@ -87,6 +181,7 @@ def main():
         ok = [p for p in report["points"] if p["status"] == "ok"]
         check(all(len(p["times_s"]) == 3 and len(p["warmup_times_s"]) == 1 for p in ok),
               "every measured point keeps 3 raw repetitions and 1 warm-up")
+        check_rounds(report, 3, os.cpu_count() or 1)
         check_breakdowns(ok, traces)
         serial = next(p for p in ok if p["strategy"] == "serial")
         for p in ok:
@@ -187,6 +282,9 @@ def main():
             per_image = [p["time"]["median"] / (p["steps"] * p["batch"]) for p in (serial, stream)]
             check(abs(stream["speedup_unpaired"] - per_image[0] / per_image[1]) < 1e-9 * stream["speedup_unpaired"],
                   "the unpaired speedup is a ratio of times per image")
+
+        check_slow_core(args, validator, tmp)
+        check_interrupted_rounds(args, validator, tmp)
 
     reference = source / "results/sweep-2core.json"
     if reference.exists():

@@ -53,6 +53,31 @@ struct LaunchRecord {
   std::vector<std::string> command;
 };
 
+// A repetition that ran while a core it used was slow: a core probe next to its round
+// (core_probe.hpp) measured that core more than slow_core_threshold below its median. The
+// repetition ran once more after the last round; the retry's times replace the original's when
+// the probes around the retry found every core it used at its usual speed.
+struct RetryRecord {
+  double seconds = 0;                       // the point's repetition
+  std::optional<double> baseline_seconds;   // its paired serial repetition
+  std::optional<double> ratio;              // their paired ratio
+  bool probe_normal = false;                // the probes around the retry were all normal
+};
+struct SlowCoreWarningRecord {
+  int core = 0;           // the slow core
+  int round = 0;          // the repetition's round
+  int probe = 0;          // the probe that found it slow: probe k runs before round k
+  std::optional<int> series_core;  // the baseline's repetitions on this core (baseline_cores)
+  double drop = 0;                  // 1 - probe / the core's median probe, the larger of the two
+  double compute_drop = 0, memory_drop = 0;
+  std::string dropped;              // "compute", "memory" or "compute and memory"
+  double seconds = 0;               // the original repetition's time
+  std::optional<double> baseline_seconds, ratio;  // its pair's
+  std::optional<RetryRecord> retry;  // none when the sweep was stopped first
+  std::string used;                  // "retry" or "original": whose times the point keeps
+  std::string message;
+};
+
 // One point of a sweep ("lenet5/stream/n1c2"): what was measured, or why not.
 struct PointRecord {
   std::string id, model, strategy;
@@ -90,6 +115,14 @@ struct PointRecord {
   // for cnnbench's own strategies.
   nlohmann::json peer_info;
   std::optional<CalibrationRecord> calibration;  // none when the steps were given
+  // The sweep's round each repetition ran in (times_s order), and when it started (seconds
+  // from the sweep's start): the rounds interleave the points' repetitions (config "order").
+  std::vector<int> rounds;
+  std::vector<double> started_s;
+  // Present only on a point whose sweep was stopped before its last round: the rounds it has.
+  // --resume measures such a point again from its preparation.
+  std::optional<int> rounds_done;
+  std::vector<SlowCoreWarningRecord> slow_core_warnings;
   // Cluster points: the communication model's step against the measured one
   // (add_cluster_predictions, cnnbench/cluster_prediction.hpp); null when not predicted.
   nlohmann::json prediction;
@@ -140,6 +173,24 @@ struct BaselineWarningRecord {
   std::string message;
 };
 
+// The core probes (lib/sweep/core_probe.hpp): a fixed compute loop and a memory stream pinned to
+// each core in turn, before the first round and after every round. Probe k runs before round k.
+struct CoreProbeRecord {
+  int probe = 0;
+  int core = 0;
+  double compute_gflops = 0, memory_gbps = 0;
+  double started_s = 0;  // from the sweep's start
+};
+struct CoreMedianRecord {
+  int core = 0;
+  double compute_gflops = 0, memory_gbps = 0;
+};
+struct CoreProbesRecord {
+  double threshold = 0;  // a probe this fraction below its core's median marks the core slow
+  std::vector<CoreProbeRecord> probes;
+  std::vector<CoreMedianRecord> medians;
+};
+
 // A sweep report. context (the machine and build, collect_context), config (the sweep's settings),
 // features and allreduce (allreduce-bench's output) are kept as the JSON objects they are made as.
 struct SweepRecord {
@@ -153,6 +204,7 @@ struct SweepRecord {
   std::vector<AmdahlRecord> amdahl;
   std::vector<ScalingPredictionRecord> scaling_prediction;
   std::optional<BaselineWarningRecord> baseline_warning;
+  std::optional<CoreProbesRecord> core_probes;  // none when the sweep took no round
   std::optional<double> elapsed_s;
 
   // The point with this id ("lenet5/serial/n1c1") if it was measured, else nullptr.
@@ -173,7 +225,12 @@ CNNBENCH_RECORD_JSON(CalibrationProbeRecord)
 CNNBENCH_RECORD_JSON(CalibrationRecord)
 CNNBENCH_RECORD_JSON(BaselineCoresRecord)
 CNNBENCH_RECORD_JSON(LaunchRecord)
+CNNBENCH_RECORD_JSON(RetryRecord)
+CNNBENCH_RECORD_JSON(SlowCoreWarningRecord)
 CNNBENCH_RECORD_JSON(PointRecord)
+CNNBENCH_RECORD_JSON(CoreProbeRecord)
+CNNBENCH_RECORD_JSON(CoreMedianRecord)
+CNNBENCH_RECORD_JSON(CoreProbesRecord)
 CNNBENCH_RECORD_JSON(AmdahlRecord)
 CNNBENCH_RECORD_JSON(PredictedStepRecord)
 CNNBENCH_RECORD_JSON(MeasuredVsPredictedRecord)

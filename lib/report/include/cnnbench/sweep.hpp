@@ -176,6 +176,18 @@ inline const char* launcher_kind_name(LauncherKind kind) {
 // "4(x2),2"); 0 outside an allocation or when the variable cannot be read (lib/sweep).
 int slurm_allocation_cpus();
 
+// A test hook, not a measurement setting: the core probe of `core` at probe `probe` (probe k runs
+// before round k) does `factor` times the work it counts, as a core that slowed down would, so
+// that tests can reach the slow-core warning. From CNNBENCH_TEST_PROBE_SLOWDOWN=CORE:PROBE:FACTOR
+// with an optional :compute or :memory (default: both).
+struct ProbeSlowdown {
+  int core = 0, probe = 0;
+  double factor = 1;
+  bool compute = true, memory = true;
+};
+// Parses the variable's value; Error naming it when malformed.
+ProbeSlowdown parse_probe_slowdown(const std::string& text);
+
 struct SweepOptions {
   std::vector<ModelKind> models = {ModelKind::fc3, ModelKind::lenet5};
   // Empty: every strategy the registry lists. The PyTorch peers (pytorch, pytorch-ddp) run only
@@ -225,16 +237,18 @@ struct SweepOptions {
   // installs python3-torch, when it exists, else python3 in PATH.
   std::string python = "python3";
   std::filesystem::path self;          // this cnnbench binary
-  std::filesystem::path out;           // the report, rewritten atomically after every point
+  std::filesystem::path out;           // the report, rewritten after every preparation and round
   bool resume = false;                 // keep the finished points of an existing `out`
-  // --trace-dir: after its timed repetitions each point runs one more, traced, and writes its
+  // --trace-dir: while it is prepared each point runs one more repetition, traced, and writes its
   // Chrome trace to trace_dir / trace_file_name(point); the timed repetitions are untraced.
   std::optional<std::filesystem::path> trace_dir;
   bool quiet = false;
+  std::optional<ProbeSlowdown> probe_slowdown;  // tests only
   std::function<bool()> stop_requested;  // Ctrl-C: finish nothing more, mark incomplete
 };
 
-// Runs the sweep and returns its report (also written to options.out after every point).
+// Runs the sweep and returns its report (also written to options.out after every point's
+// preparation and every round).
 SweepRecord run_sweep(const SweepOptions& options);
 
 // The points a sweep would measure, in order (serial baselines first), before any skipping.

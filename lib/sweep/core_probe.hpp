@@ -1,0 +1,58 @@
+// Core probes: a fixed compute loop and a fixed memory stream, pinned to one core at a time. Run
+// between a sweep's rounds, their rates show when a core did less work per second than usual (a
+// shared virtual machine's core can, for minutes, without a thread of ours being descheduled), and
+// which repetitions ran then.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cnnbench/records.hpp"
+#include "cnnbench/sweep.hpp"
+
+namespace cnnbench {
+
+// A probe this fraction below its core's median probe (compute or memory) marks the core slow.
+inline constexpr double slow_core_threshold = 0.10;
+
+struct CoreSpeed {
+  double compute_gflops = 0, memory_gbps = 0;
+};
+
+class CoreProbe {
+ public:
+  CoreProbe();  // allocates and touches the stream's buffer (64 MiB: past the last-level cache)
+  // Pins the calling thread to `core` (its affinity put back after) and measures both rates, each
+  // the best of a few short runs so that one interrupt does not read as a slow core. A slowdown
+  // factor > 1 (the test hook, ProbeSlowdown) runs that much more work for the same counted work.
+  CoreSpeed measure(int core, double compute_slowdown = 1, double memory_slowdown = 1);
+
+ private:
+  std::vector<std::uint64_t> buffer_;
+};
+
+// How far a probe fell below its core's median, as fractions (0 when at or above it).
+struct CoreDrop {
+  double compute = 0, memory = 0;
+  double worst() const { return compute > memory ? compute : memory; }
+  // "compute", "memory" or "compute and memory": which rates fell past slow_core_threshold.
+  std::string which() const;
+};
+CoreDrop core_drop(const CoreProbeRecord& probe, const CoreMedianRecord& median);
+// Each core's median compute and memory rates over `probes`, in core order.
+std::vector<CoreMedianRecord> core_medians(std::span<const CoreProbeRecord> probes);
+
+// The slowest of `cores` in the probes around round `round` (probe `round` before it, `round + 1`
+// after it) when one of them is past slow_core_threshold below its median; none otherwise.
+struct SlowProbe {
+  int core = 0;
+  int probe = 0;
+  CoreDrop drop;
+};
+std::optional<SlowProbe> slow_probe_around(const CoreProbesRecord& probes, std::span<const int> cores,
+                                           int round);
+
+}  // namespace cnnbench
