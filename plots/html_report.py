@@ -183,9 +183,7 @@ def join(parts, separator=""):
 
 # ---- Reading fields of any type ---------------------------------------------------------------
 
-def is_number(value):
-    """A real number: int or float, and not bool (JSON's true is not 1 here)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+is_number = plots.is_number  # int or float, not bool
 
 
 def num(value):

@@ -13,6 +13,7 @@ import argparse
 import io
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -65,17 +66,18 @@ class InputError(Exception):
     """A report or trace that cannot be drawn, with the reason a user can act on."""
 
 
+# Control characters (but tab and newline), C1 codes and lone surrogates: shown escaped.
+HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
 def visible(text):
-    """`text` with each control character (but tab and newline), lone surrogate and C1 code shown
+    """`text` with each control character (but tab and newline), C1 code and lone surrogate shown
     as an escape a reader sees ("\\x1b"), so that a name from a report neither drives the terminal
     nor vanishes from a figure."""
-    def shown(c):
-        code = ord(c)
-        hidden = (code < 0x20 and c not in "\t\n") or 0x7f <= code <= 0x9f or 0xd800 <= code <= 0xdfff
-        if not hidden:
-            return c
+    def shown(match):
+        code = ord(match.group())
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    return "".join(map(shown, text))
+    return HIDDEN.sub(shown, text)
 
 
 def readable(value, limit=None):
@@ -91,6 +93,11 @@ def readable(value, limit=None):
     if isinstance(value, list):
         return [readable(v, limit) for v in value]
     return value
+
+
+def is_number(value):
+    """A real number: int or float, and not bool (JSON's true is not 1 here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 # Names in figures are cut to this many characters.
@@ -234,7 +241,8 @@ def parallel_series(report, model, metric):
     """The measured series of `model` that report `metric` (all but serial), in name order:
     (series, points sorted by p, colour, marker)."""
     for series, ps in sorted(by_series(measured(report, model)).items()):
-        if series == "serial" or metric not in ps[0]:
+        ps = [p for p in ps if is_number(p.get(metric))]  # a value that is not a number is not drawn
+        if series == "serial" or not ps:
             continue
         colour, marker = series_style(series)
         yield series, ps, colour, marker
