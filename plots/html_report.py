@@ -9,10 +9,15 @@ Usage: html_report.py SWEEP.json --inputs INPUTS.json --out PAGE.html
 (exit 3 when matplotlib is missing; exit 4 after printing one "cnnbench: error: ..." line)
 """
 import argparse
+import base64
+import hashlib
 import html
 import json
+import math
 import os
+import re
 import sys
+import urllib.parse
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -111,52 +116,164 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 """
 
 
-def esc(value):
-    return html.escape(str(value), quote=True)
+# ---- Building elements ------------------------------------------------------------------------
+# Every element of the page is made by el: text is escaped for where it lands, attribute values
+# are quoted and escaped, a link goes only to a fragment or a relative file, and no attribute is
+# an event handler. A report comes from anyone, and whatever its fields hold is text on the page.
+
+class Markup(str):
+    """HTML that el made (or matplotlib's SVG, whose text matplotlib escapes): inserted as it is.
+    Any other value placed in an element is text and escaped."""
+
+
+def content(child):
+    if child is None:
+        return ""
+    if isinstance(child, Markup):
+        return child
+    if isinstance(child, (list, tuple)):
+        return "".join(content(c) for c in child)
+    return html.escape(child if isinstance(child, str) else text_of(child), quote=False)
+
+
+VOID_ELEMENTS = {"meta", "link", "br"}
+EMPTY_ICON = "data:,"  # the page's icon: none, so that the browser asks for no /favicon.ico
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+def relative_file(path):
+    """True when `path` names a file relative to the page: no scheme ("javascript:", "http:"),
+    not absolute, not "//host", no control character."""
+    return (isinstance(path, str) and path != "" and not SCHEME.match(path) and not path.startswith(("/", "\\"))
+            and not any(ord(c) < 0x20 or ord(c) == 0x7f for c in path))
+
+
+def href_value(target):
+    """A link's target: a fragment of this page ("#point-...") or a relative file, percent-encoded
+    (so that no ":" in it can read as a scheme). Anything else is a bug of this script."""
+    if target == EMPTY_ICON or re.fullmatch(r"#[A-Za-z0-9_-]+", target):
+        return target
+    if not relative_file(target):
+        raise ValueError(f"a link to {target!r}: the page links only to its own sections and relative files")
+    return urllib.parse.quote(target, safe="/._-~")
+
+
+def el(tag, *children, **attributes):
+    """<tag name="value"...>children</tag>. An attribute's name comes from this script
+    (class_ -> class, data_sort -> data-sort); None leaves it out, True writes it bare."""
+    words = [tag]
+    for name, value in attributes.items():
+        name = name.rstrip("_").replace("_", "-")
+        if name.lower().startswith("on"):
+            raise ValueError(f"<{tag} {name}>: the page has no inline event handlers")
+        if value is None or value is False:
+            continue
+        if value is True:
+            words.append(name)
+            continue
+        value = href_value(value) if name == "href" else value if isinstance(value, str) else text_of(value)
+        words.append(f'{name}="{html.escape(value, quote=True)}"')
+    start = Markup("<" + " ".join(words) + ">")
+    return start if tag in VOID_ELEMENTS else Markup(start + content(children) + f"</{tag}>")
+
+
+def join(parts, separator=""):
+    return Markup(content(separator).join(content(p) for p in parts))
+
+
+# ---- Reading fields of any type ---------------------------------------------------------------
+
+is_number = plots.is_number  # int or float, not bool
+
+
+def num(value):
+    return value if is_number(value) else None
+
+
+def obj(value):
+    return value if isinstance(value, dict) else {}
+
+
+def items(value):
+    return value if isinstance(value, list) else []
+
+
+def field(value, *keys):
+    """value[keys[0]][keys[1]]...; None where a level is missing or not an object."""
+    for key in keys:
+        value = obj(value).get(key)
+    return value
+
+
+def text_of(value):
+    """A field as text: a string as it is, a number formatted, none as an en dash, anything else
+    (true, a list, an object) as its JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "\u2013"
+    if is_number(value):
+        return number(value)
+    return json.dumps(value)
 
 
 def number(value, digits=3, suffix=""):
     """A number for people (3 significant digits), or an en dash where there is none."""
-    if value is None or not isinstance(value, (int, float)):
+    if not is_number(value):
         return "\u2013"
     return f"{value:.{digits}g}{suffix}"
 
 
-def cell(text, sort=None, numeric=False):
-    """A table cell; a numeric one carries its value for sorting (JavaScript's spelling: NaN for
-    none, Infinity for a target never reached)."""
-    value = "NaN" if sort is None else "Infinity" if sort == float("inf") else sort
-    attrs = f' data-sort="{value}"' if numeric else ""
-    return f'<td{attrs}{" class=num" if numeric else ""}>{text}</td>'
+def sort_key(value):
+    """A numeric cell's value for sorting, in JavaScript's spelling: NaN for none, Infinity for a
+    target never reached."""
+    if not is_number(value) or math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "Infinity" if value > 0 else "-Infinity"
+    return repr(value)
+
+
+def cell(contents, sort=None, numeric=False):
+    """A table cell; a numeric one carries its value for sorting."""
+    if numeric:
+        return el("td", contents, data_sort=sort_key(sort), class_="num")
+    return el("td", contents)
 
 
 def table(headers, rows, caption=None, sortable=False):
-    """A table with <th scope=col> headers; a sortable one has a button in each header."""
-    head = "".join(f'<th scope="col">{f"<button type=button>{esc(h)}</button>" if sortable else esc(h)}</th>'
-                   for h in headers)
-    body = "".join(f"<tr{attrs}>{''.join(cells)}</tr>" for attrs, cells in rows)
-    cap = f"<caption>{caption}</caption>" if caption else ""
-    return (f'<table{" class=sortable" if sortable else ""}>{cap}<thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>")
+    """A table with <th scope=col> headers; a sortable one has a button in each header. `rows`:
+    (class of the row or None, cells)."""
+    head = [el("th", el("button", h, type="button") if sortable else h, scope="col") for h in headers]
+    body = [el("tr", cells, class_=row_class) for row_class, cells in rows]
+    return el("table", el("caption", caption) if caption else None, el("thead", el("tr", head)),
+              el("tbody", body), class_="sortable" if sortable else None)
 
 
-def definitions(items):
-    """A <dl> of (term, html) pairs, leaving out those without a value."""
-    rows = "".join(f"<dt>{esc(term)}</dt><dd>{value}</dd>" for term, value in items
-                   if value not in (None, "", "\u2013"))
-    return f"<dl>{rows}</dl>" if rows else ""
+def definitions(pairs):
+    """A <dl> of (term, contents) pairs, leaving out those without a value."""
+    rows = [[el("dt", term), el("dd", value)] for term, value in pairs if value not in (None, "", "\u2013")]
+    return el("dl", rows) if rows else ""
 
 
 def anchor(point_id):
-    return "point-" + "".join(c if c.isalnum() else "-" for c in point_id)
+    return "point-" + "".join(c if c.isascii() and c.isalnum() else "-" for c in text_of(point_id))
+
+
+def point_link(point, text=None):
+    return el("a", text_of(point.get("id")) if text is None else text, href="#" + anchor(point.get("id")))
+
+
+def all_points(report):
+    return [p for p in items(report.get("points")) if isinstance(p, dict)]
 
 
 def measured(report):
-    return [p for p in report["points"] if p["status"] == "ok"]
+    return [p for p in all_points(report) if p.get("status") == "ok"]
 
 
 def is_peer(point):
-    return bool(point.get("peer"))
+    return point.get("peer") is True
 
 
 # ---- Summary ----------------------------------------------------------------------------------
@@ -164,8 +281,10 @@ def is_peer(point):
 def speed(point):
     """What ranks points of one model: the paired speedup (serial ran beside each repetition, so
     drift in the machine's speed cancels), else the inverse median time."""
-    speedup = point.get("speedup")
-    return (1, speedup) if isinstance(speedup, (int, float)) else (0, -point["time"]["median"])
+    if is_number(point.get("speedup")):
+        return (1, point["speedup"])
+    median = num(field(point, "time", "median"))
+    return (0, -median) if median is not None else (-1, 0)
 
 
 def best_points(report):
@@ -175,45 +294,48 @@ def best_points(report):
     for p in measured(report):
         if is_peer(p):
             continue
-        key = (p["model"], p["p"])
+        key = (text_of(p.get("model")), num(p.get("p")) or 0)
         if key not in best or speed(p) > speed(best[key]):
             best[key] = p
-    return [best[k] for k in sorted(best, key=lambda k: (report["config"]["models"].index(k[0])
-                                                         if k[0] in report["config"]["models"] else 99, k[1]))]
+    models = [m for m in items(field(report, "config", "models")) if isinstance(m, str)]
+    return [best[k] for k in sorted(best, key=lambda k: (models.index(k[0]) if k[0] in models else 99, k[0], k[1]))]
 
 
 def largest_overhead(point):
     """(label, share of the step) of the largest category of a point's breakdown besides compute."""
     breakdown = point.get("time_breakdown")
-    if not isinstance(breakdown, dict) or not breakdown.get("wall_s"):
+    wall = num(field(breakdown, "wall_s"))
+    if not wall:
         return None
-    seconds = plots.category_seconds(breakdown)
-    key = max((k for k in seconds if k != "compute_s"), key=lambda k: seconds[k])
+    seconds = {k: v for k, v in plots.category_seconds(breakdown).items() if is_number(v) and k != "compute_s"}
+    if not seconds:
+        return None
+    key = max(seconds, key=lambda k: seconds[k])
     if seconds[key] <= 0:
         return None
-    return plots.CATEGORY_LABEL[key], seconds[key] / breakdown["wall_s"]
+    return plots.CATEGORY_LABEL[key], seconds[key] / wall
 
 
 def status_counts(report):
     counts = {}
-    for p in report["points"]:
-        counts[p["status"]] = counts.get(p["status"], 0) + 1
+    for p in all_points(report):
+        counts[text_of(p.get("status"))] = counts.get(text_of(p.get("status")), 0) + 1
     return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
 def summary_section(report):
     best = best_points(report)
-    parallel = [p for p in best if p["p"] > 1 and isinstance(p.get("speedup"), (int, float))]
+    parallel = [p for p in best if (num(p.get("p")) or 0) > 1 and is_number(p.get("speedup"))]
     if parallel:
         top = max(parallel, key=lambda p: p["speedup"])
         lead = "The largest speedup is" if top["speedup"] > 1 else \
             "No parallel point beat the serial reference; the closest is"
-        first = (f"{lead} {top['id']}: {number(top['speedup'])}x the serial reference "
-                 f"on {top['p']} cores (efficiency {number(top.get('efficiency'))})")
+        first = (f"{lead} {text_of(top.get('id'))}: {number(top['speedup'])}x the serial reference "
+                 f"on {text_of(top.get('p'))} cores (efficiency {number(top.get('efficiency'))})")
         overhead = largest_overhead(top)
         if overhead:
             first += f"; its largest cost besides compute is {overhead[0]} ({overhead[1]:.0%} of the step)."
-        elif isinstance(top.get("karp_flatt"), (int, float)):
+        elif is_number(top.get("karp_flatt")):
             first += f"; the Karp-Flatt serial fraction is {number(top['karp_flatt'])}."
         else:
             first += "."
@@ -221,24 +343,26 @@ def summary_section(report):
         first = "No parallel point was measured; the serial reference stands alone."
     else:
         first = "No point was measured."
-    second = (f"Of {len(report['points'])} points: {status_counts(report)}"
-              f"{'' if report.get('complete', True) else '; the sweep is INCOMPLETE'}.")
-    with_peers = any(isinstance(p.get("vs_pytorch_1thread"), (int, float)) for p in report["points"])
+    second = (f"Of {len(all_points(report))} points: {status_counts(report)}"
+              f"{'' if report.get('complete', True) is not False else '; the sweep is INCOMPLETE'}.")
+    with_peers = any(is_number(p.get("vs_pytorch_1thread")) for p in all_points(report))
     headers = ["model", "cores p", "fastest", "median time (s)", "speedup", "efficiency"]
     headers += ["vs PyTorch 1 thread"] if with_peers else []
     rows = []
     for p in best:
-        cells = [cell(esc(p["model"])), cell(p["p"], p["p"], True),
-                 cell(f'<a href="#{anchor(p["id"])}">{esc(p["strategy"])} ({esc(p["id"].split("/")[-1])})</a>'),
-                 cell(number(p["time"]["median"], 4), p["time"]["median"], True),
+        point_name = text_of(p.get("id")).split("/")[-1]
+        median = field(p, "time", "median")
+        cells = [cell(text_of(p.get("model"))), cell(text_of(p.get("p")), p.get("p"), True),
+                 cell(point_link(p, f"{text_of(p.get('strategy'))} ({point_name})")),
+                 cell(number(median, 4), median, True),
                  cell(number(p.get("speedup")), p.get("speedup"), True),
                  cell(number(p.get("efficiency")), p.get("efficiency"), True)]
         if with_peers:
             cells.append(cell(number(p.get("vs_pytorch_1thread")), p.get("vs_pytorch_1thread"), True))
-        rows.append(("", cells))
-    return (f"<p>{esc(first)} {esc(second)}</p>" +
-            table(headers, rows, "The fastest strategy per model and core count (highest paired speedup over "
-                  "serial)"))
+        rows.append((None, cells))
+    return join([el("p", f"{first} {second}"),
+                 table(headers, rows, "The fastest strategy per model and core count (highest paired speedup over "
+                       "serial)")])
 
 
 # ---- Points -----------------------------------------------------------------------------------
@@ -247,12 +371,16 @@ def speedup_text(point, report):
     """"1.8 [1.7–1.9]": the speedup with the range of its paired ratios (or of the unpaired
     bounds for a report without pairs)."""
     speedup = point.get("speedup")
-    if not isinstance(speedup, (int, float)):
+    if not is_number(speedup):
         return number(None)
-    base = next((p for p in measured(report) if p["model"] == point["model"] and p["strategy"] == "serial"), None)
-    if base is None or point["strategy"] == "serial":
+    base = next((p for p in measured(report) if p.get("model") == point.get("model")
+                 and p.get("strategy") == "serial"), None)
+    if base is None or point.get("strategy") == "serial":
         return number(speedup)
-    low, high = plots.speedup_range(point, base)
+    try:
+        low, high = plots.speedup_range(point, base)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return number(speedup)
     return f"{number(speedup)} [{number(low)}\u2013{number(high)}]"
 
 
@@ -260,267 +388,288 @@ def time_to_accuracy_text(point):
     tta = point.get("time_to_accuracy")
     if not isinstance(tta, dict):
         return number(None), None
-    if not tta.get("reached"):
-        return f"not reached in {tta.get('steps', '?')} steps", float("inf")
-    return f"{number(tta['seconds'])} s ({tta['steps']} steps)", tta["seconds"]
+    if tta.get("reached") is not True:
+        return f"not reached in {text_of(tta.get('steps', '?'))} steps", float("inf")
+    return f"{number(tta.get('seconds'))} s ({text_of(tta.get('steps'))} steps)", num(tta.get("seconds"))
 
 
 def points_table(report):
-    with_peers = any(isinstance(p.get("vs_pytorch_1thread"), (int, float)) for p in report["points"])
+    with_peers = any(is_number(p.get("vs_pytorch_1thread")) for p in all_points(report))
     headers = ["point", "status", "median (s)", "range (s)", "speedup [paired range]", "efficiency",
                "Karp-Flatt", "time to accuracy"] + (["vs PyTorch 1 thread"] if with_peers else [])
     rows = []
     for p in measured(report):
-        t = p["time"]
+        t = obj(p.get("time"))
+        low, high = num(t.get("min")), num(t.get("max"))
         tta_text, tta_sort = time_to_accuracy_text(p)
-        name = f'<a href="#{anchor(p["id"])}">{esc(p["id"])}</a>' + (" (PyTorch peer)" if is_peer(p) else "")
+        name = join([point_link(p), " (PyTorch peer)" if is_peer(p) else ""])
         noisy = " (noisy)" if p.get("noise_warning") else ""
         cells = [cell(name), cell("ok" + noisy),
-                 cell(number(t["median"], 4), t["median"], True),
-                 cell(f"{number(t['min'], 4)}\u2013{number(t['max'], 4)}", t["max"] - t["min"], True),
+                 cell(number(t.get("median"), 4), t.get("median"), True),
+                 cell(f"{number(low, 4)}\u2013{number(high, 4)}",
+                      high - low if low is not None and high is not None else None, True),
                  cell(speedup_text(p, report), p.get("speedup"), True),
                  cell(number(p.get("efficiency")), p.get("efficiency"), True),
                  cell(number(p.get("karp_flatt")), p.get("karp_flatt"), True),
-                 cell(esc(tta_text), tta_sort, True)]
+                 cell(tta_text, tta_sort, True)]
         if with_peers:
             cells.append(cell(number(p.get("vs_pytorch_1thread")), p.get("vs_pytorch_1thread"), True))
-        rows.append(("", cells))
+        rows.append((None, cells))
     return table(headers, rows, "Measured points: median of the repetitions and their range; press a "
                  "header to sort", sortable=True)
 
 
 def unmeasured_list(report):
-    others = [p for p in report["points"] if p["status"] != "ok"]
+    others = [p for p in all_points(report) if p.get("status") != "ok"]
     if not others:
-        return "<p>Every point was measured: none skipped, failed or diverged.</p>"
-    rows = [("", [cell(f'<a href="#{anchor(p["id"])}">{esc(p["id"])}</a>'),
-                  cell(f'<span class="status-bad">{esc(p["status"].upper())}</span>'),
-                  cell(esc(p.get("reason") or "no reason recorded"))]) for p in others]
+        return el("p", "Every point was measured: none skipped, failed or diverged.")
+    rows = [(None, [cell(point_link(p)),
+                    cell(el("span", text_of(p.get("status")).upper(), class_="status-bad")),
+                    cell(text_of(p.get("reason") or "no reason recorded"))]) for p in others]
     return table(["point", "status", "reason"], rows, "Points not measured, and why")
 
 
 def points_section(report):
-    return points_table(report) + "<h3 id=\"not-measured\">Skipped, failed and diverged points</h3>" + \
-        unmeasured_list(report)
+    return join([points_table(report), el("h3", "Skipped, failed and diverged points", id="not-measured"),
+                 unmeasured_list(report)])
 
 
 # ---- Plots ------------------------------------------------------------------------------------
 
 def svg_body(text, alt):
-    """A matplotlib SVG document as inline markup, labelled for screen readers."""
-    start = text.index("<svg")
-    svg = text[start:]
-    return svg.replace("<svg", f'<svg role="img" aria-label="{esc(alt)}"', 1)
+    """A matplotlib SVG document as inline markup, labelled for screen readers. matplotlib
+    escapes every text it writes into the SVG; the names it drew were made visible and cut
+    short (plots.readable) before."""
+    svg = text[text.index("<svg"):]
+    return Markup(svg.replace("<svg", f'<svg role="img" aria-label="{html.escape(alt, quote=True)}"', 1))
 
 
 def has_breakdown(report):
     return any(isinstance(p.get("time_breakdown"), dict) for p in measured(report))
 
 
-def plots_section(report):
-    models = report["config"]["models"]
+def plots_section(report, drawn):
+    """The figures, drawn from `drawn` (the report with names cut short for a figure)."""
+    models = drawn["config"]["models"]
     parts = []
     for draw, name, alt in FIGURES:
         if name == "breakdown" and not has_breakdown(report):
-            parts.append("<h3>Breakdown</h3><p>No point has a time breakdown (the report predates them).</p>")
+            parts += [el("h3", "Breakdown"), el("p", "No point has a time breakdown (the report predates them).")]
             continue
         collected = {}
-        draw(report, models, collected)
+        draw(drawn, models, collected)
         title = name.replace("_", " ").capitalize()
-        parts.append(f'<h3 id="plot-{name}">{esc(title)}</h3><figure><div class="plot">'
-                     f"{svg_body(collected[name], alt)}</div><figcaption>{esc(alt)}.</figcaption></figure>")
-    return "".join(parts)
+        parts += [el("h3", title, id=f"plot-{name}"),
+                  el("figure", el("div", svg_body(collected[name], alt), class_="plot"), el("figcaption", f"{alt}."))]
+    return join(parts)
 
 
 # ---- Each point -------------------------------------------------------------------------------
 
 def breakdown_table(point):
     breakdown = point.get("time_breakdown")
-    if not isinstance(breakdown, dict) or not breakdown.get("wall_s") or not breakdown.get("steps"):
+    wall, steps = num(field(breakdown, "wall_s")), num(field(breakdown, "steps"))
+    if not wall or not steps:
         return ""
     seconds = plots.category_seconds(breakdown)
-    rows = [("", [cell(esc(label)), cell(number(seconds[key] / breakdown["steps"] * 1e3), None, True),
-                  cell(f"{seconds[key] / breakdown['wall_s']:.1%}", None, True)])
-            for key, label, _ in plots.CATEGORIES if seconds.get(key, 0) > 0]
+    rows = [(None, [cell(label), cell(number(seconds[key] / steps * 1e3), None, True),
+                    cell(f"{seconds[key] / wall:.1%}", None, True)])
+            for key, label, _ in plots.CATEGORIES if is_number(seconds.get(key)) and seconds[key] > 0]
     return table(["category", "ms per step", "share of the wall time"], rows,
-                 f"Where the median repetition's step went ({breakdown['steps']} steps, "
-                 f"{number(breakdown['wall_s'])} s)")
+                 f"Where the median repetition's step went ({text_of(steps)} steps, {number(wall)} s)")
 
 
 def straggler_text(point):
     s = point.get("straggler")
     if not isinstance(s, dict):
         return None
-    text = f"{s.get('kind', '?')} {s.get('id', '?')}: busy {number(s.get('mean_excess'))}x the median of the others"
-    if isinstance(s.get("descheduled_share"), (int, float)):
+    text = (f"{text_of(s.get('kind', '?'))} {text_of(s.get('id', '?'))}: busy {number(s.get('mean_excess'))}x "
+            f"the median of the others")
+    if is_number(s.get("descheduled_share")):
         text += f", {s['descheduled_share']:.0%} of that excess explained by descheduling"
-    return esc(text)
+    return text
 
 
 def pin_text(point):
-    pins = point.get("pin_map") or []
     def place(pin):
         core = pin.get("core")
-        where = f"core {core}" if isinstance(core, int) and core >= 0 else "not pinned"
-        return f"{pin.get('worker')} \u2192 {where} (ran on cpu {pin.get('observed_cpu')})"
-    return esc("; ".join(place(p) for p in pins if isinstance(p, dict)))
+        where = f"core {core}" if isinstance(core, int) and not isinstance(core, bool) and core >= 0 else "not pinned"
+        return f"{text_of(pin.get('worker'))} \u2192 {where} (ran on cpu {text_of(pin.get('observed_cpu'))})"
+    return "; ".join(place(p) for p in items(point.get("pin_map")) if isinstance(p, dict))
 
 
 def trace_link(point, out):
     trace = point.get("trace")
     if not trace:
         return None
+    note = " (Chrome trace: open in chrome://tracing or Perfetto)"
+    if not relative_file(trace):  # a URL, an absolute path or not text: shown, not linked
+        return join([text_of(trace), note])
     # A relative path is the sweep's, from the folder it ran in: taken as from here, then made
     # relative to the page so that the folder can move as a whole.
     href = Path(os.path.relpath(Path(trace).resolve(), out.resolve().parent)).as_posix()
-    return f'<a href="{esc(href)}">{esc(trace)}</a> (Chrome trace: open in chrome://tracing or Perfetto)'
+    return join([el("a", trace, href=href), note])
 
 
 def point_section(point, report, commands, out):
-    command = commands.get(point["id"])
-    items = [("status", esc(point["status"]) + (f": {esc(point.get('reason'))}" if point.get("reason") else "")),
-             ("model", esc(point["model"])), ("strategy", esc(point["strategy"]) + (" (PyTorch peer)" if is_peer(point) else "")),
-             ("cores per node", esc(point.get("cores"))), ("nodes (ranks)", esc(point.get("nodes"))),
-             ("p (cores in all)", esc(point.get("p"))), ("batch", esc(point.get("batch", report["config"].get("batch")))),
-             ("steps per repetition", esc(point.get("steps", report["config"].get("steps")))),
-             ("repetitions (s)", esc(", ".join(number(t, 4) for t in point.get("times_s", [])))),
+    command = commands.get(point.get("id")) if isinstance(point.get("id"), str) else None
+    config = obj(report.get("config"))
+    status = text_of(point.get("status")) + (f": {text_of(point['reason'])}" if point.get("reason") else "")
+    pairs = [("status", status), ("model", text_of(point.get("model"))),
+             ("strategy", text_of(point.get("strategy")) + (" (PyTorch peer)" if is_peer(point) else "")),
+             ("cores per node", text_of(point.get("cores"))), ("nodes (ranks)", text_of(point.get("nodes"))),
+             ("p (cores in all)", text_of(point.get("p"))),
+             ("batch", text_of(point.get("batch", config.get("batch")))),
+             ("steps per repetition", text_of(point.get("steps", config.get("steps")))),
+             ("repetitions (s)", ", ".join(number(t, 4) for t in items(point.get("times_s")))),
              ("final loss", number(point.get("final_loss"))),
-             ("straggler", straggler_text(point)), ("noise", esc(point.get("noise_warning") or "")),
+             ("straggler", straggler_text(point)),
+             ("noise", text_of(point.get("noise_warning")) if point.get("noise_warning") else None),
              ("pinning", pin_text(point)), ("trace", trace_link(point, out))]
-    peer_info = point.get("peer_info")
-    if isinstance(peer_info, dict):
-        items += [(f"peer: {k}", esc(json.dumps(v) if not isinstance(v, str) else v)) for k, v in peer_info.items()]
-    reproduce = (f"<p>Reproduce one repetition:</p><pre><code>{esc(command)}</code></pre>" if command else
-                 "<p class=muted>No command line: this build cannot rebuild this point's configuration.</p>")
-    return (f'<section class="point"><h3 id="{anchor(point["id"])}">{esc(point["id"])}</h3>'
-            f"{definitions(items)}{reproduce}{breakdown_table(point)}</section>")
+    for key, value in obj(point.get("peer_info")).items():
+        pairs.append((f"peer: {key}", value if isinstance(value, str) else json.dumps(value)))
+    if isinstance(command, str) and command:
+        reproduce = [el("p", "Reproduce one repetition:"), el("pre", el("code", command))]
+    else:
+        reproduce = el("p", "No command line: this build cannot rebuild this point's configuration.", class_="muted")
+    return el("section", el("h3", text_of(point.get("id")), id=anchor(point.get("id"))), definitions(pairs),
+              reproduce, breakdown_table(point), class_="point")
 
 
 def points_detail_section(report, commands, out):
-    return "".join(point_section(p, report, commands, out) for p in report["points"])
+    return join(point_section(p, report, commands, out) for p in all_points(report))
 
 
 # ---- Against a baseline -----------------------------------------------------------------------
 
 def verdict_cell(point):
-    verdict = point.get("verdict", "")
-    if point.get("regression"):
-        return cell(f'<span class="regression-mark">\u25b2 {esc(verdict)}</span>')
-    if point.get("improvement"):
-        return cell(f'<span class="faster-mark">\u25bc {esc(verdict)}</span>')
-    return cell(esc(verdict))
+    verdict = text_of(point.get("verdict", ""))
+    if point.get("regression") is True:
+        return cell(el("span", f"\u25b2 {verdict}", class_="regression-mark"))
+    if point.get("improvement") is True:
+        return cell(el("span", f"\u25bc {verdict}", class_="faster-mark"))
+    return cell(verdict)
 
 
 def differences_list(title, differences):
-    if not differences:
+    rows = [d for d in items(differences) if isinstance(d, dict)]
+    if not rows:
         return ""
-    items = "".join(f"<li>{esc(d['item'])}: {esc(d['base'])} (baseline) vs {esc(d['new'])} (this sweep)</li>"
-                    for d in differences)
-    return f"<p><strong>{esc(title)}</strong></p><ul>{items}</ul>"
+    lines = [el("li", f"{text_of(d.get('item'))}: {text_of(d.get('base'))} (baseline) vs "
+                      f"{text_of(d.get('new'))} (this sweep)") for d in rows]
+    return join([el("p", el("strong", title)), el("ul", lines)])
 
 
 def baseline_section(comparison):
-    if comparison is None:
-        return "<p>No baseline given (cnnbench report SWEEP.json --baseline OLD.json compares against one).</p>"
-    machine = comparison.get("machine_differences", [])
+    if not isinstance(comparison, dict):
+        return el("p", "No baseline given (cnnbench report SWEEP.json --baseline OLD.json compares against one).")
+    machine = items(comparison.get("machine_differences"))
     parts = [differences_list("The machines or builds differ, so differences in time may come from them, "
                               "not the code:", machine) if machine else
-             "<p>Same machine and build as the baseline (CPU, cores, SIMD target, OpenBLAS kernel, compiler, flags).</p>",
-             differences_list("The settings differ:", comparison.get("config_differences", []))]
-    parts.append(f"<p><strong>{esc(comparison.get('summary', ''))}</strong></p>")
+             el("p", "Same machine and build as the baseline (CPU, cores, SIMD target, OpenBLAS kernel, compiler, "
+                     "flags)."),
+             differences_list("The settings differ:", comparison.get("config_differences")),
+             el("p", el("strong", text_of(comparison.get("summary", ""))))]
+    compared = [c for c in items(comparison.get("points")) if isinstance(c, dict)]
     rows = []
-    for c in comparison.get("points", []):
-        rows.append((' class="regression"' if c.get("regression") else "",
-                     [cell(f'<a href="#{anchor(c["id"])}">{esc(c["id"])}</a>'),
-                      cell(number(c["base_median_s"], 4), c["base_median_s"], True),
-                      cell(number(c["new_median_s"], 4), c["new_median_s"], True),
-                      cell(number(c["ratio"]), c["ratio"], True),
-                      cell(number(c["p_value"]) + ("*" if c.get("decided_by_threshold") else ""), c["p_value"], True),
+    for c in compared:
+        rows.append(("regression" if c.get("regression") is True else None,
+                     [cell(point_link(c)),
+                      cell(number(c.get("base_median_s"), 4), c.get("base_median_s"), True),
+                      cell(number(c.get("new_median_s"), 4), c.get("new_median_s"), True),
+                      cell(number(c.get("ratio")), c.get("ratio"), True),
+                      cell(number(c.get("p_value")) + ("*" if c.get("decided_by_threshold") else ""),
+                           c.get("p_value"), True),
                       verdict_cell(c)]))
+    threshold = f"{comparison['threshold']:.1%}" if is_number(comparison.get("threshold")) else "\u2013"
     parts.append(table(["point", "baseline median (s)", "this median (s)", "ratio new/base", "p-value", "verdict"],
-                       rows, f"cnnbench compare: threshold {comparison['threshold']:.1%}, Mann-Whitney U at "
-                       f"alpha {comparison['alpha']:g}; \u25b2 REGRESSION marks a slower point; * too few "
+                       rows, f"cnnbench compare: threshold {threshold}, Mann-Whitney U at alpha "
+                       f"{number(comparison.get('alpha'))}; \u25b2 REGRESSION marks a slower point; * too few "
                        "repetitions for the test, the threshold decided", sortable=True))
-    if any(c.get("work_scale", 1) != 1 for c in comparison.get("points", [])):
-        parts.append("<p>The runs differ in length: this sweep's times are scaled to the baseline's "
-                     "steps x batch per repetition.</p>")
+    if any(c.get("work_scale", 1) != 1 for c in compared):
+        parts.append(el("p", "The runs differ in length: this sweep's times are scaled to the baseline's "
+                             "steps x batch per repetition."))
     for key, where in (("only_in_base", "only in the baseline"), ("only_in_new", "only in this sweep")):
         if comparison.get(key):
-            parts.append(f"<p>Points {where}: {esc(', '.join(comparison[key]))}</p>")
+            parts.append(el("p", f"Points {where}: {', '.join(map(text_of, items(comparison[key])))}"))
     if comparison.get("unfinished"):
-        parts.append("<p><strong>Not a whole measurement:</strong></p><ul>" +
-                     "".join(f"<li>{esc(u)}</li>" for u in comparison["unfinished"]) + "</ul>")
-    return "".join(parts)
+        parts += [el("p", el("strong", "Not a whole measurement:")),
+                  el("ul", [el("li", text_of(u)) for u in items(comparison["unfinished"])])]
+    return join(parts)
 
 
 # ---- Provenance -------------------------------------------------------------------------------
 
 def provenance_section(report):
-    c = report["context"]
-    build = c.get("build", {})
-    cpu = c.get("cpu") if isinstance(c.get("cpu"), dict) else {}
-    simd = c.get("simd") if isinstance(c.get("simd"), dict) else {}
-    openblas = c.get("openblas") if isinstance(c.get("openblas"), dict) else {}
+    c = obj(report.get("context"))
+    build, cpu, simd, openblas = (obj(c.get(k)) for k in ("build", "cpu", "simd", "openblas"))
     kernels = simd.get("kernels")
-    items = [("host", esc(c.get("host"))), ("date", esc(c.get("date"))),
-             ("CPU", esc(c.get("cpu_model"))),
-             ("CPU identity", esc(", ".join(f"{k} {v}" for k, v in cpu.items()
-                                            if v is not None and not isinstance(v, (dict, list))))),
-             ("microarchitecture", esc(cpu.get("microarchitecture", "not recorded (the report predates it)"))),
-             ("cores / hardware threads", esc(f"{c.get('cores')} / {c.get('pus')}")),
-             ("SIMD target", esc(f"{simd['target']} (highest {simd.get('highest')}, chosen by {simd.get('choice')})")
-              if simd else "not recorded (the report predates context.simd)"),
-             ("SIMD kernels", esc(json.dumps(kernels)) if kernels else None),
-             ("OpenBLAS kernel", esc(openblas.get("core_type") or c.get("environment", {}).get("OPENBLAS_CORETYPE")
-                                     or "not recorded")),
-             ("build", esc(f"cnnbench {build.get('version', '?')}, {build.get('type', '?')}, "
-                           f"{build.get('compiler', '?')}, flags {build.get('flags', '?')}"
-                           + (f", sanitizers {build['sanitize']}" if build.get("sanitize") else ""))),
-             ("git revision", esc(f"{build.get('git_sha', '?')}{' (dirty)' if build.get('git_dirty') else ''}"))]
-    items += [(f"library: {name}", esc(version)) for name, version in sorted(c.get("libraries", {}).items())
+    build_text = (f"cnnbench {text_of(build.get('version', '?'))}, {text_of(build.get('type', '?'))}, "
+                  f"{text_of(build.get('compiler', '?'))}, flags {text_of(build.get('flags', '?'))}"
+                  + (f", sanitizers {text_of(build['sanitize'])}" if build.get("sanitize") else ""))
+    pairs = [("host", text_of(c.get("host"))), ("date", text_of(c.get("date"))),
+             ("CPU", text_of(c.get("cpu_model"))),
+             ("CPU identity", ", ".join(f"{k} {text_of(v)}" for k, v in cpu.items()
+                                        if v is not None and not isinstance(v, (dict, list)))),
+             ("microarchitecture", text_of(cpu.get("microarchitecture", "not recorded (the report predates it)"))),
+             ("cores / hardware threads", f"{text_of(c.get('cores'))} / {text_of(c.get('pus'))}"),
+             ("SIMD target", f"{text_of(simd.get('target'))} (highest {text_of(simd.get('highest'))}, chosen by "
+                             f"{text_of(simd.get('choice'))})" if simd else
+              "not recorded (the report predates context.simd)"),
+             ("SIMD kernels", json.dumps(kernels) if kernels else None),
+             ("OpenBLAS kernel", text_of(openblas.get("core_type") or field(c, "environment", "OPENBLAS_CORETYPE")
+                                         or "not recorded")),
+             ("build", build_text),
+             ("git revision", f"{text_of(build.get('git_sha', '?'))}{' (dirty)' if build.get('git_dirty') else ''}")]
+    pairs += [(f"library: {name}", text_of(version)) for name, version in sorted(obj(c.get("libraries")).items())
               if version]
-    items += [(f"environment: {name}", esc(value)) for name, value in sorted(c.get("environment", {}).items())]
-    config = report["config"]
-    settings = esc(json.dumps({k: v for k, v in config.items() if k not in ("models", "strategies")}, sort_keys=True))
-    pins = [("", [cell(f'<a href="#{anchor(p["id"])}">{esc(p["id"])}</a>'), cell(pin_text(p))])
-            for p in measured(report) if p.get("pin_map")]
-    return (definitions(items) + "<h3>Sweep settings</h3>" + f"<pre><code>{settings}</code></pre>" +
-            "<h3>Pinning map</h3>" + (table(["point", "worker \u2192 core (the cpu it ran on)"], pins,
-                                            "Where each worker of each point's median repetition ran")
-                                      if pins else "<p>No point recorded its pinning.</p>"))
+    pairs += [(f"environment: {name}", text_of(value)) for name, value in sorted(obj(c.get("environment")).items())]
+    config = obj(report.get("config"))
+    settings = json.dumps({k: v for k, v in config.items() if k not in ("models", "strategies")}, sort_keys=True)
+    pins = [(None, [cell(point_link(p)), cell(pin_text(p))]) for p in measured(report) if p.get("pin_map")]
+    return join([definitions(pairs), el("h3", "Sweep settings"), el("pre", el("code", settings)),
+                 el("h3", "Pinning map"),
+                 table(["point", "worker \u2192 core (the cpu it ran on)"], pins,
+                       "Where each worker of each point's median repetition ran")
+                 if pins else el("p", "No point recorded its pinning.")])
 
 
 # ---- The page ---------------------------------------------------------------------------------
 
+def script_hash(script):
+    """The CSP source that allows exactly this inline script and no other."""
+    return "'sha256-" + base64.b64encode(hashlib.sha256(script.encode()).digest()).decode() + "'"
+
+
+# No inline script runs but the page's own (by its hash), nothing loads from elsewhere, no form
+# posts anywhere and no <base> redirects the relative links.
+CONTENT_SECURITY_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+                           f"script-src {script_hash(SCRIPT)}; base-uri 'none'; form-action 'none'")
+
+
 def page(report, inputs, out):
-    c = report["context"]
-    title = f"cnnbench sweep on {c.get('host', '?')}, {c.get('date', '?')}"
+    """The whole page. `report` has its names made visible (plots.readable)."""
+    drawn = plots.readable(report, plots.DRAWN_TEXT_LIMIT)
+    c = obj(report.get("context"))
+    title = f"cnnbench sweep on {text_of(c.get('host', '?'))}, {text_of(c.get('date', '?'))}"
+    commands = obj(inputs.get("commands"))
     bodies = {"summary": summary_section(report), "points": points_section(report),
-              "plots": plots_section(report),
-              "each-point": points_detail_section(report, inputs.get("commands") or {}, out),
+              "plots": plots_section(report, drawn),
+              "each-point": points_detail_section(report, commands, out),
               "baseline": baseline_section(inputs.get("comparison")),
               "provenance": provenance_section(report)}
-    nav = "".join(f'<li><a href="#{key}">{esc(name)}</a></li>' for key, name in SECTIONS)
-    sections = "".join(f'<section aria-labelledby="{key}"><h2 id="{key}">{esc(name)}</h2>{bodies[key]}</section>'
-                       for key, name in SECTIONS)
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
-<link rel="icon" href="data:,">
-<title>{esc(title)}</title>
-<style>{STYLE}</style>
-</head>
-<body>
-<header><h1>{esc(title)}</h1><p class="muted">{"<br>".join(map(esc, plots.caption(report).split(chr(10))))}</p>
-<nav aria-label="Sections"><ul>{nav}</ul></nav></header>
-<main>{sections}</main>
-<script>{SCRIPT}</script>
-</body>
-</html>
-"""
+    nav = el("nav", el("ul", [el("li", el("a", name, href=f"#{key}")) for key, name in SECTIONS]),
+             aria_label="Sections")
+    sections = [el("section", el("h2", name, id=key), bodies[key], aria_labelledby=key) for key, name in SECTIONS]
+    caption = join(plots.caption(report).split("\n"), el("br"))
+    head = el("head", el("meta", charset="utf-8"),
+              el("meta", name="viewport", content="width=device-width, initial-scale=1"),
+              el("meta", http_equiv="Content-Security-Policy", content=CONTENT_SECURITY_POLICY),
+              el("link", rel="icon", href=EMPTY_ICON),
+              el("title", title), el("style", Markup(STYLE)))
+    body = el("body", el("header", el("h1", title), el("p", caption, class_="muted"), nav),
+              el("main", sections), el("script", Markup(SCRIPT)))
+    return "<!DOCTYPE html>\n" + el("html", "\n", head, "\n", body, "\n", lang="en") + "\n"
 
 
 def main():
@@ -530,15 +679,14 @@ def main():
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     plots.INPUT = args.report
-    report = json.loads(Path(args.report).read_text())
-    if report.get("kind") != "sweep":
+    report = plots.readable(json.loads(Path(args.report).read_text()))
+    if not isinstance(report, dict) or report.get("kind") != "sweep":
         raise plots.InputError("not a sweep report")
-    inputs = json.loads(Path(args.inputs).read_text())
+    inputs = obj(plots.readable(json.loads(Path(args.inputs).read_text())))
     out = Path(args.out)
     text = page(report, inputs, out)
     plots.write_output(out, lambda f: f.write(text.encode()))
-    print(f"wrote {out}")
-    return 0
+    return 0  # cnnbench report checks the page and says "wrote"
 
 
 if __name__ == "__main__":

@@ -13,16 +13,24 @@ import argparse
 import io
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
 import tempfile
 import textwrap
+import warnings
 from pathlib import Path
+
+# A report is data from anyone: nothing in it reaches the terminal as library text (a missing
+# glyph, a font fallback); what cannot be drawn is one "cnnbench: error:" line (run).
+warnings.simplefilter("ignore")
 
 try:
     import matplotlib
     matplotlib.use("Agg")
+    matplotlib.set_loglevel("critical")
+    matplotlib.rcParams["text.parse_math"] = False  # a "$" in a name is a dollar, not TeX
     import matplotlib.lines
     import matplotlib.patches
     import matplotlib.pyplot as plt
@@ -56,6 +64,44 @@ CATEGORY_LABEL = {key: label for key, label, _ in CATEGORIES}
 
 class InputError(Exception):
     """A report or trace that cannot be drawn, with the reason a user can act on."""
+
+
+# Control characters (but tab and newline), C1 codes and lone surrogates: shown escaped.
+HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def visible(text):
+    """`text` with each control character (but tab and newline), C1 code and lone surrogate shown
+    as an escape a reader sees ("\\x1b"), so that a name from a report neither drives the terminal
+    nor vanishes from a figure."""
+    def shown(match):
+        code = ord(match.group())
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return HIDDEN.sub(shown, text)
+
+
+def readable(value, limit=None):
+    """A copy of a report's JSON with every string and key passed through visible and, with
+    `limit`, cut to that many characters (a 100,000-character name would fill a figure)."""
+    def text(s):
+        s = visible(s)
+        return s if limit is None or len(s) <= limit else s[:limit] + "\u2026"
+    if isinstance(value, str):
+        return text(value)
+    if isinstance(value, dict):
+        return {text(k): readable(v, limit) for k, v in value.items()}
+    if isinstance(value, list):
+        return [readable(v, limit) for v in value]
+    return value
+
+
+def is_number(value):
+    """A real number: int or float, and not bool (JSON's true is not 1 here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+# Names in figures are cut to this many characters.
+DRAWN_TEXT_LIMIT = 300
 
 
 def series_label(series):
@@ -170,8 +216,7 @@ def save(fig, out, name):
         return
     for ext in ("png", "svg"):
         write_output(out / f"{name}.{ext}", lambda f: fig.savefig(f, format=ext, dpi=120))
-    plt.close(fig)
-    print(f"wrote {out / name}.png and .svg")
+    plt.close(fig)  # cnnbench plot checks the images and says "wrote"
 
 
 def legend_beside(fig, axes, width):
@@ -196,7 +241,8 @@ def parallel_series(report, model, metric):
     """The measured series of `model` that report `metric` (all but serial), in name order:
     (series, points sorted by p, colour, marker)."""
     for series, ps in sorted(by_series(measured(report, model)).items()):
-        if series == "serial" or metric not in ps[0]:
+        ps = [p for p in ps if is_number(p.get(metric))]  # a value that is not a number is not drawn
+        if series == "serial" or not ps:
             continue
         colour, marker = series_style(series)
         yield series, ps, colour, marker
@@ -427,7 +473,7 @@ def category_seconds(breakdown):
     fill/drain)."""
     seconds = {key: breakdown.get(key, 0.0) for key, _, _ in CATEGORIES}
     bubble = breakdown.get("pipeline_bubble")
-    if bubble:
+    if isinstance(bubble, dict):
         seconds["fill_drain_s"] = bubble.get("fill_drain_s", 0.0)
         seconds["starvation_s"] = bubble.get("starvation_s", 0.0)
     else:
@@ -676,7 +722,7 @@ def gantt_legend(ax, used, faint, arrows):
 
 def plot_gantt(trace_path, out):
     try:
-        trace = json.loads(Path(trace_path).read_text())
+        trace = readable(json.loads(Path(trace_path).read_text()), DRAWN_TEXT_LIMIT)
     except json.JSONDecodeError as e:
         raise InputError(f"invalid JSON: {e}") from None
     events, spans = trace_events(trace, trace_path)
@@ -716,8 +762,7 @@ def plot_gantt(trace_path, out):
         write_output(out / f"{stem}-gantt.{ext}",
                      lambda f: fig.savefig(f, format=ext, dpi=120, bbox_inches="tight"))
     plt.close(fig)
-    print(f"wrote {out / stem}-gantt.png and .svg: {what}, {len(tracks)} tracks, {len(arrows)} flows, "
-          f"{len(counters)} counters")
+    print(f"{stem}: {what}, {len(tracks)} tracks, {len(arrows)} flows, {len(counters)} counters")
 
 
 def main():
@@ -734,14 +779,14 @@ def main():
         out = Path(args.out)
         plot_gantt(args.trace, out)
         return 0
-    report = json.loads(Path(args.report).read_text())
-    if report.get("kind") != "sweep":
-        sys.exit(f"plot_report.py: {args.report} is not a sweep report")
+    report = readable(json.loads(Path(args.report).read_text()), DRAWN_TEXT_LIMIT)
+    if not isinstance(report, dict) or report.get("kind") != "sweep":
+        raise InputError("not a sweep report")
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        sys.exit(f"plot_report.py: --out {args.out}: {e.strerror}")
+        raise InputError(f"--out {args.out}: {e.strerror}") from None
     models = report["config"]["models"]
     try:
         plot_speedup(report, models, out)
@@ -751,25 +796,35 @@ def main():
         plot_scaling_prediction(report, models, out)
         plot_breakdown(report, models, out)
     except OSError as e:
-        sys.exit(f"plot_report.py: cannot write {e.filename or args.out}: {e.strerror}")
+        raise InputError(f"cannot write {e.filename or args.out}: {e.strerror}") from None
     return 0
 
 
+def error_line(text):
+    """One line of at most 300 characters, every control character (newline too) escaped."""
+    text = visible(text).replace("\n", "\\n").replace("\t", " ")
+    return text if len(text) <= 300 else text[:300] + "\u2026"
+
+
 def run(entry=None):
-    """`entry` (default main), with any failure as one line naming what went wrong instead of a
-    traceback."""
+    """`entry` (default main), with any failure as one "cnnbench: error:" line naming what went
+    wrong instead of a traceback: a report is anyone's, and whatever its fields hold, the user
+    sees one line of text."""
     try:
         return (entry or main)()
     except OSError as e:
-        where = e.filename if e.filename is not None else "plot_report.py"
-        print(f"cnnbench: error: {where}: {e.strerror or e}", file=sys.stderr)
+        where = e.filename if e.filename is not None else INPUT
+        message = f"{where}: {e.strerror or e}"
     except InputError as e:
-        print(f"cnnbench: error: {INPUT}: {e}", file=sys.stderr)
+        message = f"{INPUT}: {e}"
     except json.JSONDecodeError as e:
-        print(f"cnnbench: error: {INPUT}: invalid JSON: {e}", file=sys.stderr)
-    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as e:
-        print(f"cnnbench: error: {INPUT}: cannot plot this file "
-              f"({type(e).__name__.replace('Error', ' error')}: {e})", file=sys.stderr)
+        message = f"{INPUT}: invalid JSON: {e}"
+    except RecursionError:
+        message = f"{INPUT}: nested too deeply to draw"
+    except Exception as e:  # noqa: BLE001  (a field of the wrong type, a value out of range)
+        kind = type(e).__name__.replace("Error", " error")
+        message = f"{INPUT}: cannot plot this file ({kind}: {e})"
+    print("cnnbench: error: " + error_line(message), file=sys.stderr)
     return REPORTED_ERROR_EXIT
 
 

@@ -56,6 +56,8 @@ std::string lenet5_report(const std::string& file) {
 const std::string png = "printf '\\211PNG\\r\\n\\032\\n\\0\\0\\0\\rIHDR' > img.json";
 
 const std::string base = report("base.json", 1.0);
+// A page generator that exits 0 and writes nothing, with a copy to compare it with afterwards.
+const std::string generator = "printf 'import sys\\nsys.exit(0)\\n' > gen.py && cp gen.py gen.bak";
 const std::string same = report("new.json", 1.0);
 
 const std::vector<Edge> kCompareEdges = {
@@ -139,6 +141,43 @@ const std::vector<Edge> kCompareEdges = {
      "none.json: cannot open: No such file or directory", {"base.json"}, base},
     {"ReportOverItsSweep", "report {dir}/base.json --out {dir}/base.json", 1,
      "the same file as SWEEP", {"base.json"}, base},
+    // The page generator and what it imports are inputs too: no spelling of --out replaces them,
+    // and each is refused before any work, the generator left as it was.
+    {"ReportOverItsScript", "report base.json --script gen.py --out gen.py", 1,
+     "--out gen.py: the same file as --script gen.py, which this command reads", {"base.json", "gen.bak", "gen.py"},
+     base + " && " + generator, false, "", "cmp gen.py gen.bak"},
+    {"ReportOverItsScriptDotSlash", "report base.json --script gen.py --out ./gen.py", 1,
+     "the same file as --script gen.py", {"base.json", "gen.bak", "gen.py"}, base + " && " + generator, false, "",
+     "cmp gen.py gen.bak"},
+    {"ReportOverItsScriptViaSymlink", "report base.json --script gen.py --out page.html", 1,
+     "--out page.html: the same file as --script gen.py", {"base.json", "gen.bak", "gen.py", "page.html"},
+     base + " && " + generator + " && ln -s gen.py page.html", false, "", "cmp gen.py gen.bak"},
+    {"ReportOverItsScriptHardLinked", "report base.json --script gen.py --out page.html", 1,
+     "--out page.html: the same file as --script gen.py", {"base.json", "gen.bak", "gen.py", "page.html"},
+     base + " && " + generator + " && ln gen.py page.html", false, "", "cmp gen.py gen.bak"},
+    {"ReportOverTheScriptsModule", "report base.json --script s/gen.py --out s/plot_report.py", 1,
+     "the same file as the script's module s/plot_report.py", {"base.json", "gen.bak", "gen.py", "s/", "s/gen.py",
+                                                               "s/plot_report.py"},
+     base + " && " + generator + " && mkdir s && cp gen.py s/gen.py && cp gen.py s/plot_report.py", false, "",
+     "cmp s/plot_report.py gen.bak"},
+    {"PlotOverItsScript", "plot base.json --script speedup.svg --out .", 1,
+     "the same file as --script speedup.svg", {"base.json", "gen.bak", "gen.py", "speedup.svg"},
+     base + " && " + generator + " && cp gen.py speedup.svg", false, "", "cmp speedup.svg gen.bak"},
+    // A generator that exits 0 has still to leave whole files: none, or a page cut short, is an error.
+    {"ReportScriptWritesNoPage", "report base.json --script gen.py --out page.html", 1,
+     "gen.py exited 0 but page.html does not exist", {"base.json", "gen.bak", "gen.py"}, base + " && " + generator,
+     false, "wrote"},
+    {"ReportScriptWritesHalfAPage", "report base.json --script half.py --out page.html", 1,
+     "half.py exited 0 but page.html is cut short", {"base.json", "half.py"},
+     base + " && printf 'import sys\\nopen(sys.argv[-1], \"w\").write(\"<html><body>\")\\n' > half.py", false,
+     "wrote"},
+    {"ReportScriptLeavesTheOldPage", "report base.json --script gen.py --out page.html", 1,
+     "gen.py exited 0 but page.html is unchanged", {"base.json", "gen.bak", "gen.py", "page.html"},
+     base + " && " + generator + " && printf '<html></html>' > page.html && touch -d 2020-01-01 page.html", false,
+     "wrote"},
+    {"PlotScriptWritesNoImages", "plot base.json --script gen.py --out img", 1,
+     "gen.py exited 0 but img/speedup.png does not exist", {"base.json", "gen.bak", "gen.py"},
+     base + " && " + generator, false, "wrote"},
     {"ReportOutNamesAFolder", "report {dir}/base.json --out {dir}/page/", 1,
      "page/: names a folder; give the page a file name", {"base.json"}, base},
     {"ReportThresholdBareFive", "report {dir}/base.json --baseline {dir}/base.json --threshold 5", 2,

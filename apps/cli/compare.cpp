@@ -66,7 +66,7 @@ void print_table(const Comparison& comparison) {
   std::printf("%-24s %12s %12s %8s %9s  %s\n", "point", "base med s", "new med s", "ratio", "p-value", "verdict");
   bool threshold_only = false, peers = false;
   for (const ComparedPoint& c : comparison.points) {
-    std::printf("%-24s %12.4f %12.4f %8.3f %9.4f%s %s%s\n", c.id.c_str(), c.base_median_s,
+    std::printf("%-24s %12.4f %12.4f %8.3f %9.4f%s %s%s\n", printable_text(c.id).c_str(), c.base_median_s,
                 c.new_median_s, c.ratio, c.p_value, c.decided_by_threshold ? "*" : " ",
                 comparison_verdict(c, comparison.threshold), c.peer ? " (peer)" : "");
     peers = peers || c.peer;
@@ -76,8 +76,8 @@ void print_table(const Comparison& comparison) {
                   [](const ComparedPoint& c) { return c.work_scale != 1.0; })) {
     std::printf("new times are scaled to the base's steps x batch per repetition (runs of different length)\n");
   }
-  for (const auto& id : comparison.only_in_base) std::printf("%-24s only in the base report\n", id.c_str());
-  for (const auto& id : comparison.only_in_new) std::printf("%-24s only in the new report\n", id.c_str());
+  for (const auto& id : comparison.only_in_base) std::printf("%-24s only in the base report\n", printable_text(id).c_str());
+  for (const auto& id : comparison.only_in_new) std::printf("%-24s only in the new report\n", printable_text(id).c_str());
   if (peers) {
     std::printf("(peer): a PyTorch peer point, shown for comparison; it does not count towards the exit code\n");
   }
@@ -91,16 +91,17 @@ void print_table(const Comparison& comparison) {
     std::printf("noise: beyond the threshold but not significant (p >= %.3g): the repetitions overlap\n",
                 comparison.alpha);
   }
-  std::printf("%s\n", comparison_summary(comparison).c_str());
+  std::printf("%s\n", printable_text(comparison_summary(comparison)).c_str());
 }
 
 // Differences between the reports on stderr (so that --json output stays one parseable
 // document): warnings, or under --strict / --same-machine an error. False when refused.
 bool report_differences(const Comparison& comparison, const CompareArgs& a) {
   std::vector<std::string> lines;
-  for (const ReportDifference& d : comparison.machine_differences) lines.push_back(d.describe());
+  // A report's text is anyone's: its control bytes are shown escaped, never sent to the terminal.
+  for (const ReportDifference& d : comparison.machine_differences) lines.push_back(printable_text(d.describe()));
   const std::size_t machine = lines.size();
-  for (const ReportDifference& d : comparison.config_differences) lines.push_back(d.describe());
+  for (const ReportDifference& d : comparison.config_differences) lines.push_back(printable_text(d.describe()));
   if (lines.empty()) return true;
   std::fflush(stdout);
   const bool refuse = a.strict || (a.same_machine && machine > 0);
@@ -139,7 +140,7 @@ int run_compare(const CompareArgs& a) {
   if (!comparison.unfinished.empty()) {
     std::fflush(stdout);
     std::cerr << "cnnbench: error: the reports do not hold a whole measurement:\n";
-    for (const std::string& line : comparison.unfinished) std::cerr << "  " << line << "\n";
+    for (const std::string& line : comparison.unfinished) std::cerr << "  " << printable_text(line) << "\n";
     return 1;
   }
   return comparison.any_regression() ? 1 : 0;

@@ -1,6 +1,8 @@
 // `cnnbench plot REPORT.json --out DIR`: draws a sweep report's plots (PNG + SVG) with
 // plots/plot_report.py, found next to the source tree the binary was built from or installed;
 // `cnnbench plot --trace TRACE.json --out DIR` a Gantt chart of one step of a train --trace.
+#include <iostream>
+
 #include "cnnbench/core.hpp"
 #include "cnnbench/sweep.hpp"
 #include "commands.hpp"
@@ -45,11 +47,24 @@ int run_plot(const PlotArgs& a) {
     for (const char* ext : {".png", ".svg"}) files.push_back(name + ext);
   }
   const std::string input = a.trace.empty() ? a.report : a.trace;
-  check_outputs({{.option = "--out", .path = a.out, .folder = true, .files = files}},
-                {{a.trace.empty() ? "REPORT" : "--trace", input}});
   const std::filesystem::path script = find_plots_script(plot_script, a.script);
+  std::vector<InputPath> inputs = script_inputs(script, !a.script.empty());
+  inputs.push_back({a.trace.empty() ? "REPORT" : "--trace", input});
+  check_outputs({{.option = "--out", .path = a.out, .folder = true, .files = files}}, inputs);
   check_output_folder(a.out, "--out");
-  return run_plots_script(script, arguments, a.python);
+  const std::filesystem::path out = a.out;
+  std::vector<FileStamp> before;
+  for (const std::string& file : files) before.push_back(file_stamp(out / file));
+  const int code = run_plots_script(script, arguments, a.python);
+  if (code != 0) return code;
+  // Each image whole: a PNG ends with its IEND chunk, an SVG with its closing tag.
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const bool png = files[i].ends_with(".png");
+    check_script_output(out / files[i], before[i], png ? std::string_view("IEND\xae\x42\x60\x82", 8) : "</svg>",
+                        script);
+  }
+  for (const std::string& name : plot_names(a)) std::cout << "wrote " << (out / name).string() << ".png and .svg\n";
+  return 0;
 }
 
 }  // namespace

@@ -2,11 +2,15 @@
 #include "python_script.hpp"
 
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "cnnbench/core.hpp"
 #include "input_rules.hpp"
@@ -32,6 +36,56 @@ std::filesystem::path find_plots_script(const PlotsScript& script, const std::st
   if (std::filesystem::exists(installed)) return installed;
   fail(std::string("cannot find plots/") + script.name + " above " + exe.parent_path().string() +
        " nor in share/cnnbench; pass --script PATH or set " + script.env_variable);
+}
+
+std::vector<InputPath> script_inputs(const std::filesystem::path& script, bool given) {
+  std::vector<InputPath> inputs = {{given ? "--script" : "the script", script}};
+  for (const char* beside : {"plot_report.py", "fabric_profiles.json"}) {
+    const std::filesystem::path file = script.parent_path() / beside;
+    std::error_code error;
+    if (file.filename() != script.filename() && std::filesystem::exists(file, error)) {
+      inputs.push_back({"the script's module", file});
+    }
+  }
+  return inputs;
+}
+
+FileStamp file_stamp(const std::filesystem::path& file) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0) return {};
+  return {.exists = true,
+          .device = info.st_dev,
+          .inode = info.st_ino,
+          .modified_ns = std::int64_t{info.st_mtim.tv_sec} * 1'000'000'000 + info.st_mtim.tv_nsec,
+          .size = info.st_size};
+}
+
+void check_script_output(const std::filesystem::path& file, const FileStamp& before, std::string_view ending,
+                         const std::filesystem::path& script) {
+  const std::string what = script.filename().string() + " exited 0 but " + file.string();
+  const FileStamp after = file_stamp(file);
+  if (!after.exists) fail(what + " does not exist: no output was written");
+  struct stat info {};
+  if (::stat(file.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) return;  // a device or FIFO
+  if (before.exists && before.device == after.device && before.inode == after.inode &&
+      before.modified_ns == after.modified_ns && before.size == after.size) {
+    fail(what + " is unchanged: no output was written");
+  }
+  // What the script left broken is removed: no half-written output stays behind.
+  const auto broken = [&](const std::string& why) {
+    std::error_code ignored;
+    std::filesystem::remove(file, ignored);
+    fail(what + why);
+  };
+  if (after.size == 0) broken(" is empty");
+  std::ifstream in(file, std::ios::binary);
+  const std::int64_t tail = std::min<std::int64_t>(after.size, 4096);
+  std::string last(static_cast<std::size_t>(tail), '\0');
+  in.seekg(after.size - tail);
+  in.read(last.data(), tail);
+  last.resize(static_cast<std::size_t>(in.gcount()));
+  while (!last.empty() && std::isspace(static_cast<unsigned char>(last.back()))) last.pop_back();
+  if (!ending.empty() && !last.ends_with(ending)) broken(" is cut short: it does not end as a whole file does");
 }
 
 void add_script_options(CLI::App& cmd, const PlotsScript& script, const std::string& what,

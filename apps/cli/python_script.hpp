@@ -2,10 +2,16 @@
 // one with the interpreter that has matplotlib.
 #pragma once
 
+#include <sys/types.h>
+
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "cnnbench/core.hpp"
 
 namespace cnnbench::cli {
 
@@ -24,6 +30,28 @@ struct PlotsScript {
 // the source tree), else the installed share/cnnbench/NAME. The variable is checked as a flag is,
 // and named in the message (a usage error, exit 2).
 std::filesystem::path find_plots_script(const PlotsScript& script, const std::string& given);
+
+// The files a script reads besides the report: itself, and the module and profiles beside it
+// (html_report.py imports plot_report.py, which reads fabric_profiles.json). No output may be one
+// of them (check_outputs): `report --script X --out X` would replace the generator with its page.
+// `given` says whether the script came from --script (named so in a message) or was found.
+std::vector<InputPath> script_inputs(const std::filesystem::path& script, bool given);
+
+// What a file was before a script ran (its identity and last change), to tell whether the script
+// wrote it.
+struct FileStamp {
+  bool exists = false;
+  dev_t device = 0;
+  ino_t inode = 0;
+  std::int64_t modified_ns = 0, size = 0;
+};
+FileStamp file_stamp(const std::filesystem::path& file);
+
+// Error (exit 1) unless the script that exited 0 wrote `file`: it exists, is not what it was
+// `before`, is not empty and ends with `ending` (trailing whitespace aside). An empty or cut file
+// is removed. A device or FIFO is not read back. `script` names the script in the message.
+void check_script_output(const std::filesystem::path& file, const FileStamp& before, std::string_view ending,
+                         const std::filesystem::path& script);
 
 // A command's --script (into `given_script`; `what` names the script in the help) and --python
 // (into `python`), the choices find_plots_script and run_plots_script take.

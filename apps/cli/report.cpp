@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/models.hpp"
@@ -158,11 +159,13 @@ struct ScratchFolder {
 
 int run_report(const ReportArgs& a) {
   const HtmlReportRequest& r = a.request;
-  std::vector<InputPath> inputs = {{"SWEEP", r.sweep}};
-  if (!r.baseline.empty()) inputs.push_back({"--baseline", r.baseline});
   check_page_name(r.out, "--out");
+  const std::filesystem::path script = find_plots_script(page_script, a.script);
+  std::vector<InputPath> inputs = script_inputs(script, !a.script.empty());
+  inputs.push_back({"SWEEP", r.sweep});
+  if (!r.baseline.empty()) inputs.push_back({"--baseline", r.baseline});
   check_outputs({{.option = "--out", .path = r.out}}, inputs);
-  return write_html_report(r, a.script, a.python);
+  return write_html_report(r, script.string(), a.python);
 }
 
 }  // namespace
@@ -178,7 +181,12 @@ int write_html_report(const HtmlReportRequest& r, const std::string& script, con
   ScratchFolder scratch;
   const std::filesystem::path inputs = scratch.path / "inputs.json";
   write_output(inputs, page_inputs(r, report).dump());
-  return run_plots_script(found, {r.sweep, "--inputs", inputs.string(), "--out", r.out}, python);
+  const FileStamp before = file_stamp(r.out);
+  const int code = run_plots_script(found, {r.sweep, "--inputs", inputs.string(), "--out", r.out}, python);
+  if (code != 0) return code;
+  check_script_output(r.out, before, "</html>", found);
+  std::cout << "wrote " << r.out << "\n";
+  return 0;
 }
 
 void add_report_command(CLI::App& root, Runner& runner) {
