@@ -461,6 +461,13 @@ TEST(TimeBreakdown, ABusyLoopOnThread0sCoreIsTheOSsShareOfItsExcess) {
                               std::to_string(thread1.busy()) + " s, descheduled " +
                               std::to_string(thread0.descheduled) + " / " +
                               std::to_string(thread1.descheduled) + " s";
+  // The premise is a quiet core 1: a process that started on it after the check above (another
+  // test) makes thread 1 the OS's victim instead, which this test cannot tell from a bug.
+  if (thread1.descheduled > 0.10 * thread1.busy()) {
+    GTEST_SKIP() << "core 1 was not quiet during the run (thread 1 lost "
+                 << static_cast<int>(100 * thread1.descheduled / thread1.busy())
+                 << "% of its working time to other processes): " << figures;
+  }
   EXPECT_EQ(b.straggler.id, 0) << figures;
   const double excess = thread0.busy() - thread1.busy();
   EXPECT_GT(excess, 0.0) << figures;

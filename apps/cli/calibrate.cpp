@@ -48,7 +48,7 @@ void print_calibration(std::ostream& out, const Calibration& calibration) {
     out << line;
   }
   out << "A target replaces the default only when its median is below 1 - max(" +
-             percent(win_margin) + ", 2 x noise) and it won three rounds of four; rounds counted " +
+             percent(win_margin) + ", 2 x noise / sqrt(rounds)) and it won three rounds of four; rounds counted " +
              "of those run (a round the OS interrupted is not counted).\n";
 }
 

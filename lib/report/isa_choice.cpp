@@ -193,7 +193,7 @@ void note_busy(const Calibration& calibration) {
   char text[400];
   std::snprintf(text, sizeof text,
                 "the machine is too busy to time the kernels (%d quiet rounds of %d needed, the "
-                "default target against itself %.1f%% apart, at most %.0f%% allowed): this run "
+                "default target against itself %.1f%% apart in a round, at most %.0f%% allowed): this run "
                 "uses the highest target, %s; `cnnbench calibrate` measures again",
                 counted, min_counted_rounds, 100 * worst, 100 * busy_noise,
                 isa_info().highest.c_str());

@@ -277,7 +277,8 @@ FamilyCalibration decide_family_target(KernelFamily family, const std::string& d
   }
   out.decided = out.counted_rounds >= min_counted_rounds && out.noise <= busy_noise;
   if (!out.decided) return out;
-  const double threshold = 1 - std::max(win_margin, 2 * out.noise);
+  const double threshold =
+      1 - std::max(win_margin, 2 * out.noise / std::sqrt(double(out.counted_rounds)));
   double best = threshold;
   for (std::size_t c = 0; c < candidates.size(); ++c) {
     const TargetMargin& m = out.margins[c];
@@ -301,6 +302,10 @@ std::vector<std::string> calibration_candidates(const std::vector<std::string>& 
 
 Calibration calibrate_kernels(double budget_ms) {
   const IsaInfo before = isa_info();
+  // One thread of OpenBLAS, as a serial run has: a target that hands dense layers to sgemm would
+  // otherwise time OpenBLAS's threads on the other cores (151x the default beside a busy core).
+  const int blas_threads_before = blas_threads();
+  set_blas_threads(1);
   const double start = now_seconds();
   Calibration calibration;
   calibration.choice = highest_kernel_choice();
@@ -320,6 +325,7 @@ Calibration calibrate_kernels(double budget_ms) {
   calibration.choice.calibration_ms = (now_seconds() - start) * 1000.0;
   calibration.choice.measured_at = utc_now_iso8601();
   use_kernel_choice(before.choice, before.requested);
+  set_blas_threads(blas_threads_before);
   return calibration;
 }
 

@@ -18,3 +18,11 @@ def parse_arguments():
     parser.add_argument("--cli", required=True)
     parser.add_argument("--source", required=True)
     return parser.parse_args()
+
+
+def exit_code():
+    """1 (after saying how many) when a check failed, else 0: what main returns."""
+    if FAILURES:
+        print(f"{len(FAILURES)} check(s) failed")
+        return 1
+    return 0

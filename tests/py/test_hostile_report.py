@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import FAILURES, check, parse_arguments
+from harness import check, exit_code, parse_arguments
 from test_html_report import chromium_words, find_chromium
 
 MARK = "pwned"  # what a payload that ran would leave: the title, or an element with this id prefix
@@ -334,10 +334,7 @@ def main():
           f"report and plot on {groups} grouped files, {len(pages)} pages checked statically, {len(worst)} in "
           f"Chromium, in {time.monotonic() - started:.0f} s (report and plot {grouped_s:.0f} s, compare "
           f"{compared_s:.0f} s)")
-    if FAILURES:
-        print(f"{len(FAILURES)} check(s) failed")
-        return 1
-    return 0
+    return exit_code()
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import FAILURES, check, parse_arguments
+from harness import FAILURES, check, exit_code, parse_arguments
 
 SECTIONS = ["summary", "points", "plots", "each-point", "baseline", "provenance"]
 LOCAL_SCHEMES = ("file:", "data:", "about:", "chrome:", "blob:")
@@ -322,10 +322,7 @@ def main():
             else:
                 check(made.returncode == 1 and "sweep" in made.stderr and not out.exists(),
                       f"{report.name}, a run report, is refused with one line and no page ({made.stderr.strip()})")
-    if FAILURES:
-        print(f"{len(FAILURES)} check(s) failed")
-        return 1
-    return 0
+    return exit_code()
 
 
 if __name__ == "__main__":

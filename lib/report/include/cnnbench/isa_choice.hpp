@@ -48,12 +48,15 @@ struct FamilyCalibration {
 };
 
 // What a calibration decides from its rounds (pure: unit-tested on made-up rounds). A candidate
-// replaces the default only when its median ratio is below 1 - max(2%, 2 x noise) and it was
-// faster in three rounds of four (upper quartile below 1); of several, the lowest median wins.
-// Ties, and a family that cannot be decided, keep the default.
+// replaces the default only when its median ratio is below 1 - max(5%, 2 x noise / sqrt(rounds))
+// (twice the median's own uncertainty) and it was faster in three rounds of four (upper
+// quartile below 1); of several, the lowest median wins. Ties, and a family that cannot be
+// decided (fewer than min_counted_rounds, or single rounds noisier than busy_noise), keep the
+// default. The 5% keeps near-ties with the default: a family a few percent faster elsewhere is a
+// smaller share of a step still, and a margin that narrow flips with the load.
 inline constexpr int min_counted_rounds = 9;
-inline constexpr double busy_noise = 0.05;
-inline constexpr double win_margin = 0.02;
+inline constexpr double busy_noise = 0.20;
+inline constexpr double win_margin = 0.05;
 struct CandidateRounds {
   std::string target;
   std::vector<double> ratios;  // one per counted round
