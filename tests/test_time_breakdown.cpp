@@ -212,7 +212,8 @@ void expect_breakdown_adds_up(const TimeBreakdown& b, double train_seconds, std:
   ASSERT_GT(train_seconds, 0.0);
   EXPECT_NEAR(category_sum(path), train_seconds, 0.05 * train_seconds);
   EXPECT_NEAR(path.wall, train_seconds, 0.05 * train_seconds);
-  EXPECT_LT(path[TimeCategory::other], 0.10 * train_seconds);
+  // What no phase claimed is small once the OS's share of it (a loaded machine) is set apart.
+  EXPECT_LT(path[TimeCategory::other] - b.other_descheduled, 0.10 * train_seconds);
   EXPECT_GT(path[TimeCategory::compute], 0.0);
   const double compute = path[TimeCategory::compute];
   EXPECT_NEAR(layers_and_parts(path), compute, 0.01 * compute);
