@@ -171,7 +171,7 @@ TEST(Dense, SgemmTwinMatchesNaive) {
 // own kernel, except where the rule hands the layer to sgemm (a target without FMA).
 TEST(Dense, BackendChoosesTheKernel) {
   Rng rng(2);
-  const int B = 64, in = 120, out = 84;  // weights far below dense_sgemm_min_weight_bytes()
+  const int B = 64, in = 120, out = 84;
   const Floats inp = random_floats(std::size_t(B) * in, rng);
   const Floats weight = random_floats(std::size_t(out) * in, rng);
   const Floats bias = random_floats(out, rng);
@@ -205,7 +205,7 @@ TEST(Dense, OpenblasCoreNamesRankAgainstTheTargets) {
 
 // A target without a fused multiply-add (sse4, scalar), or one narrower than OpenBLAS's kernel
 // set (avx2 beside SkylakeX), runs every dense layer on sgemm, forward and backward; the others
-// only layers above half the L2.
+// none.
 TEST(Dense, TargetsBelowOpenblasRunEveryLayerOnSgemm) {
   Rng rng(7);
   const int B = 64, in = 120, out = 84;
@@ -229,7 +229,6 @@ TEST(Dense, TargetsBelowOpenblasRunEveryLayerOnSgemm) {
     const bool on_sgemm = isa == "sse4" || isa == "scalar" || (level > 0 && openblas > level);
     SCOPED_TRACE("OpenBLAS kernels " + blas_core_name());
     EXPECT_EQ(dense_all_on_sgemm(), on_sgemm);
-    EXPECT_EQ(dense_runs_on_sgemm(in, out), on_sgemm);
     const Gradients own = backward(own_dense_backward);
     // Where both sum in the same order with the same FMAs (NEON beside OpenBLAS's armv8 kernels)
     // the bits cannot tell which one ran; the rule above is then all there is to check.
@@ -241,35 +240,40 @@ TEST(Dense, TargetsBelowOpenblasRunEveryLayerOnSgemm) {
   });
 }
 
-// A layer whose weights exceed half a core's L2 runs on sgemm on the own backend too: the bits are
-// the sgemm twin's, forward and backward. Checked on every target with FMA (on the others every
-// layer runs on sgemm).
-TEST(Dense, LayersLargerThanHalfTheL2RunOnSgemm) {
+// The own backend keeps every layer size on the own kernels, on every target with FMA (on the
+// others every layer runs on sgemm): FC-3's f1 (940 KB of weights, past half an L2 of 1 MB and
+// less) and a layer of 4 MB give the own kernel's bits, not sgemm's, forward and backward.
+TEST(Dense, LayersOfEverySizeRunOnTheOwnKernels) {
   Rng rng(6);
-  const int B = 8, out = 64;
-  const int in = int(dense_sgemm_min_weight_bytes() / (sizeof(float) * out)) + 1;
-  const Floats inp = random_floats(std::size_t(B) * in, rng);
-  const Floats weight = random_floats(std::size_t(out) * in, rng);
-  const Floats bias = random_floats(out, rng), dout = random_floats(std::size_t(B) * out, rng);
+  struct Case { int B, in, out; };
   int checked = 0;
-  for_each_supported_isa([&] {
-    if (dense_all_on_sgemm()) return;
-    ++checked;
-    ASSERT_TRUE(dense_runs_on_sgemm(in, out)) << "in " << in;
-    ASSERT_FALSE(dense_runs_on_sgemm(in - 1, out)) << "the rule is exactly the weight bytes";
-    Floats got(std::size_t(B) * out), want(got.size());
-    dense_forward(got.data(), inp.data(), weight.data(), bias.data(), B, in, out);
-    sgemm::dense_forward(want.data(), inp.data(), weight.data(), bias.data(), B, in, out);
-    EXPECT_EQ(got, want);
-    Floats dinp(inp.size()), dweight(weight.size(), 0.0f), dbias(out, 0.0f);
-    Floats want_dinp(inp.size()), want_dweight(weight.size(), 0.0f), want_dbias(out, 0.0f);
-    dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
-                   weight.data(), B, in, out);
-    sgemm::dense_backward(want_dinp.data(), want_dweight.data(), want_dbias.data(), dout.data(),
-                          inp.data(), weight.data(), B, in, out);
-    EXPECT_EQ(dinp, want_dinp);
-    EXPECT_EQ(dweight, want_dweight);
-  });
+  for (const Case c : {Case{64, 784, 300}, Case{8, 2048, 512}}) {
+    SCOPED_TRACE("B" + std::to_string(c.B) + " " + std::to_string(c.in) + "->" +
+                 std::to_string(c.out));
+    const Floats inp = random_floats(std::size_t(c.B) * c.in, rng);
+    const Floats weight = random_floats(std::size_t(c.out) * c.in, rng);
+    const Floats bias = random_floats(c.out, rng), dout = random_floats(std::size_t(c.B) * c.out, rng);
+    Floats twin(std::size_t(c.B) * c.out);
+    sgemm::dense_forward(twin.data(), inp.data(), weight.data(), bias.data(), c.B, c.in, c.out);
+    for_each_supported_isa([&] {
+      if (dense_all_on_sgemm()) return;
+      ++checked;
+      Floats got(twin.size()), want(twin.size());
+      dense_forward(got.data(), inp.data(), weight.data(), bias.data(), c.B, c.in, c.out);
+      own_dense_forward(want.data(), inp.data(), weight.data(), bias.data(), c.B, c.in, c.out);
+      ASSERT_NE(want, twin) << "the own kernel and sgemm agree to the last bit: this test cannot "
+                               "tell which one ran";
+      EXPECT_EQ(got, want);
+      Floats dinp(inp.size()), dweight(weight.size(), 0.0f), dbias(c.out, 0.0f);
+      Floats want_dinp(inp.size()), want_dweight(weight.size(), 0.0f), want_dbias(c.out, 0.0f);
+      dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
+                     weight.data(), c.B, c.in, c.out);
+      own_dense_backward(want_dinp.data(), want_dweight.data(), want_dbias.data(), dout.data(),
+                         inp.data(), weight.data(), c.B, c.in, c.out);
+      EXPECT_EQ(dinp, want_dinp);
+      EXPECT_EQ(dweight, want_dweight);
+    });
+  }
   if (checked == 0) GTEST_SKIP() << "no SIMD target of this CPU has FMA";
 }
 

@@ -175,7 +175,6 @@ void print_kernels(std::ostream& out, const nlohmann::json& context) {
   print_wrapped_row(out, "CPU supports", simd.at("supported").get<std::vector<std::string>>(), " ");
   print_wrapped_row(out, "compiled", simd.at("compiled").get<std::vector<std::string>>(), " ");
   print_row(out, "OpenBLAS", text_or_dash(context.at("openblas").at("core_type")));
-  const auto sgemm_above = simd.at("dense_sgemm_min_weight_bytes").get<std::size_t>();
   const std::string target =
       simd.contains("kernels") ? simd.at("kernels").at("dense").get<std::string>()
                                : simd.at("target").get<std::string>();
@@ -187,8 +186,7 @@ void print_kernels(std::ostream& out, const nlohmann::json& context) {
   print_row(out, "sgemm dense",
             simd.value("dense_all_on_sgemm", false)
                 ? "every dense layer (" + why + ")"
-                : "layers with weights over " + std::to_string(sgemm_above / 1024) +
-                      " KiB (half a core's L2)");
+                : "none (every layer on the own kernels)");
 }
 
 void print_machine(std::ostream& out, const nlohmann::json& context) {

@@ -15,14 +15,11 @@
 #ifndef CNNBENCH_LAYERS_DENSE_ONCE
 #define CNNBENCH_LAYERS_DENSE_ONCE
 #include <cblas.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <fstream>
 #include <cctype>
 #include <string>
 #include <string_view>
@@ -309,35 +306,6 @@ void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout
 
 }  // namespace sgemm
 
-namespace {
-
-// A core's L2 in bytes: the C library's figure, else sysfs (ARM), else 1 MiB.
-std::size_t l2_bytes() {
-  long bytes = ::sysconf(_SC_LEVEL2_CACHE_SIZE);
-  if (bytes > 0) return static_cast<std::size_t>(bytes);
-  std::ifstream size_file("/sys/devices/system/cpu/cpu0/cache/index2/size");
-  std::string text;
-  if (size_file >> text && !text.empty()) {
-    const std::size_t number = std::strtoull(text.c_str(), nullptr, 10);
-    const char unit = text.back();
-    const std::size_t scaled = unit == 'K' ? number << 10 : unit == 'M' ? number << 20 : number;
-    if (scaled > 0) return scaled;
-  }
-  return std::size_t(1) << 20;
-}
-
-}  // namespace
-
-// Measured on an AVX2 Zen 3 (512 KB L2): FC-3's f1 (940 KB of weights) on the own kernel made a
-// serial FC-3 step ~12% slower than with sgemm (39-44k against 46-49k images/s, runs taking turns),
-// while every layer whose weights fit half the L2 tied or won. OpenBLAS packs both operands, which
-// keeps such a layer's blocks in cache; the own kernel streams them. The rule looks at the shape and
-// the cache only, never at a timing, so reruns and resumed runs take the same kernels.
-std::size_t dense_sgemm_min_weight_bytes() {
-  static const std::size_t bytes = l2_bytes() / 2;
-  return bytes;
-}
-
 int openblas_core_simd_level(std::string_view core) {
   std::string name(core);
   std::transform(name.begin(), name.end(), name.begin(),
@@ -371,11 +339,6 @@ bool dense_all_on_sgemm() {
   if (!CNNBENCH_DISPATCH(dense, target_fuses_multiply_add)()) return true;
   const int target_level = CNNBENCH_DISPATCH(dense, target_simd_level)();
   return openblas_level > 0 && target_level >= 0 && openblas_level > target_level;
-}
-
-bool dense_runs_on_sgemm(int in, int out_features) {
-  const std::size_t weight_bytes = sizeof(float) * std::size_t(in) * std::size_t(out_features);
-  return dense_all_on_sgemm() || weight_bytes > dense_sgemm_min_weight_bytes();
 }
 
 namespace {
@@ -415,10 +378,10 @@ void own_dense_backward(float* dinp, float* dweight, float* dbias, const float* 
   add_bias_gradient(dbias, dout, B, out_features);
 }
 
-// Whether a call on `backend` runs on sgemm: the sgemm backend always, the own one by the rules.
-bool on_sgemm(DenseBackend backend, int in, int out_features) {
+// Whether a call on `backend` runs on sgemm: the sgemm backend always, the own one by the rule.
+bool on_sgemm(DenseBackend backend) {
   return backend == DenseBackend::sgemm ||
-         (backend == DenseBackend::own && dense_runs_on_sgemm(in, out_features));
+         (backend == DenseBackend::own && dense_all_on_sgemm());
 }
 
 }  // namespace
@@ -426,7 +389,7 @@ bool on_sgemm(DenseBackend backend, int in, int out_features) {
 // inp (B,in), weight (out,in), bias (out) -> out (B,out)
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
                    int in, int out_features, DenseBackend backend) {
-  if (on_sgemm(backend, in, out_features)) {
+  if (on_sgemm(backend)) {
     sgemm::dense_forward(out, inp, weight, bias, B, in, out_features);
   } else {
     own_dense_forward(out, inp, weight, bias, B, in, out_features);
@@ -437,7 +400,7 @@ void dense_forward(float* out, const float* inp, const float* weight, const floa
 // dweight (out,in) += dout^T * inp; dbias (out) += sum over B of dout.
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int B, int in, int out_features, DenseBackend backend) {
-  if (on_sgemm(backend, in, out_features)) {
+  if (on_sgemm(backend)) {
     sgemm::dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features);
   } else {
     own_dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features);

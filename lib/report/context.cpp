@@ -97,7 +97,6 @@ nlohmann::json simd_json() {
                          {"choice", isa.choice.how},
                          {"compiled", isa.compiled},
                          {"supported", isa.supported},
-                         {"dense_sgemm_min_weight_bytes", dense_sgemm_min_weight_bytes()},
                          {"dense_all_on_sgemm", dense_all_on_sgemm()}};
   if (isa.choice.how == "measured" || isa.choice.how == "cached" || isa.choice.how == "busy") {
     simd["calibration_ms"] = isa.choice.calibration_ms;

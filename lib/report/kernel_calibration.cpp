@@ -44,18 +44,11 @@ struct Buffers {
   }
 };
 
-// The dense layers of LeNet-5's head and of FC-3, forward and backward, on the own backend's rules.
-// A layer whose weights put it on sgemm whatever the target (FC-3's f1 past half the L2) is left
-// out: OpenBLAS's time would only add noise to the targets' difference.
+// The dense layers of LeNet-5's head and of FC-3, forward and backward, on the own backend.
 std::function<void()> dense_work(Buffers& b) {
-  std::vector<std::pair<int, int>> layers;
-  for (const auto& [in, out] : std::vector<std::pair<int, int>>{
-           {L::flat, L::hidden1}, {L::hidden1, L::hidden2}, {L::hidden2, L::classes},
-           {F::input, F::hidden1}, {F::hidden1, F::hidden2}, {F::hidden2, F::classes}}) {
-    if (sizeof(float) * std::size_t(in) * std::size_t(out) <= dense_sgemm_min_weight_bytes()) {
-      layers.emplace_back(in, out);
-    }
-  }
+  const std::vector<std::pair<int, int>> layers{
+      {L::flat, L::hidden1}, {L::hidden1, L::hidden2}, {L::hidden2, L::classes},
+      {F::input, F::hidden1}, {F::hidden1, F::hidden2}, {F::hidden2, F::classes}};
   std::vector<std::array<float*, 6>> args;  // inp, weight, bias, out, dinp, dweight
   for (const auto& [in, out] : layers) {
     args.push_back({b.take(std::size_t(batch) * in), b.take(std::size_t(in) * out), b.take(out),

@@ -16,7 +16,7 @@ namespace cnnbench {
 // or OpenBLAS sgemm (the sgemm versions below), which the blas baseline passes so that it
 // measures OpenBLAS's own threading. OpenBLAS's thread count is not part of this choice: it is
 // OpenBLAS's process-wide setting (set_blas_threads, cnnbench/core.hpp).
-// own_only runs the own kernels whatever the rules below say: the tests' subject.
+// own_only runs the own kernels whatever the rule below says: the tests' subject.
 enum class DenseBackend { own, sgemm, own_only };
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
                    int in, int out_features, DenseBackend backend = DenseBackend::own);
@@ -30,15 +30,12 @@ void dense_forward(float* out, const float* inp, const float* weight, const floa
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int B, int in, int out_features);
 }  // namespace sgemm
-// On the own backend a layer still runs on sgemm when its weights exceed
-// dense_sgemm_min_weight_bytes() (half a core's L2: OpenBLAS packs its operands and wins there,
-// FC-3's f1 on a 512 KB L2), and every layer does (dense_all_on_sgemm()) when the SIMD target in
-// use has no fused multiply-add (sse4, scalar) or is narrower than OpenBLAS's kernel set (--isa
-// avx2 where OpenBLAS runs SkylakeX): OpenBLAS runs the CPU's own ISA whatever --isa says. Rules
-// of shape, cache, target and kernel set, never of timing: reruns take the same kernels.
-std::size_t dense_sgemm_min_weight_bytes();
+// The own backend runs every layer size on its own cache-blocked kernels, except that every layer
+// runs on sgemm (dense_all_on_sgemm()) when the SIMD target in use has no fused multiply-add (sse4,
+// scalar) or is narrower than OpenBLAS's kernel set (--isa avx2 where OpenBLAS runs SkylakeX):
+// OpenBLAS runs the CPU's own ISA whatever --isa says. A rule of target and kernel set, never of
+// timing: reruns take the same kernels.
 bool dense_all_on_sgemm();
-bool dense_runs_on_sgemm(int in, int out_features);
 // OpenBLAS's kernel set (openblas_get_corename(): "SkylakeX", "Haswell", "Zen", ...) as an x86
 // SIMD level: 4 AVX-512, 3 AVX2, 2 AVX, 1 SSE, 0 when not known (ARM, a new name).
 int openblas_core_simd_level(std::string_view core);
