@@ -189,6 +189,20 @@ TEST(CollectiveModel, LinkCostInvertsTheFit) {
   EXPECT_NEAR(rd.beta_s_per_byte, 1e-9, 1e-18);
 }
 
+// A fit that inverts to no physical link is refused where it is made, naming the sizes to measure.
+TEST(CollectiveModel, AnUnphysicalLinkIsRefusedWithTheSizesToMeasure) {
+  EXPECT_EQ(unphysical_link_reason({1e-5, 1e-9}, 4, 1 << 20), "");
+  EXPECT_EQ(unphysical_link_reason({0, 1e-9}, 65536, 1 << 20), "") << "a latency under the noise is 0";
+  const std::string no_bytes = unphysical_link_reason({1e-5, -2e-11}, 4, 64);
+  EXPECT_NE(no_bytes.find("-2e-11 s per byte over 4..64 bytes"), std::string::npos) << no_bytes;
+  EXPECT_NE(no_bytes.find("(--max-bytes 1048576)"), std::string::npos) << no_bytes;
+  EXPECT_NE(unphysical_link_reason({1e-5, 0}, 4, 64).find("--max-bytes"), std::string::npos);
+  const std::string no_latency = unphysical_link_reason({-1e-6, 1e-9}, 65536, 1 << 20);
+  EXPECT_NE(no_latency.find("-1e-06 s over 65536..1048576 bytes"), std::string::npos) << no_latency;
+  EXPECT_NE(no_latency.find("(--min-bytes 8)"), std::string::npos) << no_latency;
+  EXPECT_NE(unphysical_link_reason({1e-5, NAN}, 4, 64), "");
+}
+
 std::vector<SizeTime> synthetic(double alpha, double beta, double alpha_above, double beta_above,
                                 double noise, unsigned seed) {
   std::mt19937 random(seed);

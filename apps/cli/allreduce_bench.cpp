@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cnnbench/cluster.hpp"
@@ -161,6 +162,11 @@ nlohmann::json fit_json(const nlohmann::json& result, AllreduceAlgorithm asked, 
                                                  fit.pieces.front().beta_s_per_byte, gamma);
   const LinkCost from_large = link_cost_from_fit(large, ranks, fit.pieces.back().alpha_s,
                                                  fit.pieces.back().beta_s_per_byte, gamma);
+  // Refused where it is made: a report whose link no scaling model can use is no profile.
+  for (const auto& [link, piece] : {std::pair{from_small, fit.pieces.front()}, std::pair{from_large, fit.pieces.back()}}) {
+    const std::string reason = unphysical_link_reason(link, piece.from_bytes, piece.to_bytes);
+    if (!reason.empty()) fail(reason);
+  }
   nlohmann::json out = line_json(fit.line);
   out["model"] = "t(n) = alpha + n * beta, least squares weighted by 1/t^2 (relative error) over "
                  "the medians; two pieces split at the eager limit when they cut the RMS relative "

@@ -6,6 +6,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 #include <string>
@@ -406,6 +407,27 @@ LinkCost link_cost_from_fit(AllreduceAlgorithm algorithm, int ranks, double fit_
   const double gamma_coefficient = allreduce_seconds(modelled, ranks, 1, unit_gamma);
   return {fit_alpha_s / alpha_coefficient,
           (fit_beta_s_per_byte - gamma_coefficient * gamma_s_per_byte) / beta_coefficient};
+}
+
+std::string unphysical_link_reason(const LinkCost& link, double from_bytes, double to_bytes) {
+  const auto bytes = [](double n) { return std::to_string(static_cast<long long>(n)); };
+  const auto format_number = [](double x) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.3g", x);
+    return std::string(text);
+  };
+  const std::string range = " over " + bytes(from_bytes) + ".." + bytes(to_bytes) + " bytes";
+  if (!std::isfinite(link.beta_s_per_byte) || link.beta_s_per_byte <= 0) {
+    return "the fit's link costs " + format_number(link.beta_s_per_byte) +
+           " s per byte" + range + ", which no link does: these sizes are too small for the bytes "
+           "to show past the latency; measure up to 1 MiB or more (--max-bytes 1048576)";
+  }
+  if (!std::isfinite(link.alpha_s) || link.alpha_s < 0) {
+    return "the fit's link latency is " + format_number(link.alpha_s) + " s" + range +
+           ", which no link has: the smallest size is too large for the latency to show; "
+           "measure from 8 bytes (--min-bytes 8)";
+  }
+  return {};
 }
 
 // ---- fit -----------------------------------------------------------------------------------------

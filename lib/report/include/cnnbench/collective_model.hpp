@@ -167,6 +167,11 @@ std::vector<Crossover> allreduce_crossovers(int ranks, const CollectiveCost& cos
 // allreduce_seconds for the point-to-point part.
 LinkCost link_cost_from_fit(AllreduceAlgorithm algorithm, int ranks, double fit_alpha_s,
                             double fit_beta_s_per_byte, double gamma_s_per_byte);
+// Why a link cost inverted from a fit over message sizes [from_bytes, to_bytes] is no physical
+// link (a negative latency, or a byte that costs nothing or less), naming the sizes to measure
+// instead; empty when it is one. Small messages hide the bandwidth term under the latency and the
+// reduction's own cost, and large ones the latency under the bytes.
+std::string unphysical_link_reason(const LinkCost& link, double from_bytes, double to_bytes);
 
 // ---- fitting allreduce-bench's times -------------------------------------------------------------
 
