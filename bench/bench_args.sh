@@ -3,10 +3,11 @@
 # overwrite. Each prints "SCRIPT: what is wrong" to stderr and exits 2.
 
 bench_script=$(basename "$0")
+check_args_script=$bench_script
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/check_args.sh"
 
 bench_usage_error() {
-  echo "$bench_script: $*" >&2
-  exit 2
+  check_args_fail "$@"
 }
 
 # The cnnbench to time: PATH, which must run and must not be a sanitizer build (its --version
@@ -20,12 +21,9 @@ bench_check_cli() {
   fi
 }
 
-# NAME VALUE MIN MAX: VALUE must be a decimal integer in [MIN, MAX].
+# NAME VALUE MIN MAX: VALUE must be a decimal whole number in [MIN, MAX] (check_int).
 bench_check_int() {
-  local name=$1 value=$2 min=$3 max=$4
-  if ! [[ "$value" =~ ^[0-9]+$ ]] || (( 10#$value < min || 10#$value > max )); then
-    bench_usage_error "$name takes an integer from $min to $max, not '$value'"
-  fi
+  check_int "$@"
 }
 
 # PATH FORCE: refuses to overwrite PATH unless FORCE is 1.

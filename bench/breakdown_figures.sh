@@ -12,6 +12,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root=$(dirname "$here")
+source "$root/scripts/check_args.sh"
 cli="$root/build/ci/apps/cnnbench"
 out="$root/plots"
 work=""
@@ -24,11 +25,12 @@ while [[ $# -gt 0 ]]; do
     --out) out="$2"; shift 2 ;;
     --work) work="$2"; shift 2 ;;
     --repeat) repeat="$2"; shift 2 ;;
-    --chrt) chrt_prefix=(chrt -f "$2"); shift 2 ;;
+    --chrt) check_int --chrt "$2" 1 99; chrt_prefix=(chrt -f "$2"); shift 2 ;;
     -h|--help) echo "$usage"; exit 0 ;;
     *) echo "$usage" >&2; exit 2 ;;
   esac
 done
+check_int --repeat "$repeat" 1 100
 [[ -x "$cli" ]] || { echo "$0: no cnnbench at $cli (build first, or --cli PATH)" >&2; exit 1; }
 if [[ -z "$work" ]]; then
   work=$(mktemp -d)

@@ -15,6 +15,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root=$(dirname "$here")
+source "$root/scripts/check_args.sh"
 cli=""
 rounds=3
 models="lenet5 fc3"
@@ -30,7 +31,8 @@ while [[ $# -gt 0 ]]; do
 done
 [[ -n $cli ]] || cli=$root/build/release/apps/cnnbench
 [[ -x $cli ]] || { echo "$0: no cnnbench at $cli (build it, or pass --cli)" >&2; exit 2; }
-[[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "$0: --rounds must be a positive whole number" >&2; exit 2; }
+check_int --rounds "$rounds" 1 100
+check_decimal --seconds "$seconds" 0.1 3600
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/cnnbench-hosts-bench-XXXXXX")
 cleanup() {

@@ -17,6 +17,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root=$(dirname "$here")
+source "$root/scripts/check_args.sh"
 cli="$root/build/ci/apps/cnnbench"
 reps=5
 models="lenet5 fc3"
@@ -39,10 +40,14 @@ while [[ $# -gt 0 ]]; do
     --consistency) consistency="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
     --analyze) analyze="$2"; keep="$2"; shift 2 ;;
-    --chrt) chrt_prefix=(chrt -f "$2"); shift 2 ;;
+    --chrt) check_int --chrt "$2" 1 99; chrt_prefix=(chrt -f "$2"); shift 2 ;;
     *) echo "$usage" >&2; exit 2 ;;
   esac
 done
+check_int --reps "$reps" 1 100
+check_int --cores "$cores" 1 4096
+check_int --steps "$steps" 1 1000000
+for m in $ms; do check_int --ms "$m" 1 1024; done
 [[ -x "$cli" ]] || { echo "gpipe_bubble: error: no cnnbench binary at $cli (pass --cli PATH)" >&2; exit 2; }
 
 work=$(mktemp -d)

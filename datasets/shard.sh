@@ -22,6 +22,8 @@ die() {
 }
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+check_args_script=shard
+source "$repo_root/scripts/check_args.sh"
 source_dir="$repo_root/datasets/mnist"
 positional=()
 while [[ $# -gt 0 ]]; do
@@ -35,7 +37,7 @@ while [[ $# -gt 0 ]]; do
       usage
       exit 0
       ;;
-    -*) die "unknown option '$1' (see --help)" ;;
+    -*) check_args_fail "unknown option '$(check_args_shown "$1")' (see --help)" ;;
     *)
       positional+=("$1")
       shift
@@ -45,7 +47,8 @@ done
 [[ ${#positional[@]} -eq 2 ]] || { usage >&2; exit 2; }
 blocks="${positional[0]}"
 target_dir="${positional[1]}"
-[[ "$blocks" =~ ^[1-9][0-9]*$ ]] || die "N must be a whole number >= 1, not '$blocks'"
+check_int N "$blocks" 1 999999999
+blocks=$((10#$blocks))
 
 images="$source_dir/train-images-idx3-ubyte"
 labels="$source_dir/train-labels-idx1-ubyte"

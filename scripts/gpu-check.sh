@@ -27,7 +27,10 @@ BUILD_DIR=${BUILD_DIR:-$WORK/build}
 JOBS=${JOBS:-$(nproc)}
 CUDA_ARCHS=${CUDA_ARCHS:-90}
 PYTHON=${PYTHON:-python3}
-[[ $DEADLINE_S =~ ^[0-9]+$ ]] || { echo "gpu-check: error: GPU_CHECK_DEADLINE=$DEADLINE_S is not a whole number of seconds" >&2; exit 2; }
+check_args_script=gpu-check
+source "$SOURCE/scripts/check_args.sh"
+check_int GPU_CHECK_DEADLINE "$DEADLINE_S" 1 86400
+check_int JOBS "$JOBS" 1 1024
 DEADLINE_AT=$(( START + DEADLINE_S ))
 
 # Everything but the report and the log tarball stays in WORK.

@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""The shell scripts check their numbers before they change anything (scripts/check_args.sh):
+a value that is not a whole number in range (a word, a sign, an exponent, a huge number that
+bash's 64-bit arithmetic would wrap into range, control bytes) is refused with exit 2 and one line
+naming the option and its bounds, no raw control byte reaches the terminal, and nothing is
+written; a leading zero is decimal, not octal. Runs datasets/shard.sh on a tiny IDX set of its
+own, and the argument checks of scripts/emulate-hosts.sh (which refuse before they need root) and
+of the bench scripts (which refuse before they look for a cnnbench)."""
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from harness import check, exit_code, parse_arguments
+
+BAD = ["0", "-1", "abc", "", "1e3", "3.5", "18446744073709551617", "99999999999999999999",
+       "3\x1b[31m\x07"]
+
+
+def idx_set(folder, count):
+    """The four MNIST files, `count` training images of 2 x 2 pixels, 1 test image."""
+    folder.mkdir(parents=True)
+    for prefix, n in (("train", count), ("t10k", 1)):
+        (folder / f"{prefix}-images-idx3-ubyte").write_bytes(
+            struct.pack(">IIII", 0x803, n, 2, 2) + bytes(range(4)) * n)
+        (folder / f"{prefix}-labels-idx1-ubyte").write_bytes(
+            struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
+
+
+def run(argv, cwd):
+    return subprocess.run(argv, cwd=cwd, capture_output=True, timeout=60)
+
+
+def refused_cleanly(result, what, option, bounds, work, before, message=None):
+    err = result.stderr.decode(errors="replace")
+    check(result.returncode == 2, f"{what}: exit 2 (got {result.returncode})")
+    lines = err.strip().splitlines()
+    check(len(lines) == 1, f"{what}: one line on stderr (got {len(lines)}: {err!r})")
+    message = message or f"{option} takes a whole number from {bounds}"
+    check(message in err, f"{what}: says {message!r}: {err!r}")
+    raw = [b for b in result.stdout + result.stderr if b < 0x20 and b not in (0x0A,)]
+    check(not raw, f"{what}: no raw control byte on stdout or stderr ({raw[:4]})")
+    check(sorted(os.listdir(work)) == before, f"{what}: nothing written")
+
+
+def main():
+    args = parse_arguments()
+    source = Path(args.source).resolve()
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        idx_set(work / "mnist", 10)
+        shard = str(source / "datasets" / "shard.sh")
+        before = sorted(os.listdir(work))
+        for value in BAD:
+            result = run([shard, "--from", str(work / "mnist"), value, str(work / "out")], work)
+            refused_cleanly(result, f"shard.sh N={value!r}", "N", "1 to 999999999", work, before,
+                            "unknown option '-1'" if value == "-1" else None)
+        # A leading zero is decimal: 08 blocks, not a bash octal error.
+        result = run([shard, "--from", str(work / "mnist"), "08", str(work / "out")], work)
+        check(result.returncode == 0, f"shard.sh 08: exit 0 ({result.stderr.decode(errors='replace')!r})")
+        check(sorted(p.name for p in (work / "out").glob("shard-*")) == [f"shard-{i}" for i in range(8)],
+              "shard.sh 08: 8 blocks")
+        result = run([shard, "--from", str(work / "mnist"), "11", str(work / "out2")], work)
+        check(result.returncode != 0 and not (work / "out2").exists(),
+              "shard.sh 11 of 10 samples: refused, nothing written")
+
+        hosts = str(source / "scripts" / "emulate-hosts.sh")
+        before = sorted(os.listdir(work))
+        for value in BAD + ["251"]:
+            result = run([hosts, "up", value, "--dir", str(work / "hosts")], work)
+            refused_cleanly(result, f"emulate-hosts.sh up {value!r}", "up N", "1 to 250", work, before)
+        for value in ("0", "x", "18446744073709551617"):
+            result = run([hosts, "up", "2", "--slots", value, "--dir", str(work / "hosts")], work)
+            refused_cleanly(result, f"emulate-hosts.sh --slots {value!r}", "--slots", "1 to 4096", work, before)
+
+        bench = source / "bench"
+        for script, option, bounds in (("peer_vs_plain.sh", "--pairs", "1 to 100"),
+                                       ("serial_vs_pytorch.sh", "--pairs", "1 to 100"),
+                                       ("breakdown_figures.sh", "--repeat", "1 to 100"),
+                                       ("gpipe_bubble.sh", "--reps", "1 to 100"),
+                                       ("cluster_over_hosts.sh", "--rounds", "1 to 100")):
+            for value in ("0", "abc", "18446744073709551617", "\x1b]0;x\x07"):
+                result = run([str(bench / script), "--cli", args.cli, option, value], work)
+                refused_cleanly(result, f"{script} {option} {value!r}", option, bounds, work, before)
+    return exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
