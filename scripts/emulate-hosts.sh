@@ -4,8 +4,8 @@
 # "Emulated hosts").
 #
 # Usage (as root):
-#   scripts/emulate-hosts.sh up N [--rate R] [--slots S] [--dir DIR]
-#   scripts/emulate-hosts.sh down [--dir DIR]
+#   scripts/emulate-hosts.sh up N [--rate R] [--slots S] [--dir DIR] [--owner PID]
+#   scripts/emulate-hosts.sh down [--dir DIR | --stale | --all]
 #
 #   N        hosts, 1..250.
 #   --rate   e.g. 1gbit, 100mbit, 500kbit (tc's units): every host link is shaped with tbf in
@@ -13,6 +13,12 @@
 #   --slots  ranks per host in the hostfile (default 1).
 #   --dir    where the set's files go (default build/emulated-hosts); several sets, each with its
 #            own DIR, may be up at once.
+#   --owner  the process whose life the set lasts (default: the one that ran this script, past
+#            `timeout` and `sudo`). `up` records it (/run/cnnbench-emulated-hosts/PREFIX) before it
+#            makes anything, and first removes every set of ours whose owner is gone: a sweep or
+#            test killed with SIGKILL cannot take its set down, and the next `up` does.
+#   --stale  `down` removes every set of ours whose owner is gone (or that has no owner record);
+#   --all    every set of ours. Both say on stderr what they removed.
 #
 # Exit status: 0 done; 1 failed (a failed `up` removes everything it made before it exits);
 # 2 usage error, or this machine cannot run it (not root, no `ip`/`tc`/`timeout`, or network
@@ -63,6 +69,8 @@
 set -euo pipefail
 
 readonly step_timeout=20  # seconds any one command may take
+check_args_script=emulate-hosts
+source "$(dirname "${BASH_SOURCE[0]}")/check_args.sh"
 
 usage() {
   sed -n '5,16p' "$0" | sed 's/^# \{0,1\}//' >&2
@@ -86,22 +94,29 @@ if [[ $action == up ]]; then
   [[ $# -ge 1 ]] || usage
   hosts=$1
   shift
-  [[ $hosts =~ ^[0-9]+$ ]] && ((hosts >= 1 && hosts <= 250)) ||
-    { echo "emulate-hosts: up N: N must be 1..250, got '$hosts'" >&2; exit 2; }
+  check_int "up N" "$hosts" 1 250
+  hosts=$((10#$hosts))
 elif [[ $action != down ]]; then
   usage
 fi
 dir=build/emulated-hosts
 rate=""
 slots=1
+owner=""
+scope=dir  # down: this DIR's set, the stale sets, or all of ours
 while [[ $# -gt 0 ]]; do
   case $1 in
-    --dir) [[ $# -ge 2 ]] || usage; dir=$2; shift 2 ;;
+    --dir) [[ $# -ge 2 ]] || usage; dir=$2; shift 2
+      [[ $dir != *$'\n'* ]] || check_args_fail "--dir: a folder name with a line break is not supported" ;;
+    --owner) [[ $# -ge 2 && $action == up ]] || usage; owner=$2; shift 2
+      check_int --owner "$owner" 1 4194304
+      owner=$((10#$owner)) ;;
+    --stale | --all) [[ $action == down && $scope == dir ]] || usage; scope=${1#--}; shift ;;
     --rate) [[ $# -ge 2 && $action == up ]] || usage; rate=$2; shift 2
       [[ -n $rate ]] || { echo "emulate-hosts: --rate is empty" >&2; exit 2; } ;;
     --slots) [[ $# -ge 2 && $action == up ]] || usage; slots=$2; shift 2
-      [[ $slots =~ ^[0-9]+$ ]] && ((slots >= 1)) ||
-        { echo "emulate-hosts: --slots must be a positive integer, got '$slots'" >&2; exit 2; } ;;
+      check_int --slots "$slots" 1 4096
+      slots=$((10#$slots)) ;;
     *) echo "emulate-hosts: unknown argument '$1'" >&2; usage ;;
   esac
 done
@@ -115,28 +130,117 @@ dir=$(realpath -m -- "$dir")
 hash=$(printf '%s' "$dir" | sha1sum | cut -c1-6)
 prefix=cnb-$hash
 
-# Every namespace of this set, whatever state an earlier run left it in.
-our_namespaces() {
-  run ip netns list | awk '{print $1}' | grep -E "^${prefix}-(sw|h[0-9]+)\$" || true
+# Every namespace of set PREFIX (default this one), whatever state an earlier run left it in.
+namespaces_of() {
+  run ip netns list | awk '{print $1}' | grep -E "^${1}-(sw|h[0-9]+)\$" || true
+}
+our_namespaces() { namespaces_of "$prefix"; }
+
+# Owner records: one file per set, PREFIX, with OWNER_PID, OWNER_START (the process's start time,
+# field 22 of /proc/PID/stat, so that a reused PID is not taken for the owner) and DIR. Under
+# /run, which a reboot clears along with the namespaces.
+readonly registry=/run/cnnbench-emulated-hosts
+
+# The start time of process $1, empty when there is none.
+process_start() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) }  # what follows the command name, which may hold spaces and parentheses
+  # shellcheck disable=SC2086
+  set -- $stat
+  echo "${20}"
+}
+# The command name of process $1 and its parent.
+process_name() { cat "/proc/$1/comm" 2>/dev/null || true; }
+process_parent() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) }
+  # shellcheck disable=SC2086
+  set -- $stat
+  echo "$2"
+}
+record_field() { sed -n "s/^$2=//p" "$registry/$1" 2>/dev/null | head -n 1; }
+# Whether set PREFIX's owner still runs (a set being made has its record before its namespaces).
+owner_alive() {
+  local pid start
+  pid=$(record_field "$1" OWNER_PID)
+  start=$(record_field "$1" OWNER_START)
+  [[ -n $pid && -n $start && $(process_start "$pid") == "$start" ]]
+}
+# Every set of ours: namespaces named cnb-<6 hex>-*, and owner records.
+all_prefixes() {
+  {
+    run ip netns list | awk '{print $1}' | sed -nE 's/^(cnb-[0-9a-f]{6})-(sw|h[0-9]+)$/\1/p'
+    [[ ! -d $registry ]] || find "$registry" -maxdepth 1 -name 'cnb-??????' -printf '%f\n'
+  } | sort -u
 }
 
-down() {
-  local ns
-  for ns in $(our_namespaces); do
+# Removes set PREFIX (its namespaces, its owner record, and the files `up` wrote in DIR).
+remove_set() {
+  local set_prefix=$1 set_dir=$2 ns
+  for ns in $(namespaces_of "$set_prefix"); do
     run ip netns del "$ns" || echo "emulate-hosts: warning: could not delete namespace $ns" >&2
   done
-  rm -f "$dir/hosts.env" "$dir/hostfile" "$dir/rsh-agent" "$dir/mpirun"
-  rm -rf "$dir/tmp"
-  [[ ! -d $dir ]] || rmdir --ignore-fail-on-non-empty "$dir"
-  [[ -z $(our_namespaces) ]]
+  if [[ -n $set_dir ]]; then
+    rm -f "$set_dir/hosts.env" "$set_dir/hostfile" "$set_dir/rsh-agent" "$set_dir/mpirun"
+    rm -rf "$set_dir/tmp"
+    [[ ! -d $set_dir ]] || rmdir --ignore-fail-on-non-empty "$set_dir"
+  fi
+  [[ -z $(namespaces_of "$set_prefix") ]] || return 1
+  rm -f "$registry/$set_prefix"
+}
+
+down() { remove_set "$prefix" "$dir"; }
+
+# Removes the sets of ours that `which` picks (stale: owner gone or unrecorded; all), saying so.
+remove_sets() {
+  local which=$1 set_prefix set_dir owner_pid why failed=0
+  for set_prefix in $(all_prefixes); do
+    if [[ $which == stale ]] && owner_alive "$set_prefix"; then continue; fi
+    set_dir=$(record_field "$set_prefix" DIR)
+    owner_pid=$(record_field "$set_prefix" OWNER_PID)
+    if owner_alive "$set_prefix"; then
+      why="owner $owner_pid still running"
+    elif [[ -n $owner_pid ]]; then
+      why="owner $owner_pid is gone"
+    else
+      why="no owner record"
+    fi
+    if remove_set "$set_prefix" "$set_dir"; then
+      echo "emulate-hosts: removed $set_prefix (${set_dir:-folder unknown}; $why)" >&2
+    else
+      echo "emulate-hosts: warning: could not remove every namespace of $set_prefix" >&2
+      failed=1
+    fi
+  done
+  return "$failed"
 }
 
 if [[ $action == down ]]; then
+  if [[ $scope != dir ]]; then
+    remove_sets "$scope" || die "some namespaces are still there: $(all_prefixes | tr '\n' ' ')"
+    exit 0
+  fi
   down || die "namespaces of $prefix are still there: $(our_namespaces | tr '\n' ' ')"
   exit 0
 fi
 
 # ---- up ---------------------------------------------------------------------------------------
+
+# The owner: the given process, else the one that ran this script, past the wrappers that only
+# wait for it (`timeout`, `sudo`).
+if [[ -z $owner ]]; then
+  owner=$PPID
+  while [[ $(process_name "$owner") == timeout || $(process_name "$owner") == sudo ]]; do
+    owner=$(process_parent "$owner")
+  done
+fi
+owner_start=$(process_start "$owner")
+[[ -n $owner_start ]] || check_args_fail "--owner $owner: no such process"
+
+# Sets whose owner died without taking them down (SIGKILL, an out-of-memory kill, a timeout).
+remove_sets stale || true
 
 [[ -z $(our_namespaces) && ! -e $dir/hosts.env ]] ||
   die "$dir is already up (namespaces $prefix-*): run '$0 down --dir $dir' first"
@@ -209,6 +313,13 @@ capability_step() {
   fi
 }
 
+# The owner record comes first: a set whose namespaces exist is never without one, so another
+# `up` running at the same moment never takes this one for stale. (A failed `up` removes it with
+# the rest.)
+failed_at="writing the owner record in $registry"
+mkdir -p "$registry"
+printf 'OWNER_PID=%s\nOWNER_START=%s\nDIR=%s\n' "$owner" "$owner_start" "$dir" >"$registry/$prefix.tmp"
+mv -f "$registry/$prefix.tmp" "$registry/$prefix"
 mkdir -p "$dir"
 sw=$prefix-sw
 capability_step "could not create a network namespace: needs CAP_SYS_ADMIN and CAP_NET_ADMIN" \

@@ -38,10 +38,7 @@ ours() { timeout 10 ip netns list | awk '{print $1}' | grep "^$prefix-" || true;
 before=$(root_namespace)
 
 # A machine that cannot make namespaces (a container without CAP_SYS_ADMIN) skips.
-status=0
-probe=$(timeout 60 "$script" up 1 --dir "$dir" 2>&1) || status=$?
-[[ $status -ne 2 ]] || skip "$probe"
-[[ $status -eq 0 ]] || fail "up 1: exit $status: $probe"
+up_or_skip "$script" 1 "$dir"
 timeout 60 "$script" down --dir "$dir"
 
 # A failed `up` (tc rejects the rate once the namespaces exist) exits non-zero, leaves nothing.

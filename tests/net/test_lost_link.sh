@@ -29,10 +29,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-status=0
-probe=$(timeout 60 "$script" up 4 --dir "$dir" 2>&1) || status=$?
-[[ $status -ne 2 ]] || skip "$probe"
-[[ $status -eq 0 ]] || fail "up 4: exit $status: $probe"
+up_or_skip "$script" 4 "$dir"
 # shellcheck disable=SC1091
 . "$dir/hosts.env"
 read -r -a hosts <<<"$HOSTS"
