@@ -64,6 +64,12 @@ bench_check_cli "$cli"
 "$python" -c "import torch" 2>/dev/null || bench_usage_error "$python cannot import torch (apt-get install python3-torch, or --python PATH)"
 [[ -z "$out" ]] || bench_check_output "$out" "$force"
 
+# The peer keeps freed memory (bench/torch_peer.py, KEEP_FREED_MEMORY); the plain loop gets the
+# same allocator setting, so that the ratio measures the harness, not glibc's heap layout (which
+# moved a plain loop 2x from one process to the next).
+export MALLOC_MMAP_THRESHOLD_=${MALLOC_MMAP_THRESHOLD_:-33554432}
+export MALLOC_TRIM_THRESHOLD_=${MALLOC_TRIM_THRESHOLD_:-4000000000}
+export MALLOC_TOP_PAD_=${MALLOC_TOP_PAD_:-268435456}
 work=$(mktemp -d "${TMPDIR:-/tmp}/peer-vs-plain-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
@@ -81,6 +87,7 @@ coretype="${OPENBLAS_CORETYPE:-unset}"
 echo "cnnbench: $cli"
 echo "machine: $machine"
 echo "OPENBLAS_CORETYPE: $coretype; ${chrt_prefix[*]:-no chrt}; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "malloc (both sides): MALLOC_MMAP_THRESHOLD_=$MALLOC_MMAP_THRESHOLD_ MALLOC_TRIM_THRESHOLD_=$MALLOC_TRIM_THRESHOLD_ MALLOC_TOP_PAD_=$MALLOC_TOP_PAD_"
 printf '%-7s %4s %4s %12s %12s %7s\n' model pair cpu peer_img/s plain_img/s ratio
 
 results="$work/pairs.tsv"
