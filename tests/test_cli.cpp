@@ -147,7 +147,9 @@ TEST(TrainConfigEdges, JsonAndArgvRoundTrip) {
     for (const std::string& word : argv) text += word + " ";
     return text;
   }();
-  for (const char* expected : {"--model fc3 ", "--strategy stream ", "--batch 32 ", "--lr 0.05",
+  // Settings as the shortest decimal that reads back as the same float, not 0.899999976.
+  for (const char* expected : {"--model fc3 ", "--strategy stream ", "--batch 32 ", "--lr 0.05 ",
+                               "--momentum 0.9 ", "--weight-decay 0 ",
                                "--steps 7 ", "--threads 2 ", "--no-pin ", "--no-shuffle ",
                                "--balance dynamic ", "--microbatches 2 ", "--shards 3 "}) {
     EXPECT_NE(line.find(expected), std::string::npos) << expected << " in " << line;

@@ -12,6 +12,7 @@
 #include "cnnbench/isa_choice.hpp"
 #include "cnnbench/layers.hpp"
 #include "cnnbench/models.hpp"
+#include "cnnbench/quantile.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/step_timeline.hpp"
 
@@ -174,23 +175,6 @@ Timing time_work(const std::function<void()>& work, int repeats) {
   return {wall / repeats, cpu < undisturbed_cpu_share * wall};
 }
 
-double median_of(std::vector<double> values) {
-  if (values.empty()) return 1;
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-// The q-quantile (0..1) of `values`, linearly interpolated.
-double quantile_of(std::vector<double> values, double q) {
-  if (values.empty()) return 1;
-  std::sort(values.begin(), values.end());
-  const double at = q * double(values.size() - 1);
-  const std::size_t low = static_cast<std::size_t>(at);
-  const std::size_t high = std::min(low + 1, values.size() - 1);
-  return values[low] + (at - double(low)) * (values[high] - values[low]);
-}
-
 // `family`'s rounds on `targets` (the default first), for `budget_seconds` and at least
 // min_counted_rounds counted rounds, or up to twice the budget while rounds are disturbed.
 FamilyCalibration calibrate_family(KernelFamily family, const std::vector<std::string>& targets,
@@ -244,7 +228,7 @@ FamilyCalibration calibrate_family(KernelFamily family, const std::vector<std::s
     }
     // A target far behind in three counted rounds cannot win: its turns go to the close ones.
     for (std::size_t t = 1; t < targets.size() && self_ratios.size() >= 3; ++t) {
-      if (running[t] && median_of(candidates[t - 1].ratios) > out_of_the_race) running[t] = false;
+      if (running[t] && median(candidates[t - 1].ratios, 1.0) > out_of_the_race) running[t] = false;
     }
   }
   FamilyCalibration result = decide_family_target(family, targets.front(), self_ratios, candidates);
@@ -264,9 +248,9 @@ FamilyCalibration decide_family_target(KernelFamily family, const std::string& d
   out.counted_rounds = static_cast<int>(self_ratios.size());
   std::vector<double> deviations;
   for (double r : self_ratios) deviations.push_back(std::abs(r - 1));
-  out.noise = self_ratios.empty() ? 0 : quantile_of(deviations, 0.75);
+  out.noise = self_ratios.empty() ? 0 : quantile(deviations, 0.75);
   for (const CandidateRounds& c : candidates) {
-    out.margins.push_back({c.target, median_of(c.ratios), quantile_of(c.ratios, 0.75)});
+    out.margins.push_back({c.target, median(c.ratios, 1.0), quantile(c.ratios, 0.75, 1.0)});
   }
   out.decided = out.counted_rounds >= min_counted_rounds && out.noise <= busy_noise;
   if (!out.decided) return out;

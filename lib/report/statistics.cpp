@@ -7,18 +7,11 @@
 #include <vector>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/quantile.hpp"
 #include "cnnbench/records.hpp"
 #include "cnnbench/report.hpp"
 
 namespace cnnbench {
-
-namespace {
-// Median of values that are already sorted.
-double sorted_median(const std::vector<double>& sorted) {
-  const std::size_t n = sorted.size();
-  return n % 2 == 1 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-}
-}  // namespace
 
 Summary summarize(std::span<const double> values) {
   CNNBENCH_CHECK(!values.empty(), "cannot summarize an empty set of measurements");
@@ -32,15 +25,14 @@ Summary summarize(std::span<const double> values) {
   Summary summary;
   summary.min = sorted.front();
   summary.max = sorted.back();
-  summary.median = sorted_median(sorted);
+  summary.median = median(sorted);
   summary.mean =
       std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(sorted.size());
 
   std::vector<double> deviations(sorted.size());
   std::transform(sorted.begin(), sorted.end(), deviations.begin(),
                  [&](double v) { return std::abs(v - summary.median); });
-  std::sort(deviations.begin(), deviations.end());
-  summary.mad = sorted_median(deviations);
+  summary.mad = median(deviations);
   return summary;
 }
 

@@ -1,25 +1,11 @@
 // TrainConfig at the edges: as JSON (the run report's config, a time-to-accuracy job) and as the
 // `cnnbench train` arguments that rebuild it (a sweep's launched points).
-#include <charconv>
-#include <cstdlib>
-#include <sstream>
 
+#include "cnnbench/checkpoint.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/train.hpp"
 
 namespace cnnbench {
-
-namespace {
-
-// Enough digits that the number reads back as the same float.
-std::string number_text(double value) {
-  std::ostringstream out;
-  out.precision(9);
-  out << value;
-  return out.str();
-}
-
-}  // namespace
 
 void to_json(nlohmann::json& out, const TrainConfig& config) {
   out = {{"model", model_name(config.model)},
@@ -63,9 +49,9 @@ std::vector<std::string> to_argv(const TrainConfig& config) {
                                    "--strategy", config.strategy,
                                    "--threads", std::to_string(config.threads),
                                    "--batch", std::to_string(config.batch),
-                                   "--lr", number_text(config.sgd.lr),
-                                   "--momentum", number_text(config.sgd.momentum),
-                                   "--weight-decay", number_text(config.sgd.weight_decay),
+                                   "--lr", float_text(config.sgd.lr),
+                                   "--momentum", float_text(config.sgd.momentum),
+                                   "--weight-decay", float_text(config.sgd.weight_decay),
                                    "--seed", std::to_string(config.seed)};
   if (config.steps >= 0) {
     args.insert(args.end(), {"--steps", std::to_string(config.steps)});

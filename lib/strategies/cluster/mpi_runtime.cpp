@@ -13,6 +13,7 @@
 #include "../rank_group.hpp"
 #include "cnnbench/cluster.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/quantile.hpp"
 
 namespace cnnbench {
 
@@ -97,14 +98,6 @@ double time_calls(const AllreduceBenchConfig& config, CallBuffers& b, int count,
   return seconds;
 }
 
-// The q-quantile of sorted values, interpolated between neighbours.
-double quantile(const std::vector<double>& sorted, double q) {
-  const double position = q * static_cast<double>(sorted.size() - 1);
-  const auto below = static_cast<std::size_t>(position);
-  const std::size_t above = std::min(below + 1, sorted.size() - 1);
-  return sorted[below] + (position - static_cast<double>(below)) * (sorted[above] - sorted[below]);
-}
-
 // gamma: seconds per byte of the reduction's arithmetic, MPI_Reduce_local (the operation the
 // algorithms call on every received block) over the largest size, the median of 5 on this rank.
 double reduction_seconds_per_byte(std::vector<float>& buffer, int count) {
@@ -115,8 +108,7 @@ double reduction_seconds_per_byte(std::vector<float>& buffer, int count) {
     MPI_Reduce_local(other.data(), buffer.data(), count, MPI_FLOAT, MPI_SUM);
     samples.push_back(MPI_Wtime() - start);
   }
-  std::sort(samples.begin(), samples.end());
-  return quantile(samples, 0.5) / (4.0 * count);
+  return median(samples) / (4.0 * count);
 }
 
 // Every rank's host (CNNBENCH_HOST, else the hostname), in rank order.
@@ -208,8 +200,8 @@ nlohmann::json allreduce_benchmark(const AllreduceBenchConfig& config) {
     for (int s = 0; s < config.samples; ++s) {
       samples.push_back(time_calls(config, buffers, count, repetitions));
     }
-    std::sort(samples.begin(), samples.end());
-    const double seconds = quantile(samples, 0.5);
+    std::sort(samples.begin(), samples.end());  // front and back are the extremes
+    const double seconds = median(samples);
     const double payload = 4.0 * count;
     const double algorithm_gbps = payload / seconds / 1e9;
     sizes.push_back({{"bytes", static_cast<std::int64_t>(payload)},
