@@ -526,6 +526,17 @@ TEST(ScalingModelCli, StrongAndWeakStepsByHand) {
   const test::CliResult bad = test::run_cli("scaling-model --fabric " + not_profiles + " --serial-step 0.01");
   EXPECT_EQ(bad.code, 1) << bad.output;
   EXPECT_NE(bad.output.find("\"profiles\" array"), std::string::npos) << bad.output;
+  // The files it reads are inputs: --report over one of them, by any spelling, is refused before
+  // any work and leaves it as it was.
+  const std::string before = read_file(profiles);
+  const std::string dot = (dir.path() / "." / "profiles.json").string();
+  for (const std::string& flags : {"--fabric " + profiles + " --report " + dot,
+                                   "--fabric " + profiles + " --check-run " + out + " --report " + out}) {
+    const test::CliResult over = test::run_cli("scaling-model " + flags + " --serial-step 0.01");
+    EXPECT_EQ(over.code, 1) << flags << ": " << over.output;
+    EXPECT_NE(over.output.find("which this command reads"), std::string::npos) << over.output;
+  }
+  EXPECT_EQ(read_file(profiles), before);
 }
 
 PointRecord measured_point(const std::string& id, const std::string& strategy, int nodes, double median_s) {

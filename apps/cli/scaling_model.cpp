@@ -347,7 +347,12 @@ nlohmann::json check_allreduce(const std::string& path, const CollectiveCost& li
 }
 
 int run_scaling_model(const ScalingArgs& a) {
-  check_output_path(a.report, "--report");
+  // Every file it reads is an input: no spelling of --report replaces one of them.
+  std::vector<InputPath> inputs = {{"--fabric", a.fabric}, {"--exchange", a.exchange}};
+  for (const std::string& path : a.allreduce) inputs.push_back({"--allreduce", path});
+  for (const std::string& path : a.runs) inputs.push_back({"--check-run", path});
+  for (const std::string& path : a.allreduce_checks) inputs.push_back({"--check-allreduce", path});
+  check_outputs({{.option = "--report", .path = a.report}}, inputs);
   std::vector<Profile> profiles;
   if (!a.fabric.empty()) profiles = read_fabric_profiles(a.fabric);
   const std::size_t first_measured = profiles.size();  // the --allreduce profiles and their fit
