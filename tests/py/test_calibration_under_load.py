@@ -2,8 +2,11 @@
 """`--isa best`'s choice holds under load: one calibration on the machine as it is (the quiet
 references, one after the other), then 10 with a busy loop pinned to each core in turn, each
 in a fresh cache. Per family, at least 8 in 10 loaded choices must be a quiet reference's target,
-or one a quiet reference measured no more than 2% slower (their median ratios to the default);
-never the scalar kernels on a CPU with SIMD. A calibration that finds the machine too busy to decide (exit 1, choice "busy") caches
+one a quiet reference measured no more than 2% slower (their median ratios to the default), or
+the default itself where the quiet references' choice beat it by less than FALLBACK: load widens
+the noise the rule demands a margin over, so a near-margin family falls back to the default,
+which is the rule working (ties go to the default), at a cost the test prints. Load must never
+make a third target win, and never the scalar kernels on a CPU with SIMD. A calibration that finds the machine too busy to decide (exit 1, choice "busy") caches
 nothing and is allowed, but not all ten: that would test nothing. Runs alone (RUN_SERIAL): the
 reference must not share the machine with another test."""
 import json
@@ -18,6 +21,11 @@ from harness import FAILURES, check, parse_arguments  # noqa: E402
 
 ROUNDS = 10
 TIE = 0.02
+# A quiet choice at least 0.85 of the default's time on its family may fall back to the default
+# under load. SGD, the family that sits near the margin (0.86-0.97 of the default between quiet
+# runs on a Zen 5), is a tenth of a serial FC-3 step and less of LeNet-5's (47 of 455 us and 15
+# of 989 us in the sweeps of 2026-12-06), so such a fallback costs a step at most 1.5%.
+FALLBACK = 0.15
 
 
 def calibrate(cli, cache_home):
@@ -94,6 +102,12 @@ def main():
             for r in references:
                 a, b = ratio(r, family, chosen), ratio(r, family, r["families"][family]["chosen"])
                 close = close or (a is not None and b is not None and a <= b * (1 + TIE))
+            if not close and chosen == entry["default"]:
+                quiet_ratios = [ratio(r, family, r["families"][family]["chosen"]) for r in references]
+                if all(q is not None and q >= 1 - FALLBACK for q in quiet_ratios):
+                    close = True
+                    print(f"note round {i}: {family} fell back to the default {chosen}; the quiet "
+                          f"references chose {quiet} at {['%.3f' % q for q in quiet_ratios]} of its time")
             if not close:
                 print(f"note round {i}: {family} chose {chosen}; the quiet references {quiet}")
             agreeing[family] = agreeing.get(family, 0) + (1 if close else 0)
