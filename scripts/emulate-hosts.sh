@@ -141,25 +141,18 @@ our_namespaces() { namespaces_of "$prefix"; }
 # /run, which a reboot clears along with the namespaces.
 readonly registry=/run/cnnbench-emulated-hosts
 
-# The start time of process $1, empty when there is none.
-process_start() {
-  local stat
+# Field $2 of /proc/$1/stat (1-based, as proc(5) counts), empty when there is no such process.
+stat_field() {
+  local stat field=$(($2 - 2))  # fields 1 and 2 (PID, command name) are cut off below
   stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
   stat=${stat##*) }  # what follows the command name, which may hold spaces and parentheses
   # shellcheck disable=SC2086
   set -- $stat
-  echo "${20}"
+  echo "${!field}"
 }
-# The command name of process $1 and its parent.
+process_start() { stat_field "$1" 22; }  # the start time, clock ticks since boot
+process_parent() { stat_field "$1" 4; }
 process_name() { cat "/proc/$1/comm" 2>/dev/null || true; }
-process_parent() {
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
-  stat=${stat##*) }
-  # shellcheck disable=SC2086
-  set -- $stat
-  echo "$2"
-}
 record_field() { sed -n "s/^$2=//p" "$registry/$1" 2>/dev/null | head -n 1; }
 # Whether set PREFIX's owner still runs (a set being made has its record before its namespaces).
 owner_alive() {
