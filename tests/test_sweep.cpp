@@ -598,8 +598,61 @@ TEST(SweepCoreProbes, MediansPerCore) {
   EXPECT_NEAR(drop.compute, 0.3, 1e-12);
   EXPECT_DOUBLE_EQ(drop.memory, 0.0);
   EXPECT_EQ(drop.which(), "compute");
-  EXPECT_EQ((CoreDrop{0.2, 0.15}.which()), "compute and memory");
-  EXPECT_EQ((CoreDrop{0.05, 0.15}.which()), "memory");
+  EXPECT_TRUE(drop.compute_slow && !drop.memory_slow);
+  EXPECT_EQ((CoreDrop{0.2, 0.15, true, true}.which()), "compute and memory");
+  EXPECT_EQ((CoreDrop{0.05, 0.15, false, true}.which()), "memory");
+  EXPECT_DOUBLE_EQ((CoreDrop{0.12, 0.15, true, false}.worst()), 0.12);  // the slow rate's drop
+  // One slow probe in five leaves the spread at zero: the threshold stays at its floor.
+  EXPECT_DOUBLE_EQ(probes.medians[1].compute_spread.value_or(-1), 0.0);
+  EXPECT_DOUBLE_EQ(probes.medians[1].compute_threshold.value_or(-1), slow_core_threshold);
+}
+
+// A rate that spreads over the sweep (a shared machine's memory stream: 21-28 GB/s from one probe
+// to the next) marks a core slow only past three of its spreads; a steady rate at 10%. Fewer than
+// slow_core_min_probes probes give no spread.
+TEST(SweepCoreProbes, ANoisyRateNeedsALargerDropThanASteadyOne) {
+  const std::vector<double> memory = {25.8, 23.6, 28.3, 21.4, 26.4, 24.4, 27.5, 24.7};
+  std::vector<CoreProbeRecord> probes;
+  for (int probe = 0; probe < static_cast<int>(memory.size()); ++probe) {
+    probes.push_back({probe, 0, 9.0 + 0.01 * probe, memory[static_cast<std::size_t>(probe)], 0});
+  }
+  const CoreMedianRecord median = core_medians(probes).at(0);
+  ASSERT_TRUE(median.memory_spread && median.memory_threshold && median.compute_threshold);
+  EXPECT_GT(*median.memory_spread, 0.05);
+  EXPECT_NEAR(*median.memory_threshold, slow_core_spreads * *median.memory_spread, 1e-12);
+  EXPECT_DOUBLE_EQ(*median.compute_threshold, slow_core_threshold);
+  // 21.4 GB/s is 16% under the median of 25.25: noise for this rate, not a slow core.
+  EXPECT_FALSE(core_drop(probes[3], median).slow());
+  const CoreDrop halved = core_drop({9, 0, 9.0, 12.0, 0}, median);
+  EXPECT_TRUE(halved.memory_slow && !halved.compute_slow);
+  // A 12% compute drop is past the steady compute rate's 10%.
+  EXPECT_TRUE(core_drop({9, 0, 7.9, 25.0, 0}, median).compute_slow);
+  probes.resize(slow_core_min_probes - 1);
+  const CoreMedianRecord few = core_medians(probes).at(0);
+  EXPECT_FALSE(few.memory_spread || few.memory_threshold);
+  EXPECT_TRUE(core_drop(probes[3], few).memory_slow);  // the floor alone
+}
+
+// Every core slow in the same rate at one probe is the machine or its host, not one core.
+TEST(SweepCoreProbes, EveryCoreSlowAtOnceIsTheMachine) {
+  CoreProbesRecord probes;
+  probes.threshold = slow_core_threshold;
+  for (int probe = 0; probe <= 5; ++probe) {
+    for (int core = 0; core < 2; ++core) {
+      const bool slow_memory = probe == 2 || (probe == 4 && core == 1);
+      probes.probes.push_back({probe, core, 10.0, slow_memory ? 14.0 : 20.0, 0});
+    }
+  }
+  probes.medians = core_medians(probes.probes);
+  const std::vector<int> core1 = {1};
+  const auto machine = slow_probe_around(probes, core1, 1);  // probe 2, after round 1
+  ASSERT_TRUE(machine);
+  EXPECT_EQ(machine->probe, 2);
+  EXPECT_TRUE(machine->every_core);
+  const auto one = slow_probe_around(probes, core1, 4);  // probe 4, before round 4
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->probe, 4);
+  EXPECT_FALSE(one->every_core);
 }
 
 // A repetition of round r sits between probes r and r + 1: rounds 1 and 2 of a point on core 1 are
@@ -672,6 +725,7 @@ TEST(SweepRecords, RoundsAndSlowCoreWarningsReadBack) {
   warning.probe = 2;
   warning.drop = warning.compute_drop = 0.3;
   warning.dropped = "compute";
+  warning.every_core = true;
   warning.seconds = 0.4;
   warning.ratio = 1.4;
   warning.retry = RetryRecord{0.3, 0.5, 1.8, true};

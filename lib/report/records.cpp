@@ -210,7 +210,7 @@ const auto slow_core_fields = std::tuple{
     field("core", &SC::core), field("round", &SC::round), field("probe", &SC::probe),
     optional_field("series_core", &SC::series_core), field("drop", &SC::drop),
     field("compute_drop", &SC::compute_drop), field("memory_drop", &SC::memory_drop),
-    field("dropped", &SC::dropped), field("seconds", &SC::seconds),
+    field("dropped", &SC::dropped), field("every_core", &SC::every_core), field("seconds", &SC::seconds),
     optional_field("baseline_seconds", &SC::baseline_seconds), optional_field("ratio", &SC::ratio),
     field("retry", &SC::retry), field("used", &SC::used), field("message", &SC::message)};
 using CP = CoreProbeRecord;
@@ -219,7 +219,11 @@ const auto core_probe_fields = std::tuple{
     field("memory_gbps", &CP::memory_gbps), field("started_s", &CP::started_s)};
 const auto core_median_fields = std::tuple{
     field("core", &CoreMedianRecord::core), field("compute_gflops", &CoreMedianRecord::compute_gflops),
-    field("memory_gbps", &CoreMedianRecord::memory_gbps)};
+    field("memory_gbps", &CoreMedianRecord::memory_gbps),
+    optional_field("compute_spread", &CoreMedianRecord::compute_spread),
+    optional_field("memory_spread", &CoreMedianRecord::memory_spread),
+    optional_field("compute_threshold", &CoreMedianRecord::compute_threshold),
+    optional_field("memory_threshold", &CoreMedianRecord::memory_threshold)};
 const auto core_probes_fields = std::tuple{
     field("threshold", &CoreProbesRecord::threshold), field("probes", &CoreProbesRecord::probes),
     field("medians", &CoreProbesRecord::medians)};

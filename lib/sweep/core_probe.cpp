@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/quantile.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/topology.hpp"
 
@@ -75,16 +76,37 @@ CoreSpeed CoreProbe::measure(int core, double compute_slowdown, double memory_sl
   return speed;
 }
 
+double CoreDrop::worst() const {
+  if (slow()) return std::max(compute_slow ? compute : 0.0, memory_slow ? memory : 0.0);
+  return std::max(compute, memory);
+}
+
 std::string CoreDrop::which() const {
-  const bool slow_compute = compute > slow_core_threshold, slow_memory = memory > slow_core_threshold;
-  if (slow_compute && slow_memory) return "compute and memory";
-  return slow_memory ? "memory" : "compute";
+  if (compute_slow && memory_slow) return "compute and memory";
+  return memory_slow ? "memory" : "compute";
 }
 
 CoreDrop core_drop(const CoreProbeRecord& probe, const CoreMedianRecord& median) {
   const auto drop = [](double value, double usual) { return usual > 0 ? std::max(0.0, 1 - value / usual) : 0.0; };
-  return {drop(probe.compute_gflops, median.compute_gflops), drop(probe.memory_gbps, median.memory_gbps)};
+  CoreDrop d;
+  d.compute = drop(probe.compute_gflops, median.compute_gflops);
+  d.memory = drop(probe.memory_gbps, median.memory_gbps);
+  d.compute_slow = d.compute > std::max(slow_core_threshold, median.compute_threshold.value_or(0));
+  d.memory_slow = d.memory > std::max(slow_core_threshold, median.memory_threshold.value_or(0));
+  return d;
 }
+
+namespace {
+
+// 1.4826 MAD / median of `rates`: their standard deviation relative to the median where the noise
+// is normal, and blind to a minority of slow probes (the ones to find).
+double relative_spread(const std::vector<double>& rates, double median) {
+  std::vector<double> deviation;
+  for (double r : rates) deviation.push_back(std::abs(r - median));
+  return median > 0 ? 1.4826 * cnnbench::median(deviation) / median : 0;
+}
+
+}  // namespace
 
 std::vector<CoreMedianRecord> core_medians(std::span<const CoreProbeRecord> probes) {
   std::vector<int> cores;
@@ -99,25 +121,51 @@ std::vector<CoreMedianRecord> core_medians(std::span<const CoreProbeRecord> prob
       compute.push_back(p.compute_gflops);
       memory.push_back(p.memory_gbps);
     }
-    medians.push_back({core, summarize(compute).median, summarize(memory).median});
+    CoreMedianRecord m;
+    m.core = core;
+    m.compute_gflops = median(compute);
+    m.memory_gbps = median(memory);
+    if (compute.size() >= static_cast<std::size_t>(slow_core_min_probes)) {
+      m.compute_spread = relative_spread(compute, m.compute_gflops);
+      m.memory_spread = relative_spread(memory, m.memory_gbps);
+      m.compute_threshold = std::max(slow_core_threshold, slow_core_spreads * *m.compute_spread);
+      m.memory_threshold = std::max(slow_core_threshold, slow_core_spreads * *m.memory_spread);
+    }
+    medians.push_back(m);
   }
   return medians;
 }
 
 std::optional<SlowProbe> slow_probe_around(const CoreProbesRecord& probes, std::span<const int> cores,
                                            int round) {
+  const auto drop_of = [&](const CoreProbeRecord& p) -> std::optional<CoreDrop> {
+    const auto median = std::find_if(probes.medians.begin(), probes.medians.end(),
+                                     [&](const CoreMedianRecord& m) { return m.core == p.core; });
+    if (median == probes.medians.end()) return std::nullopt;
+    return core_drop(p, *median);
+  };
   std::optional<SlowProbe> slowest;
   for (const CoreProbeRecord& p : probes.probes) {
     if (p.probe != round && p.probe != round + 1) continue;
     if (std::find(cores.begin(), cores.end(), p.core) == cores.end()) continue;
-    const auto median = std::find_if(probes.medians.begin(), probes.medians.end(),
-                                     [&](const CoreMedianRecord& m) { return m.core == p.core; });
-    if (median == probes.medians.end()) continue;
-    const CoreDrop drop = core_drop(p, *median);
-    if (drop.worst() > probes.threshold && (!slowest || drop.worst() > slowest->drop.worst())) {
-      slowest = SlowProbe{p.core, p.probe, drop};
+    const std::optional<CoreDrop> drop = drop_of(p);
+    if (drop && drop->slow() && (!slowest || drop->worst() > slowest->drop.worst())) {
+      slowest = SlowProbe{p.core, p.probe, *drop};
     }
   }
+  if (!slowest) return slowest;
+  // Every core probed at that boundary slow in the same rate: the machine, not one core.
+  int probed = 0, alike = 0;
+  for (const CoreProbeRecord& p : probes.probes) {
+    if (p.probe != slowest->probe) continue;
+    ++probed;
+    const std::optional<CoreDrop> drop = drop_of(p);
+    if (drop && ((slowest->drop.compute_slow && drop->compute_slow) ||
+                 (slowest->drop.memory_slow && drop->memory_slow))) {
+      ++alike;
+    }
+  }
+  slowest->every_core = probed > 1 && alike == probed;
   return slowest;
 }
 

@@ -15,8 +15,14 @@
 
 namespace cnnbench {
 
-// A probe this fraction below its core's median probe (compute or memory) marks the core slow.
+// A probe this fraction below its core's median probe (compute or memory) marks the core slow, or
+// more where the rate spreads wider over the sweep: slow_core_spreads times its robust relative
+// spread (1.4826 MAD / median, a standard deviation for normal noise), measured once a core has
+// slow_core_min_probes probes. A shared machine's memory stream alone spreads by about a tenth
+// from one probe to the next, and a floor under that noise would mark every round.
 inline constexpr double slow_core_threshold = 0.10;
+inline constexpr double slow_core_spreads = 3.0;
+inline constexpr int slow_core_min_probes = 5;
 
 struct CoreSpeed {
   double compute_gflops = 0, memory_gbps = 0;
@@ -34,23 +40,31 @@ class CoreProbe {
   std::vector<std::uint64_t> buffer_;
 };
 
-// How far a probe fell below its core's median, as fractions (0 when at or above it).
+// How far a probe fell below its core's median, as fractions (0 when at or above it), and which
+// rates fell past their threshold.
 struct CoreDrop {
   double compute = 0, memory = 0;
-  double worst() const { return compute > memory ? compute : memory; }
-  // "compute", "memory" or "compute and memory": which rates fell past slow_core_threshold.
+  bool compute_slow = false, memory_slow = false;
+  bool slow() const { return compute_slow || memory_slow; }
+  // The larger drop of the rates past their threshold (of both when neither is).
+  double worst() const;
+  // "compute", "memory" or "compute and memory": which rates fell past their threshold.
   std::string which() const;
 };
 CoreDrop core_drop(const CoreProbeRecord& probe, const CoreMedianRecord& median);
-// Each core's median compute and memory rates over `probes`, in core order.
+// Each core's median compute and memory rates over `probes`, in core order, with each rate's
+// spread and threshold (slow_core_threshold, or slow_core_spreads spreads where that is more).
 std::vector<CoreMedianRecord> core_medians(std::span<const CoreProbeRecord> probes);
 
 // The slowest of `cores` in the probes around round `round` (probe `round` before it, `round + 1`
-// after it) when one of them is past slow_core_threshold below its median; none otherwise.
+// after it) when one of them is past its threshold below its median; none otherwise. `every_core`:
+// every core of the machine probed then was past its threshold in the same rate (the machine or
+// its host slowed, not one core).
 struct SlowProbe {
   int core = 0;
   int probe = 0;
   CoreDrop drop;
+  bool every_core = false;
 };
 std::optional<SlowProbe> slow_probe_around(const CoreProbesRecord& probes, std::span<const int> cores,
                                            int round);

@@ -357,16 +357,18 @@ void SweepRunner::find_slow_repetitions() {
         warning.compute_drop = slow->drop.compute;
         warning.memory_drop = slow->drop.memory;
         warning.dropped = slow->drop.which();
+        warning.every_core = slow->every_core;
         warning.seconds = rep.seconds;
         if (!run.pair_timed.empty()) {
           warning.baseline_seconds = run.pair_timed[i].seconds;
           warning.ratio = paired_ratio(run.pair_timed[i], rep);
         }
         warning.used = "original";
-        char text[200];
-        std::snprintf(text, sizeof text, "core %d's %s rate was %.0f%% below its median at probe %d, %s round %d",
+        char text[300];
+        std::snprintf(text, sizeof text, "core %d's %s rate was %.0f%% below its median at probe %d, %s round %d%s",
                       warning.core, warning.dropped.c_str(), 100 * warning.drop, warning.probe,
-                      warning.probe == warning.round ? "before" : "after", warning.round);
+                      warning.probe == warning.round ? "before" : "after", warning.round,
+                      warning.every_core ? " (every core's was: the machine or its host slowed, not one core)" : "");
         warning.message = text;
         run.warnings.push_back(std::move(warning));
       }
@@ -374,7 +376,7 @@ void SweepRunner::find_slow_repetitions() {
   }
 }
 
-// True when a probe of each of `cores` now finds it within slow_core_threshold of its median.
+// True when a probe of each of `cores` now finds it within its thresholds of its median.
 bool SweepRunner::cores_normal(std::span<const int> cores) {
   if (!core_probe_) return false;
   bool normal = true;
@@ -384,7 +386,7 @@ bool SweepRunner::cores_normal(std::span<const int> cores) {
     if (median == probes_.medians.end()) return false;
     const CoreSpeed speed = core_probe_->measure(core);
     const CoreProbeRecord probe{-1, core, speed.compute_gflops, speed.memory_gbps, 0};
-    if (core_drop(probe, *median).worst() > probes_.threshold) normal = false;
+    if (core_drop(probe, *median).slow()) normal = false;
     stop_check();
   }
   return normal;

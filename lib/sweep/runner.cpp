@@ -351,8 +351,9 @@ void SweepRunner::warn_slow_cores() const {
   for (const PointRecord& p : report_.points) {
     for (const SlowCoreWarningRecord& w : p.slow_core_warnings) {
       if (first) {
-        std::fprintf(stderr, "warning: repetitions that ran while a core was over %.0f%% below its median "
-                             "probe (points[].slow_core_warnings, core_probes):\n", 100 * slow_core_threshold);
+        std::fprintf(stderr, "warning: repetitions that ran while a core was slow: a probe of it more than "
+                             "%.0f%%, or %.0f times its probes' spread, below its median (points[].slow_core_warnings, "
+                             "core_probes.medians):\n", 100 * slow_core_threshold, slow_core_spreads);
         first = false;
       }
       const std::string series = w.series_core ? " on core " + std::to_string(*w.series_core) : "";

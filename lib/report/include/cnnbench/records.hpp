@@ -71,6 +71,7 @@ struct SlowCoreWarningRecord {
   double drop = 0;                  // 1 - probe / the core's median probe, the larger of the two
   double compute_drop = 0, memory_drop = 0;
   std::string dropped;              // "compute", "memory" or "compute and memory"
+  bool every_core = false;          // every core of the machine was slow in it at that probe
   double seconds = 0;               // the original repetition's time
   std::optional<double> baseline_seconds, ratio;  // its pair's
   std::optional<RetryRecord> retry;  // none when the sweep was stopped first
@@ -184,9 +185,14 @@ struct CoreProbeRecord {
 struct CoreMedianRecord {
   int core = 0;
   double compute_gflops = 0, memory_gbps = 0;
+  // Each rate's robust relative spread over the sweep (1.4826 MAD / median; none under 5 probes)
+  // and the drop below the median that marks the core slow in it (at least CoreProbesRecord's
+  // threshold). Older reports have neither: their threshold is CoreProbesRecord's.
+  std::optional<double> compute_spread, memory_spread;
+  std::optional<double> compute_threshold, memory_threshold;
 };
 struct CoreProbesRecord {
-  double threshold = 0;  // a probe this fraction below its core's median marks the core slow
+  double threshold = 0;  // the least drop below a core's median that marks the core slow
   std::vector<CoreProbeRecord> probes;
   std::vector<CoreMedianRecord> medians;
 };
