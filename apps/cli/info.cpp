@@ -11,6 +11,7 @@
 
 #include "cnnbench/gpu.hpp"
 #include "cnnbench/isa_choice.hpp"
+#include "cnnbench/machine.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"

@@ -13,6 +13,7 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
 #include "cnnbench/models.hpp"
+#include "cnnbench/machine.hpp"
 #include "cnnbench/report.hpp"
 #include "layer_flops.hpp"
 
@@ -27,7 +28,7 @@ inline aligned_vector<float> random_buffer(std::size_t n, std::uint64_t seed) {
   return buffer;
 }
 
-// One core's OpenBLAS sgemm rate (GFLOP/s, lib/report/peak.cpp, as `cnnbench info --peak`
+// One core's OpenBLAS sgemm rate (GFLOP/s, lib/machine/peak.cpp, as `cnnbench info --peak`
 // measures it), measured once per process on first use: main() calls it before any row runs, so
 // that no row's timing includes it.
 inline double one_core_peak_gflops() {

@@ -3,12 +3,14 @@
 
 #include <sys/resource.h>
 
+#include <array>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstdio>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 
@@ -152,6 +154,15 @@ std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream) {
 double now_seconds() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  std::array<char, 32> text{};
+  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text.data();
 }
 
 std::string read_file(const std::filesystem::path& path) {

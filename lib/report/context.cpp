@@ -1,25 +1,22 @@
-// The provenance block of every report (machine, build, library versions, environment), the
-// strategies this build has, and JSON output.
+// The provenance block of every report (the machine from lib/machine, build, library versions,
+// environment), the strategies this build has, and JSON output.
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 #include <iostream>
 #include <string_view>
 
 #include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
-#include "cnnbench/cpu_identity.hpp"
 #include "cnnbench/gpu.hpp"
-#include "cnnbench/isa.hpp"
-#include "cnnbench/layers.hpp"
+#include "cnnbench/machine.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
-#include "git_revision.hpp"
+#include "core/git_revision.hpp"
 
 #if CNNBENCH_HAVE_MPI
 #include <mpi.h>
@@ -81,40 +78,7 @@ nlohmann::json relevant_environment() {
   return variables;
 }
 
-// The SIMD target each kernel family runs on and how it was chosen, and the targets this build
-// and this CPU offer: the same binary runs different kernels on different machines (or under
-// CNNBENCH_ISA / --isa).
-nlohmann::json simd_json() {
-  const IsaInfo isa = isa_info();
-  nlohmann::json kernels = nlohmann::json::object();
-  for (KernelFamily family : kernel_families) {
-    kernels[kernel_family_name(family)] = isa.choice.targets[static_cast<std::size_t>(family)];
-  }
-  nlohmann::json simd = {{"target", isa.active},
-                         {"highest", isa.highest},
-                         {"requested", isa.requested},
-                         {"kernels", kernels},
-                         {"choice", isa.choice.how},
-                         {"compiled", isa.compiled},
-                         {"supported", isa.supported},
-                         {"dense_all_on_sgemm", dense_all_on_sgemm()}};
-  if (isa.choice.how == "measured" || isa.choice.how == "cached" || isa.choice.how == "busy") {
-    simd["calibration_ms"] = isa.choice.calibration_ms;
-    if (!isa.choice.measured_at.empty()) simd["calibrated_at"] = isa.choice.measured_at;
-  }
-  return simd;
-}
-
 }  // namespace
-
-std::string utc_now_iso8601() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  ::gmtime_r(&now, &utc);
-  std::array<char, 32> text{};
-  std::strftime(text.data(), text.size(), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text.data();
-}
 
 std::string mpi_version_string() {
 #if CNNBENCH_HAVE_MPI
@@ -142,27 +106,16 @@ nlohmann::json build_json() {
 }
 
 nlohmann::json collect_context() {
-  const Topology& topology = machine_topology();
-  return {
-      {"date", utc_now_iso8601()},
-      {"host", host_name()},
-      {"cpu_model", topology.cpu_model},
-      {"cpu", cpu_identity_json(this_cpu())},
-      {"simd", simd_json()},
-      {"cores", topology.cores},
-      {"pus", topology.pus},
-      {"topology", topology_json(topology)},
-      {"build", build_json()},
-      {"libraries",
-       {{"openblas", trim(blas_version())},
-        {"hwloc", string_or_null(hwloc_version_string())},
-        {"mpi", string_or_null(mpi_version_string())},
-        {"cuda", string_or_null(cuda_version_string())}}},
-      // The configuration string stays in libraries.openblas; the core type is what OpenBLAS
-      // chose for this CPU (or was told by OPENBLAS_CORETYPE), which sets its sgemm kernels.
-      {"openblas", {{"core_type", string_or_null(trim(blas_core_name()))}}},
-      {"environment", relevant_environment()},
-  };
+  nlohmann::json context = machine_json();
+  context["date"] = utc_now_iso8601();
+  context["host"] = host_name();
+  context["build"] = build_json();
+  context["libraries"] = {{"openblas", trim(blas_version())},
+                          {"hwloc", string_or_null(hwloc_version_string())},
+                          {"mpi", string_or_null(mpi_version_string())},
+                          {"cuda", string_or_null(cuda_version_string())}};
+  context["environment"] = relevant_environment();
+  return context;
 }
 
 nlohmann::json build_features() {

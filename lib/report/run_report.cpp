@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/machine.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/train.hpp"
 

@@ -101,6 +101,8 @@ class Rng {
 std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream);
 
 double now_seconds();  // steady clock, seconds
+// Now in UTC as ISO 8601 ("2026-12-06T01:23:45Z"), as reports and caches date themselves.
+std::string utc_now_iso8601();
 
 // Writes an output file (lib/core/output.cpp). A regular file, new or old, is replaced atomically
 // (a temp file in its folder, fsync, rename) and keeps the old file's mode and owner (a new one

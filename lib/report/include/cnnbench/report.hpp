@@ -21,8 +21,6 @@ inline constexpr int report_schema_version = 1;
 // supported}, compiler, flags, build type, git sha + dirty, library versions (OpenBLAS, hwloc,
 // MPI, CUDA), "openblas": {core_type}, OPENBLAS_* / OMP_* / GOTO* / CNNBENCH_* environment.
 nlohmann::json collect_context();
-// Now in UTC as ISO 8601 ("2026-12-06T01:23:45Z"), as reports date themselves.
-std::string utc_now_iso8601();
 // The context's "build": version, type, compiler, flags, sanitizers, git sha and dirty flag.
 nlohmann::json build_json();
 
@@ -32,10 +30,6 @@ nlohmann::json build_features();
 
 // The MPI library's own version line ("Open MPI v4.1.6, ..."), "" in builds without MPI.
 std::string mpi_version_string();
-
-// OpenBLAS SGEMM (1024^3) on `threads` threads, best of repeated products over about `seconds`:
-// {"threads", "gflops", "n", "repetitions", "best_seconds"}. Restores the BLAS thread count.
-nlohmann::json measure_sgemm_peak(int threads, double seconds);
 
 // metrics.time_breakdown of a run report: the critical path's categories, per_layer and the
 // workers' own; metrics.straggler: {kind, id, mean_excess, balanced_shares when balancing}.

@@ -13,7 +13,6 @@
 #include "cnnbench/layers.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/quantile.hpp"
-#include "cnnbench/report.hpp"
 #include "cnnbench/step_timeline.hpp"
 
 namespace cnnbench {

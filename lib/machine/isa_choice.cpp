@@ -22,7 +22,7 @@
 #include "cnnbench/config.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/cpu_identity.hpp"
-#include "git_revision.hpp"
+#include "core/git_revision.hpp"
 
 
 namespace cnnbench {

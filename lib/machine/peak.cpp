@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "cnnbench/core.hpp"
-#include "cnnbench/report.hpp"
+#include "cnnbench/machine.hpp"
 
 namespace cnnbench {
 
