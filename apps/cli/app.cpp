@@ -79,6 +79,7 @@ void build_app(CLI::App& app, Runner& runner) {
   add_info_command(app, runner);
   add_calibrate_command(app, runner);
   add_sweep_command(app, runner);
+  add_tune_command(app, runner);
   add_compare_command(app, runner);
   add_plot_command(app, runner);
   add_report_command(app, runner);

@@ -19,6 +19,7 @@ void add_train_command(CLI::App& root, Runner& runner);
 void add_info_command(CLI::App& root, Runner& runner);
 void add_calibrate_command(CLI::App& root, Runner& runner);
 void add_sweep_command(CLI::App& root, Runner& runner);
+void add_tune_command(CLI::App& root, Runner& runner);
 void add_compare_command(CLI::App& root, Runner& runner);
 void add_plot_command(CLI::App& root, Runner& runner);
 void add_report_command(CLI::App& root, Runner& runner);

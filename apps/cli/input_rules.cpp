@@ -60,6 +60,11 @@ const OptionSpec nodes = whole(
     "nodes", "MPI ranks of cluster points (processes of pytorch-ddp), comma separated (default 1..min(4, nproc))", 1, 65536,
     "in 1..65536", "LIST");
 const OptionSpec repeat = whole("repeat", "measured repetitions per point", 1, 1000, "in 1..1000");
+const OptionSpec tune_cores = whole("cores", "the cores of the node to tune for", 1, 4096, "in 1..4096");
+const OptionSpec tune_nodes = whole("nodes", "nodes to tune for (tune measures one node)", 1, 65536, "in 1..65536");
+const OptionSpec tune_budget = real(
+    "budget", "seconds the whole tune may take, profile and measurements; each strategy's default "
+    "and predicted best are measured whatever it is", 0, true, 604800, "in (0, 604800]", "SECONDS");
 const OptionSpec warmup = whole("warmup", "unmeasured repetitions before them", 0, 1000, "in 0..1000");
 const OptionSpec eval_every = whole(
     "eval-every", "time to accuracy: steps between test evaluations", 1, std::nullopt, ">= 1");

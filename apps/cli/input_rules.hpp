@@ -23,6 +23,7 @@ namespace general_option {
 extern const OptionSpec batch, lr, momentum, weight_decay, seed;
 extern const OptionSpec train_steps, train_epochs, sweep_steps, sweep_epochs, synthetic, shards;
 extern const OptionSpec threads, sweep_cores, nodes, repeat, warmup;
+extern const OptionSpec tune_cores, tune_nodes, tune_budget;
 extern const OptionSpec eval_every, tta_max_steps, target_accuracy, checkpoint_every, min_time;
 }  // namespace general_option
 

@@ -146,6 +146,7 @@ TrainConfig SweepRunner::train_config(const PointSpec& point, std::int64_t steps
     const std::string value = sweep_option(*spec);
     if (!value.empty()) config.options[spec->name] = value;
   }
+  for (const auto& [name, value] : point.options) config.options[name] = value;
   return config;
 }
 

@@ -82,7 +82,8 @@ SweepRecord SweepRunner::run() {
   const int cluster_cores = allocation_cpus > 0 ? allocation_cpus
                             : options_.hostfile ? std::numeric_limits<int>::max()
                                                 : machine_cores_;
-  const std::vector<PointSpec> plan = plan_points(options_, cores_, nodes_, cluster_cores);
+  const std::vector<PointSpec> plan =
+      options_.plan.empty() ? plan_points(options_, cores_, nodes_, cluster_cores) : options_.plan;
   // A launcher that cannot start jobs here fails the sweep before its first point, not hours later.
   const bool launches = available_.count("cluster") && available_.at("cluster").available &&
                         std::any_of(plan.begin(), plan.end(),

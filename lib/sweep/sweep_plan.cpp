@@ -10,7 +10,7 @@ namespace cnnbench {
 
 std::string PointSpec::id() const {
   return std::string(model_name(model)) + "/" + strategy + "/n" + std::to_string(nodes) + "c" +
-         std::to_string(cores);
+         std::to_string(cores) + (variant.empty() ? "" : "/" + variant);
 }
 
 std::string trace_file_name(const PointSpec& point) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -188,6 +189,8 @@ struct ProbeSlowdown {
 // Parses the variable's value; Error naming it when malformed.
 ProbeSlowdown parse_probe_slowdown(const std::string& text);
 
+struct PointSpec;
+
 struct SweepOptions {
   std::vector<ModelKind> models = {ModelKind::fc3, ModelKind::lenet5};
   // Empty: every strategy the registry lists. The PyTorch peers (pytorch, pytorch-ddp) run only
@@ -245,6 +248,9 @@ struct SweepOptions {
   bool quiet = false;
   std::optional<ProbeSlowdown> probe_slowdown;  // tests only
   std::function<bool()> stop_requested;  // Ctrl-C: finish nothing more, mark incomplete
+  // Not empty: exactly these points, in this order, instead of the grid of models x strategies x
+  // cores x nodes (their serial baselines among them; `cnnbench tune`).
+  std::vector<PointSpec> plan;
 };
 
 // Runs the sweep and returns its report (also written to options.out after every point's
@@ -253,12 +259,19 @@ SweepRecord run_sweep(const SweepOptions& options);
 
 // The points a sweep would measure, in order (serial baselines first), before any skipping.
 struct PointSpec {
+  PointSpec() = default;
+  PointSpec(ModelKind model_, std::string strategy_, int cores_, int nodes_)
+      : model(model_), strategy(std::move(strategy_)), cores(cores_), nodes(nodes_) {}
   ModelKind model = ModelKind::fc3;
   std::string strategy;
   int cores = 1;  // threads per node (stream: pinned cores; blas: OpenBLAS threads)
   int nodes = 1;  // MPI ranks (cluster only)
+  // A setting of the point's own, over the sweep's strategy options (`cnnbench tune` measures
+  // several settings of one strategy at one core count), named by `variant` in the id.
+  std::map<std::string, std::string> options;
+  std::string variant;
   int total_cores() const { return cores * nodes; }
-  std::string id() const;  // "fc3/stream/n1c2"
+  std::string id() const;  // "fc3/stream/n1c2", with a variant "fc3/stream/n1c2/t3"
 };
 // The name of a point's trace in sweep --trace-dir: "fc3-stream-n1c2.json".
 std::string trace_file_name(const PointSpec& point);

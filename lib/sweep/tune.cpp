@@ -1,0 +1,379 @@
+// `cnnbench tune`: profile the step once, predict every candidate (tune_plan.cpp), measure the
+// most promising as a sweep of exactly those points with their paired serial baseline, and pick
+// each strategy's winner from the measurements (docs/tune.md).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include <unistd.h>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/data.hpp"
+#include "cnnbench/report.hpp"
+#include "cnnbench/sweep.hpp"
+#include "cnnbench/train.hpp"
+#include "cnnbench/tune.hpp"
+#include "../strategies/strategy_options.hpp"
+#include "runner.hpp"
+#include "subprocess.hpp"
+
+namespace cnnbench {
+
+using nlohmann::json;
+
+namespace {
+
+// A profile run is this long at least: per-layer times of shorter runs swing with one interrupt.
+constexpr double profile_run_s = 0.25;
+// What one repetition costs beyond its steps: mpirun's start for a launched cluster point, the
+// stream's graph and its profiling of the actors for an in-process one (seconds, for the budget).
+constexpr double launch_s = 0.5, in_process_start_s = 0.05;
+// allreduce-bench on 2 ranks, which the sweep runs before its first cluster point.
+constexpr double allreduce_bench_s = 5;
+
+TrainConfig base_config(const TuneOptions& o, const std::string& strategy, int threads) {
+  TrainConfig config;
+  config.model = o.model;
+  config.strategy = strategy;
+  config.batch = o.batch;
+  config.sgd.lr = o.lr;
+  config.sgd.momentum = o.momentum;
+  config.seed = o.seed;
+  config.threads = threads;
+  config.pin = o.pin;
+  return config;
+}
+
+class Profiler {
+ public:
+  Profiler(const TuneOptions& o, const Dataset& train) : o_(o), train_(train) {}
+
+  // One in-process run of `config` long enough to time: its seconds per step and breakdown.
+  RunResult run(TrainConfig config, double step_guess_s) {
+    config.steps = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(profile_run_s / step_guess_s)), 20, 20000);
+    RunOptions run_options;
+    run_options.stop_requested = o_.stop_requested;
+    RunResult result = run_training(config, train_, run_options);
+    if (result.interrupted) throw SweepInterrupted{};
+    CNNBENCH_CHECK(result.steps_run > 0 && result.train_seconds > 0,
+                   "tune: the profile run of " + config.strategy + " took no measurable time");
+    return result;
+  }
+
+  BatchProfile serial_at(int batch, double step_guess_s) {
+    TrainConfig config = base_config(o_, "serial", 1);
+    config.batch = batch;
+    const RunResult r = run(config, step_guess_s);
+    const TimeBreakdown& t = r.time_breakdown;
+    CNNBENCH_CHECK(t.measured(), "tune: serial measured no time breakdown");
+    const auto steps = static_cast<double>(t.steps);
+    BatchProfile p;
+    p.batch = batch;
+    for (std::size_t l = 0; l < t.layer_names.size() && l < max_timed_layers; ++l) {
+      p.layer_s[t.layer_names[l]] = t.critical_path.layer_seconds[l] / steps;
+    }
+    p.data_s = t.critical_path[TimeCategory::data] / steps;
+    p.update_s = t.critical_path[TimeCategory::update] / steps;
+    p.step_s = r.train_seconds / static_cast<double>(r.steps_run);
+    return p;
+  }
+
+  double step_of(const TrainConfig& config, double step_guess_s) {
+    const RunResult r = run(config, step_guess_s);
+    return r.train_seconds / static_cast<double>(r.steps_run);
+  }
+
+ private:
+  const TuneOptions& o_;
+  const Dataset& train_;
+};
+
+// Bytes per second of copying a token-sized buffer that stays in cache, the best of a few tries.
+double copy_rate() {
+  std::vector<float> from(64 * 1024, 1.0f), to(from.size());
+  double best = 0;
+  for (int trial = 0; trial < 5; ++trial) {
+    const double start = now_seconds();
+    for (int k = 0; k < 64; ++k) {
+      std::memcpy(to.data(), from.data(), from.size() * sizeof(float));
+      from[static_cast<std::size_t>(k)] = to[static_cast<std::size_t>(k) + 1];
+    }
+    const double seconds = now_seconds() - start;
+    if (seconds > 0) best = std::max(best, 64.0 * static_cast<double>(from.size() * sizeof(float)) / seconds);
+  }
+  return best > 0 ? best : 1e10;
+}
+
+bool wants(const TuneOptions& o, const std::string& strategy) {
+  return std::find(o.strategies.begin(), o.strategies.end(), strategy) != o.strategies.end();
+}
+
+TuneProfile profile_step(const TuneOptions& o, const Dataset& train,
+                         const std::vector<TuneCandidate>& candidates) {
+  Profiler profiler(o, train);
+  TuneProfile p;
+  p.model = o.model;
+  p.batch = o.batch;
+  p.cores = o.cores;
+  // A first short run warms the caches and the kernels' choice and gives the step's scale.
+  TrainConfig warm = base_config(o, "serial", 1);
+  warm.steps = 10;
+  double guess = profiler.run(warm, 1e9).train_seconds / 20;
+  for (int b : tune_profile_batches(candidates, o.batch)) {
+    p.serial.push_back(profiler.serial_at(b, guess * b / o.batch));
+  }
+  const double serial_step = p.full_batch().step_s;
+  p.copy_bytes_per_s = copy_rate();
+  if (wants(o, "stream")) {
+    TrainConfig config = base_config(o, "stream", 1);
+    config.options = {{"widths", o.model == ModelKind::fc3 ? "s=1,f1=1,f2=1,f3=1" : "s=1,c1k=1,c2c=1,f1=1,f2=1,f3=1"},
+                      {"microbatches", "1"}, {"consistency", "strict"}};
+    p.stream_firing_s = stream_firing_seconds(p, profiler.step_of(config, serial_step));
+  }
+  if (wants(o, "cluster")) {
+    // In a process of its own: a cluster run here would initialise MPI in this process, and the
+    // mpirun of the measured cluster points would then inherit its singleton's environment.
+    TuneCandidate one;
+    one.strategy = "cluster";
+    const std::int64_t steps = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(profile_run_s / serial_step)), 20, 20000);
+    const std::filesystem::path folder = std::filesystem::temp_directory_path() /
+                                         ("cnnbench-tune-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(folder);
+    std::vector<std::string> args = tune_command(o, one, steps);
+    args[0] = o.self.string();
+    args.insert(args.end(), {"--quiet", "--report", (folder / "cluster.json").string()});
+    const int code = run_logged(args, folder / "cluster.log", o.stop_requested);
+    const std::string why = last_line(folder / "cluster.log");
+    json run;
+    if (code == 0) run = json::parse(read_file(folder / "cluster.json"), nullptr, false);
+    std::error_code ignored;
+    std::filesystem::remove_all(folder, ignored);
+    if (o.stop_requested && o.stop_requested()) throw SweepInterrupted{};
+    CNNBENCH_CHECK(code == 0 && run.is_object(), "tune: the cluster's profile run failed: " + why);
+    const json& metrics = run.at("metrics");
+    const double n = metrics.at("steps").get<double>();
+    const BatchProfile& full = p.full_batch();
+    double work = full.data_s;
+    for (const auto& [layer, seconds] : full.layer_s) work += seconds;
+    const json& breakdown = metrics.value("time_breakdown", json());
+    p.cluster_update_s = breakdown.is_object() ? breakdown.at("update_s").get<double>() / n : full.update_s;
+    p.cluster_fixed_s = std::max(0.0, metrics.at("train_seconds").get<double>() / n - work - p.cluster_update_s);
+  }
+  if (wants(o, "blas")) {
+    p.blas_step_1_s = profiler.step_of(base_config(o, "blas", 1), serial_step);
+    p.blas_step_p_s = o.cores > 1 ? profiler.step_of(base_config(o, "blas", o.cores), serial_step) : p.blas_step_1_s;
+  }
+  return p;
+}
+
+json profile_json(const TuneProfile& p, double seconds) {
+  json serial = json::array();
+  for (const BatchProfile& b : p.serial) {
+    serial.push_back({{"batch", b.batch}, {"step_s", b.step_s}, {"layer_s", b.layer_s},
+                      {"data_s", b.data_s}, {"update_s", b.update_s}, {"rest_s", b.rest_s()}});
+  }
+  return {{"seconds", seconds},
+          {"serial", serial},
+          {"stream_firing_s", p.stream_firing_s},
+          {"copy_bytes_per_s", p.copy_bytes_per_s},
+          {"cluster_update_s", p.cluster_update_s},
+          {"cluster_fixed_s", p.cluster_fixed_s},
+          {"blas_step_1_s", p.blas_step_1_s},
+          {"blas_step_p_s", p.blas_step_p_s}};
+}
+
+json candidate_json(const TuneCandidate& c) {
+  return {{"strategy", c.strategy}, {"cores", c.cores}, {"nodes", c.nodes}, {"label", c.label},
+          {"options", c.options}, {"default", c.is_default}, {"predicted_step_s", c.predicted_step_s},
+          {"bound", c.bound}};
+}
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
+
+std::vector<std::string> tune_command(const TuneOptions& o, const TuneCandidate& c, std::int64_t steps) {
+  TrainConfig config = base_config(o, c.strategy, c.cores);
+  config.steps = steps;
+  // The sweep's own defaults of the options it passes on (balance dynamic), then the candidate's.
+  for (const OptionSpec* spec : strategy_option_specs()) {
+    if (spec->in_sweep && spec->applies_to(c.strategy) && !spec->sweep_default.empty()) {
+      config.options[spec->name] = spec->sweep_default;
+    }
+  }
+  for (const auto& [name, value] : c.options) config.options[name] = value;
+  std::vector<std::string> words = {"cnnbench", "train"};
+  for (std::string& word : to_argv(config)) words.push_back(std::move(word));
+  if (o.data_dir) {
+    words.insert(words.end(), {"--data", o.data_dir->string()});
+  } else {
+    words.insert(words.end(), {"--synthetic", std::to_string(o.synthetic_samples)});
+  }
+  if (o.isa != "best") words.insert(words.end(), {"--isa", o.isa});
+  return words;
+}
+
+json run_tune(const TuneOptions& o) {
+  const double start = now_seconds();
+  const auto say = [&o](const std::string& line) {
+    if (!o.quiet) std::fprintf(stderr, "%s\n", printable_text(line).c_str());
+  };
+  const Dataset train = o.data_dir ? load_mnist(*o.data_dir, Split::train) : make_synthetic(o.synthetic_samples, o.seed);
+  std::vector<TuneCandidate> candidates;
+  for (const std::string& strategy : o.strategies) {
+    for (TuneCandidate& c : tune_candidates(o.model, strategy, o.cores, o.batch)) candidates.push_back(std::move(c));
+  }
+  say("profiling " + std::string(model_name(o.model)) + " on " + std::to_string(o.cores) + " cores");
+  json report = {{"schema_version", tune_schema_version}, {"kind", "tune"}, {"interrupted", false}};
+  report["context"] = collect_context();
+  TuneProfile profile;
+  try {
+    profile = profile_step(o, train, candidates);
+  } catch (const SweepInterrupted&) {
+    report["interrupted"] = true;
+    return report;
+  }
+  const double profiled_s = now_seconds() - start;
+  for (TuneCandidate& c : candidates) predict_step(profile, c);
+  report["profile"] = profile_json(profile, profiled_s);
+
+  // Steps per repetition: the fastest candidate's repetition still takes --min-time.
+  const double serial_step = profile.full_batch().step_s;
+  double fastest = serial_step;
+  for (const TuneCandidate& c : candidates) fastest = std::min(fastest, std::max(1e-6, c.predicted_step_s));
+  const auto steps = std::max<std::int64_t>(10, static_cast<std::int64_t>(std::ceil(o.min_time / fastest)));
+  const int runs = o.warmup + o.repeat;
+  const auto cost = [&](const TuneCandidate& c) {
+    const double start_s = c.strategy == "cluster" ? launch_s : in_process_start_s;
+    // A candidate is costed at serial's step at least: the planner errs fast (docs/tune.md).
+    return runs * (static_cast<double>(steps) * (std::max(c.predicted_step_s, serial_step) + serial_step) + start_s);
+  };
+  // The serial baseline runs on two cores in every round, and the probes between rounds.
+  double fixed = runs * 2.0 * static_cast<double>(steps) * serial_step + 0.5 * (o.repeat + 1);
+  if (wants(o, "cluster")) fixed += allreduce_bench_s;
+  const double left = o.budget_s - profiled_s - fixed;
+  const std::vector<std::size_t> chosen = choose_measured(candidates, cost, left);
+  double planned = fixed;
+  for (std::size_t i : chosen) planned += cost(candidates[i]);
+  say("profiled in " + duration_text(profiled_s) + "; " + std::to_string(candidates.size()) +
+      " candidates predicted, measuring " + std::to_string(chosen.size()) + " (about " +
+      duration_text(planned) + " of the " + duration_text(o.budget_s) + " budget)");
+  if (profiled_s + planned > o.budget_s) {
+    say("warning: the budget is too small for each strategy's default and predicted best; "
+        "measuring them anyway");
+  }
+
+  SweepOptions s;
+  s.models = {o.model};
+  s.strategies = o.strategies;
+  s.cores = {o.cores};
+  s.nodes = {1};
+  s.repeat = o.repeat;
+  s.warmup = o.warmup;
+  s.steps = steps;
+  s.min_time = 0;
+  s.batch = o.batch;
+  s.lr = o.lr;
+  s.momentum = o.momentum;
+  s.seed = o.seed;
+  s.pin = o.pin;
+  s.isa = o.isa;
+  s.data_dir = o.data_dir;
+  s.synthetic_samples = o.synthetic_samples;
+  s.launcher = o.launcher;
+  s.launcher_args = o.launcher_args;
+  s.self = o.self;
+  s.quiet = o.quiet;
+  s.stop_requested = o.stop_requested;
+  s.plan.emplace_back(o.model, "serial", 1, 1);
+  for (std::size_t k = 0; k < chosen.size(); ++k) {
+    const TuneCandidate& c = candidates[chosen[k]];
+    PointSpec point(o.model, c.strategy, c.cores, c.nodes);
+    point.options = c.options;
+    point.variant = "t" + std::to_string(k + 1);
+    s.plan.push_back(std::move(point));
+  }
+  const SweepRecord sweep = run_sweep(s);
+
+  json measured = json::array(), all = json::array(), winners = json::object();
+  std::vector<double> errors;
+  for (const TuneCandidate& c : candidates) all.push_back(candidate_json(c));
+  const PointRecord* serial = sweep.find_measured(s.plan.front().id());
+  for (std::size_t k = 0; k < chosen.size(); ++k) {
+    const TuneCandidate& c = candidates[chosen[k]];
+    const std::string id = s.plan[k + 1].id();
+    all[chosen[k]]["id"] = id;
+    json entry = candidate_json(c);
+    entry["id"] = id;
+    entry["command"] = tune_command(o, c, steps);
+    const PointRecord* point = sweep.find_measured(id);
+    if (point == nullptr || !point->steps || !point->speedup) {
+      entry["status"] = "not measured";
+      for (const PointRecord& p : sweep.points) {
+        if (p.id == id && !p.reason.empty()) entry["status"] = p.status + ": " + p.reason;
+      }
+      measured.push_back(entry);
+      continue;
+    }
+    const double step = point->time.median / static_cast<double>(*point->steps);
+    const double error = c.predicted_step_s / step - 1;
+    errors.push_back(std::abs(error));
+    entry["status"] = "ok";
+    entry["measured_step_s"] = step;
+    entry["relative_error"] = error;
+    entry["speedup"] = *point->speedup;
+    if (point->paired_baseline && !point->paired_baseline->ratios.empty()) {
+      const auto [low, high] = std::minmax_element(point->paired_baseline->ratios.begin(),
+                                                   point->paired_baseline->ratios.end());
+      entry["speedup_range"] = {*low, *high};
+    }
+    if (point->images_per_s) entry["images_per_s"] = point->images_per_s->median;
+    measured.push_back(entry);
+  }
+  // Each strategy's winner: the measured candidate of the highest paired speedup.
+  for (const std::string& strategy : o.strategies) {
+    const json* best = nullptr;
+    const json* fallback = nullptr;
+    for (const json& m : measured) {
+      if (m["strategy"] != strategy || m["status"] != "ok") continue;
+      if (m["default"].get<bool>()) fallback = &m;
+      if (best == nullptr || m["speedup"].get<double>() > (*best)["speedup"].get<double>()) best = &m;
+    }
+    if (best == nullptr) {
+      winners[strategy] = nullptr;
+      continue;
+    }
+    json w = {{"id", (*best)["id"]}, {"label", (*best)["label"]}, {"options", (*best)["options"]},
+              {"default", (*best)["default"]}, {"speedup", (*best)["speedup"]},
+              {"measured_step_s", (*best)["measured_step_s"]}, {"command", (*best)["command"]}};
+    w["default_speedup"] = fallback ? (*fallback)["speedup"] : json(nullptr);
+    winners[strategy] = w;
+  }
+  report["config"] = {{"model", model_name(o.model)}, {"cores", o.cores}, {"nodes", 1},
+                      {"strategies", o.strategies}, {"budget_s", o.budget_s}, {"repeat", o.repeat},
+                      {"warmup", o.warmup}, {"min_time_s", o.min_time}, {"steps", steps},
+                      {"batch", o.batch}, {"lr", float_setting(o.lr)}, {"momentum", float_setting(o.momentum)},
+                      {"seed", o.seed}, {"pin", o.pin}, {"isa", o.isa},
+                      {"data", o.data_dir ? json{{"source", "mnist"}, {"dir", o.data_dir->string()}}
+                                          : json{{"source", "synthetic"}, {"train_samples", o.synthetic_samples}}}};
+  report["serial_step_s"] = serial ? json(serial->time.median / static_cast<double>(serial->steps.value_or(steps)))
+                                   : json(nullptr);
+  report["candidates"] = all;
+  report["measured"] = measured;
+  report["winners"] = winners;
+  report["planner_error"] = {{"points", errors.size()},
+                             {"median_abs_relative_error", errors.empty() ? json(nullptr) : json(median_of(errors))},
+                             {"max_abs_relative_error", errors.empty() ? json(nullptr)
+                                                                       : json(*std::max_element(errors.begin(), errors.end()))}};
+  report["interrupted"] = sweep.interrupted;
+  report["elapsed_s"] = now_seconds() - start;
+  return report;
+}
+
+}  // namespace cnnbench

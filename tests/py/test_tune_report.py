@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""A small `cnnbench tune` writes a report that validates against
+results/schema/tune-report.schema.json, and the schema really constrains it; the report holds what
+the table printed: every strategy's default measured, a winner per strategy taken from the
+measurements, the planner's error over them, and a command that runs each candidate again. No
+timing is asserted: the machine may be busy."""
+import copy
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from harness import check, exit_code, parse_arguments
+
+try:
+    import jsonschema
+except ImportError:
+    print("SKIP: python3-jsonschema is not installed")
+    sys.exit(77)
+
+
+def main():
+    args = parse_arguments()
+    schema = json.loads(Path(args.source, "results/schema/tune-report.schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp, "tune.json")
+        run = subprocess.run([args.cli, "tune", "--model", "fc3", "--cores", "1", "--strategies",
+                              "stream,cluster,blas", "--budget", "1", "--repeat", "1", "--warmup", "0",
+                              "--min-time", "0.02", "--synthetic", "256", "--quiet", "--out", str(out)],
+                             capture_output=True, text=True, timeout=600)
+        check(run.returncode == 0, f"tune exits 0 ({run.returncode}: {run.stderr[-500:]})")
+        if run.returncode != 0:
+            return exit_code()
+        report = json.loads(out.read_text())
+        errors = sorted(validator.iter_errors(report), key=lambda e: list(e.path))
+        for e in errors:
+            print(f"    {'/'.join(map(str, e.path))}: {e.message}")
+        check(not errors, "the tune report validates")
+
+        measured = report["measured"]
+        for strategy in ("stream", "cluster", "blas"):
+            mine = [m for m in measured if m["strategy"] == strategy]
+            check(any(m["default"] for m in mine), f"{strategy}: its default is measured")
+            winner = report["winners"][strategy]
+            ok = [m for m in mine if m["status"] == "ok"]
+            if ok and winner is not None:
+                best = max(m["speedup"] for m in ok)
+                check(winner["speedup"] == best, f"{strategy}: the winner has the best measured speedup")
+        check(report["planner_error"]["points"] == sum(m["status"] == "ok" for m in measured),
+              "the planner's error covers every measured candidate")
+        check(all(m["command"][:2] == ["cnnbench", "train"] for m in measured),
+              "every measured candidate has its train command")
+        check(len(report["candidates"]) >= len(measured), "every candidate is in the report")
+        check(all(m["id"] in run.stdout for m in measured), "the table names every measured point")
+        check("winner stream" in run.stdout and "planner error" in run.stdout,
+              "the table ends with the winners and the planner's error")
+
+        for name, breaking in [
+            ("measured as text", lambda r: r.update(measured="none")),
+            ("a candidate without its prediction", lambda r: r["candidates"][0].pop("predicted_step_s")),
+            ("an unknown strategy", lambda r: r["candidates"][0].update(strategy="quantum")),
+            ("a speedup as text", lambda r: r["measured"][0].update(speedup="fast")),
+            ("two nodes", lambda r: r["config"].update(nodes=2)),
+        ]:
+            broken = copy.deepcopy(report)
+            breaking(broken)
+            check(not validator.is_valid(broken), f"the schema refuses a report with {name}")
+    return exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

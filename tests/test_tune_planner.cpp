@@ -1,0 +1,186 @@
+// The tuner's planner on made-up profiles whose best setting is known: the candidate space, the
+// step model of each strategy, the stream's firing cost from its profile run, and the choice of
+// what to measure within a budget.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cnnbench/core.hpp"
+#include "cnnbench/tune.hpp"
+
+namespace cnnbench {
+namespace {
+
+// Serial with every layer's time proportional to the batch (seconds per sample per layer).
+TuneProfile linear_profile(ModelKind model, int cores, const std::map<std::string, double>& per_sample,
+                           double data_per_sample, double update_s) {
+  TuneProfile p;
+  p.model = model;
+  p.batch = 64;
+  p.cores = cores;
+  for (int b : {64, 32, 16, 8}) {
+    BatchProfile x;
+    x.batch = b;
+    for (const auto& [layer, s] : per_sample) x.layer_s[layer] = s * b;
+    x.data_s = data_per_sample * b;
+    x.update_s = update_s;
+    x.step_s = update_s + x.data_s;
+    for (const auto& [layer, s] : x.layer_s) x.step_s += s;
+    p.serial.push_back(x);
+  }
+  p.copy_bytes_per_s = 1e15;
+  return p;
+}
+
+const TuneCandidate& best_of(std::vector<TuneCandidate>& candidates, const TuneProfile& profile) {
+  for (TuneCandidate& c : candidates) predict_step(profile, c);
+  return *std::min_element(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
+    return a.predicted_step_s < b.predicted_step_s;
+  });
+}
+
+TEST(TuneCandidates, EveryStrategyHasOneDefaultAndARealSpace) {
+  for (ModelKind model : {ModelKind::fc3, ModelKind::lenet5}) {
+    for (const std::string strategy : {"stream", "cluster", "blas"}) {
+      const auto candidates = tune_candidates(model, strategy, 2, 64);
+      EXPECT_EQ(std::count_if(candidates.begin(), candidates.end(), [](const auto& c) { return c.is_default; }), 1)
+          << strategy;
+      for (const auto& c : candidates) {
+        if (c.is_default) {
+          EXPECT_TRUE(c.options.empty()) << c.label;  // the sweep's own point
+        }
+        EXPECT_EQ(c.strategy, strategy);
+      }
+    }
+  }
+  // LeNet-5's stream on 2 cores: 2^5 widths x 3 micro-batches of the paper's graph, and the two
+  // copies with 3 micro-batches x 2 balance modes.
+  EXPECT_EQ(tune_candidates(ModelKind::lenet5, "stream", 2, 64).size(), 32u * 3 + 6);
+  EXPECT_EQ(tune_candidates(ModelKind::fc3, "stream", 2, 64).size(), 8u * 3 + 6);
+  // The cluster: 1 thread, and 2 threads x replicas/slices x static/dynamic.
+  EXPECT_EQ(tune_candidates(ModelKind::fc3, "cluster", 2, 64).size(), 5u);
+  EXPECT_EQ(tune_candidates(ModelKind::fc3, "blas", 4, 64).size(), 4u);
+  // LeNet-5's default stream on 2 cores is two copies of one micro-batch (docs/stream.md).
+  for (const auto& c : tune_candidates(ModelKind::lenet5, "stream", 2, 64)) {
+    if (c.is_default) {
+      EXPECT_EQ(c.label, "s=2 c1k=1 c2c=1 f1=1 f2=1 f3=1 m=1 dynamic");
+    }
+  }
+}
+
+TEST(TuneCandidates, RefusesWhatItCannotTune) {
+  EXPECT_THROW(tune_candidates(ModelKind::fc3, "serial", 2, 64), Error);
+  EXPECT_THROW(tune_candidates(ModelKind::fc3, "stream", 0, 64), Error);
+}
+
+TEST(TunePlanner, ProfileBatchesCoverEveryWorkersShare) {
+  std::vector<TuneCandidate> all = tune_candidates(ModelKind::lenet5, "stream", 2, 64);
+  for (auto& c : tune_candidates(ModelKind::lenet5, "cluster", 2, 64)) all.push_back(c);
+  EXPECT_EQ(tune_profile_batches(all, 64), (std::vector<int>{64, 32, 16, 8}));
+}
+
+TEST(TunePlanner, CheapFiringsAndFreeUpdatesMakeCopiesHalveTheStep) {
+  // Nothing but work proportional to the samples: two copies split it exactly in half.
+  TuneProfile p = linear_profile(ModelKind::lenet5, 2,
+                                 {{"c1", 4e-6}, {"c2", 8e-6}, {"f1", 1e-6}, {"f2", 2e-7}, {"f3", 1e-7}, {"loss", 1e-7}},
+                                 1e-7, 0);
+  auto candidates = tune_candidates(ModelKind::lenet5, "stream", 2, 64);
+  const TuneCandidate& best = best_of(candidates, p);
+  EXPECT_NEAR(best.predicted_step_s, p.full_batch().step_s / 2, 1e-12);
+  EXPECT_TRUE(best.label.starts_with("s=2")) << best.label;
+}
+
+TEST(TunePlanner, CostlyFiringsPickTheFewestFirings) {
+  TuneProfile p = linear_profile(ModelKind::fc3, 2, {{"f1", 1e-6}, {"f2", 1e-7}, {"f3", 1e-8}, {"loss", 1e-8}},
+                                 1e-8, 1e-6);
+  p.stream_firing_s = 1e-3;  // a firing costs far more than the work
+  auto candidates = tune_candidates(ModelKind::fc3, "stream", 2, 64);
+  const TuneCandidate& best = best_of(candidates, p);
+  // Two copies of one micro-batch: each core fires one copy's actors once per step.
+  EXPECT_TRUE(best.label.starts_with("s=2 f1=1 f2=1 f3=1 m=1")) << best.label;
+}
+
+TEST(TunePlanner, ALargeUpdateKeepsFc3InOneCopyWithF1Split) {
+  // FC-3's f1 is most of the work and of the parameters; copies would each sum and step their
+  // share of the whole model, blocks of f1 step only their half.
+  TuneProfile p = linear_profile(ModelKind::fc3, 2, {{"f1", 2e-6}, {"f2", 1e-7}, {"f3", 1e-8}, {"loss", 1e-8}},
+                                 1e-8, 5e-4);
+  p.stream_firing_s = 1e-7;
+  auto candidates = tune_candidates(ModelKind::fc3, "stream", 2, 64);
+  const TuneCandidate& best = best_of(candidates, p);
+  EXPECT_TRUE(best.label.starts_with("s=1 f1=2")) << best.label;
+}
+
+TEST(TunePlanner, FiringCostComesBackFromTheProfileRun) {
+  TuneProfile p = linear_profile(ModelKind::fc3, 2, {{"f1", 1e-6}, {"f2", 1e-7}, {"f3", 1e-8}, {"loss", 1e-8}},
+                                 1e-8, 1e-5);
+  p.stream_firing_s = 3e-6;
+  // Predict the profile run's own graph (every width 1, one micro-batch, one core), then take
+  // the firing cost back from that step.
+  TuneCandidate one;
+  one.strategy = "stream";
+  one.cores = 1;
+  one.options = {{"widths", "s=1,f1=1,f2=1,f3=1"}, {"microbatches", "1"}};
+  predict_step(p, one);
+  EXPECT_NEAR(stream_firing_seconds(p, one.predicted_step_s), 3e-6, 1e-12);
+  EXPECT_EQ(stream_firing_seconds(p, 0.0), 0.0);  // never negative
+}
+
+TEST(TunePlanner, ClusterThreadsHalveComputeButNotTheUpdate) {
+  TuneProfile p = linear_profile(ModelKind::lenet5, 2, {{"c1", 1e-5}, {"c2", 1e-5}}, 0, 0);
+  p.cluster_update_s = 0;
+  auto candidates = tune_candidates(ModelKind::lenet5, "cluster", 2, 64);
+  EXPECT_EQ(best_of(candidates, p).cores, 2);
+  EXPECT_NEAR(best_of(candidates, p).predicted_step_s, p.full_batch().step_s / 2, 1e-12);
+  // An update far above the compute: one thread moves 3n floats, replicas of two 4n, so one
+  // thread wins; slices (2n per thread) beat both.
+  p.cluster_update_s = 1.0;
+  const TuneCandidate& best = best_of(candidates, p);
+  EXPECT_EQ(best.cores, 2);
+  EXPECT_EQ(best.options.at("node-update"), "slices");
+  for (auto& c : candidates) {
+    if (c.cores == 2 && !c.options.empty() && c.options.at("node-update") == "replicas") {
+      EXPECT_GT(c.predicted_step_s, candidates.front().predicted_step_s);  // the one-thread point
+    }
+  }
+}
+
+TEST(TunePlanner, BlasMatchesItsProfiledEnds) {
+  TuneProfile p = linear_profile(ModelKind::fc3, 4, {{"f1", 1e-6}}, 0, 0);
+  p.blas_step_1_s = 4e-3;
+  p.blas_step_p_s = 1e-3;
+  auto candidates = tune_candidates(ModelKind::fc3, "blas", 4, 64);
+  for (auto& c : candidates) predict_step(p, c);
+  EXPECT_DOUBLE_EQ(candidates[0].predicted_step_s, 4e-3);
+  EXPECT_DOUBLE_EQ(candidates[3].predicted_step_s, 1e-3);
+  EXPECT_GT(candidates[1].predicted_step_s, candidates[2].predicted_step_s);
+}
+
+TEST(TunePlanner, MeasuresDefaultsAndBestsThenWhatTheBudgetAllows) {
+  std::vector<TuneCandidate> candidates;
+  for (int k = 0; k < 4; ++k) {
+    for (const char* strategy : {"stream", "blas"}) {
+      TuneCandidate c;
+      c.strategy = strategy;
+      c.predicted_step_s = 1.0 + k;
+      c.is_default = k == 3;
+      c.label = std::string(strategy) + std::to_string(k);
+      candidates.push_back(c);
+    }
+  }
+  const auto one_second = [](const TuneCandidate&) { return 1.0; };
+  // No budget: each strategy's default and its predicted best, nothing more.
+  auto chosen = choose_measured(candidates, one_second, 0);
+  ASSERT_EQ(chosen.size(), 4u);
+  // Two seconds more: the next best of each strategy.
+  chosen = choose_measured(candidates, one_second, 6);
+  ASSERT_EQ(chosen.size(), 6u);
+  EXPECT_EQ(candidates[chosen[4]].label, "blas1");
+  EXPECT_EQ(candidates[chosen[5]].label, "stream1");
+  EXPECT_EQ(choose_measured(candidates, one_second, 100).size(), candidates.size());
+}
+
+}  // namespace
+}  // namespace cnnbench
