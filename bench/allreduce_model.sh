@@ -32,8 +32,11 @@
 # its "measured" entries are replaced, the published ones kept; a profile whose hosts and rate
 # have an exchange-*.json carries its exchange curve.
 #
+# --force: measure over the files of an earlier run in DIR (without it each such measurement is
+# refused by cnnbench, named, and the script goes on with the others).
+#
 # usage: bench/allreduce_model.sh [--cli PATH] --out DIR [--parts "profiles forced exchange train tables fabric"]
-#                                 [--fabric FILE]
+#                                 [--fabric FILE] [--force]
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -42,13 +45,15 @@ cli=$root/build/ci/apps/cnnbench
 out=""
 parts="profiles forced exchange train tables"
 fabric=$root/plots/fabric_profiles.json
+force=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --cli) cli="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --parts) parts="$2"; shift 2 ;;
     --fabric) fabric="$2"; shift 2 ;;
-    *) echo "usage: $0 [--cli PATH] --out DIR [--parts \"profiles forced exchange train tables fabric\"] [--fabric FILE]" >&2; exit 2 ;;
+    --force) force=(--force); shift ;;
+    *) echo "usage: $0 [--cli PATH] --out DIR [--parts \"profiles forced exchange train tables fabric\"] [--fabric FILE] [--force]" >&2; exit 2 ;;
   esac
 done
 [[ -n $out ]] || { echo "$0: --out DIR is required" >&2; exit 2; }
@@ -89,7 +94,7 @@ if [[ " $parts " == *" profiles "* ]]; then
     read -r hosts rate <<<"$config"
     echo "profile $hosts $rate" >&2
     # shellcheck disable=SC2046
-    timeout -k 5 900 $(launcher "$hosts" "$rate") "$cli" allreduce-bench --samples 5 \
+    timeout -k 5 900 $(launcher "$hosts" "$rate") "$cli" allreduce-bench --samples 5 "${force[@]}" \
       --report "$out/profile-$hosts-$rate.json" || echo "profile $hosts $rate failed" >&2
   done
   for config in "2 none 4" "4 none 4" "2 1gbit 4096" "2 100mbit 4096" "4 1gbit 4096" "4 100mbit 4096"; do
@@ -100,7 +105,7 @@ if [[ " $parts " == *" profiles "* ]]; then
     [[ $rate == 100mbit ]] && max=1048576
     echo "profile nonblocking $hosts $rate" >&2
     # shellcheck disable=SC2046
-    timeout -k 5 900 $(launcher "$hosts" "$rate") "$cli" allreduce-bench --nonblocking --samples 5 \
+    timeout -k 5 900 $(launcher "$hosts" "$rate") "$cli" allreduce-bench --nonblocking --samples 5 "${force[@]}" \
       --min-bytes "$min" --max-bytes "$max" --report "$out/profile-nb-$hosts-$rate.json" ||
       echo "profile nonblocking $hosts $rate failed" >&2
   done
@@ -114,7 +119,7 @@ if [[ " $parts " == *" forced "* ]]; then
       echo "forced 4 $rate $algorithm" >&2
       # shellcheck disable=SC2046
       timeout -k 5 900 $(launcher 4 "$rate") "$cli" allreduce-bench --algorithm "$algorithm" \
-        --min-bytes 65536 --max-bytes "$max" --samples 5 \
+        --min-bytes 65536 --max-bytes "$max" --samples 5 "${force[@]}" \
         --report "$out/forced-4-$rate-$algorithm.json" || echo "forced $rate $algorithm failed" >&2
     done
   done
@@ -130,7 +135,7 @@ if [[ " $parts " == *" exchange "* ]]; then
     # calls empties the tbf bucket (500 kB at 1gbit) from 64 KiB up, whatever the smaller sizes
     # left in it, as the forced runs' calls do.
     timeout -k 5 900 $(launcher 4 "$rate") "$cli" allreduce-bench --exchange --min-bytes 4096 \
-      --max-bytes "$max" --samples 5 --warmup 10 --report "$out/exchange-4-$rate.json" ||
+      --max-bytes "$max" --samples 5 --warmup 10 "${force[@]}" --report "$out/exchange-4-$rate.json" ||
       echo "exchange $rate failed" >&2
   done
 fi
@@ -147,13 +152,13 @@ if [[ " $parts " == *" train "* ]]; then
         [[ $hosts == shm4 ]] && extra=(--oversubscribe)
         # shellcheck disable=SC2046
         timeout -k 5 900 $(launcher "$hosts" "$rate") "$cli" train --model "$model" --strategy cluster \
-          --threads 1 --synthetic 8192 --steps "$steps" --quiet "${extra[@]}" \
+          --threads 1 --synthetic 8192 --steps "$steps" --quiet "${extra[@]}" "${force[@]}" \
           --report "$out/train-$model-$hosts-$rate-$repetition.json" >/dev/null ||
           echo "train $model $hosts $rate ($repetition) failed" >&2
         [[ $hosts == shm* ]] && continue
         # shellcheck disable=SC2046
         timeout -k 5 900 $(launcher "$hosts" "$rate") --mca coll_libnbc_iallreduce_algorithm 0 "$cli" train \
-          --model "$model" --strategy cluster --threads 1 --synthetic 8192 --steps "$steps" --quiet \
+          --model "$model" --strategy cluster --threads 1 --synthetic 8192 --steps "$steps" --quiet "${force[@]}" \
           --report "$out/train-libnbc-$model-$hosts-$rate-$repetition.json" >/dev/null ||
           echo "train libnbc $model $hosts $rate ($repetition) failed" >&2
       done

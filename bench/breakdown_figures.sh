@@ -41,9 +41,10 @@ mkdir -p "$out" "$work"
 "${chrt_prefix[@]}" "$cli" sweep --model lenet5,fc3 --strategies serial,stream,cluster \
   --cores 1,2 --nodes 1,2 --repeat "$repeat" --out "$work/sweep.json" \
   --trace-dir "$work/traces" --force
-"$cli" plot "$work/sweep.json" --out "$work/plots"
+# --force: the figures are remade over the committed ones (and a --work folder's of a last run).
+"$cli" plot "$work/sweep.json" --out "$work/plots" --force
 cp "$work/plots/breakdown.png" "$work/plots/breakdown.svg" "$out/"
 for point in lenet5-stream-n1c2 lenet5-cluster-n1c2 lenet5-cluster-n2c1 fc3-cluster-n1c2; do
-  "$cli" plot --trace "$work/traces/$point.json" --out "$out"
+  "$cli" plot --trace "$work/traces/$point.json" --out "$out" --force
 done
 echo "sweep: $work/sweep.json; figures in $out"

@@ -72,10 +72,10 @@ run() {
 echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs), model $(grep -m1 '^model\s' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; $rounds rounds" >&2
 for model in $models; do
   # Steps for about --seconds of shared memory 2 x 1.
-  run "$model" "shm 2" 50 "$work/probe.json"
+  run "$model" "shm 2" 50 "$work/probe-$model.json"
   steps=$(python3 -c "
 import json, math, sys
-m = json.load(open('$work/probe.json'))['metrics']
+m = json.load(open('$work/probe-$model.json'))['metrics']
 print(max(50, math.ceil(50 * $seconds / m['train_seconds'])))")
   for ((r = 0; r < rounds; r++)); do
     for config in "${configs[@]}"; do

@@ -27,9 +27,10 @@ if "$python" -c 'import torch' 2>/dev/null; then
 else
   echo "run.sh: the PyTorch peers are left out: $python cannot import torch; apt-get install python3-torch adds them"
 fi
+# --force: each run of this script replaces the last one's sweep, and with it its plots and page.
 "$cli" sweep --target-accuracy 0.9 --out results/sweep.json --force "${peers[@]}"
-"$cli" plot results/sweep.json --out results/plots
-"$cli" report results/sweep.json --out results/report.html >/dev/null
+"$cli" plot results/sweep.json --out results/plots --force
+"$cli" report results/sweep.json --out results/report.html --force >/dev/null
 echo "report: results/sweep.json  plots: results/plots/speedup.png (and .svg, efficiency, throughput, time_to_accuracy, scaling_prediction, breakdown)"
 echo "the whole sweep on one page (open it in a browser, offline): $root/results/report.html"
 echo "compare with the committed reference: $cli compare results/sweep-2core.json results/sweep.json"

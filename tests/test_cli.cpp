@@ -321,11 +321,11 @@ std::vector<std::string> names_in(const fs::path& dir) {
 }
 
 // Without --save the checkpoint goes beside the report, named after its step, and a second
-// interrupted run adds a file instead of replacing the first.
+// interrupted run adds a file instead of replacing the first (--force: it replaces the report).
 TEST(Cli, InterruptCheckpointIsNamedAfterItsStepBesideTheReport) {
   const fs::path dir = fresh_temp_dir("cli-interrupt-name");
-  const std::vector<std::string> args = {"--model", "fc3", "--synthetic", "512", "--batch", "8",
-                                         "--steps", "10000000", "--quiet", "--report", "out/r.json"};
+  const std::vector<std::string> args = {"--model", "fc3", "--synthetic", "512", "--batch", "8", "--steps",
+                                         "10000000", "--quiet", "--report", "out/r.json", "--force"};
   for (int run = 0; run < 2; ++run) {
     const int status = signalled_run(dir, args, {SIGINT});
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 130) << status;

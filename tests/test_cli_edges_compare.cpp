@@ -171,7 +171,7 @@ const std::vector<Edge> kCompareEdges = {
      "half.py exited 0 but page.html is cut short", {"base.json", "half.py"},
      base + " && printf 'import sys\\nopen(sys.argv[-1], \"w\").write(\"<html><body>\")\\n' > half.py", false,
      "wrote"},
-    {"ReportScriptLeavesTheOldPage", "report base.json --script gen.py --out page.html", 1,
+    {"ReportScriptLeavesTheOldPage", "report base.json --script gen.py --out page.html --force", 1,
      "gen.py exited 0 but page.html is unchanged", {"base.json", "gen.bak", "gen.py", "page.html"},
      base + " && " + generator + " && printf '<html></html>' > page.html && touch -d 2020-01-01 page.html", false,
      "wrote"},
@@ -185,7 +185,7 @@ const std::vector<Edge> kCompareEdges = {
     {"SweepHtmlOverItsReport", tiny_sweep + " --html {dir}/out.json", 1,
      "out.json: the same file as --out", {}},
     // The sweep keeps an existing report unless told what to do with it.
-    {"SweepRefusesToOverwrite", tiny_sweep, 1, "out.json already exists: pass --resume",
+    {"SweepRefusesToOverwrite", tiny_sweep, 1, "out.json: already exists; pass --resume",
      {"out.json"}, "printf x > out.json"},
     {"SweepForceOverwrites", tiny_sweep + " --force", 0, "", {"out.json"}, "printf x > out.json"},
     {"SweepResumeKeepsTheReport", tiny_sweep + " --resume", 0, "", {"out.json"},

@@ -52,17 +52,18 @@ const std::vector<Edge> kWriteEdges = {
     {"SaveToDevFull", run + "--save /dev/full", 1, "/dev/full: No space left on device", {}, "", true},
     {"ReportToFifo", run + "--report fifo", 0, "", {"fifo", "out"}, "mkfifo fifo && (cat fifo > out &)",
      false, "", "test -p fifo && " + fifo_read},
-    // A symlink keeps pointing where it did; its target gets the new content.
+    // A symlink keeps pointing where it did; its target gets the new content (an existing one with
+    // --force: tests/test_cli_edges_force.cpp).
     {"ReportThroughSymlink", run + "--report link.json", 0, "", {"link.json", "real/", "real/r.json"},
      "mkdir real && ln -s real/r.json link.json", false, "",
      "test -L link.json && grep -q schema_version real/r.json"},
-    {"SaveThroughSymlink", run + "--save link.st", 0, "", {"link.st", "c.st"},
+    {"SaveThroughSymlink", run + "--save link.st --force", 0, "", {"link.st", "c.st"},
      "echo old > c.st && ln -s c.st link.st", false, "", "test -L link.st && ! grep -q old c.st"},
     // Modes: an old file's is kept, a new file's follows the umask.
-    {"ReportKeepsMode0600", run + "--report r.json", 0, "", {"r.json"},
+    {"ReportKeepsMode0600", run + "--report r.json --force", 0, "", {"r.json"},
      "umask 077 && echo old > r.json && chmod 0600 r.json", false, "",
      "test \"$(stat -c %a r.json)\" = 600 && grep -q schema_version r.json"},
-    {"ReportKeepsMode0640", run + "--report r.json", 0, "", {"r.json"},
+    {"ReportKeepsMode0640", run + "--report r.json --force", 0, "", {"r.json"},
      "umask 022 && echo old > r.json && chmod 0640 r.json", false, "", "test \"$(stat -c %a r.json)\" = 640"},
     {"NewReportFollowsUmask077", run + "--report r.json", 0, "", {"r.json"}, "umask 077", false, "",
      "test \"$(stat -c %a r.json)\" = 600"},
@@ -135,12 +136,13 @@ const std::vector<Edge> kWriteEdges = {
      {"a", "b"}, "echo old > a && ln a b", false, "", "test \"$(cat b)\" = old"},
     {"ReportAndTraceBothStdout", long_run + "--report - --trace -", 1, "writes to standard output already"},
     {"DevNullTwiceIsFine", run + "--report /dev/null --save /dev/null", 0, ""},
-    // No output is an input: the checkpoint resumed from, the init weights, the data's files.
+    // No output is an input: the checkpoint resumed from, the init weights, the data's files; but
+    // --save over --resume continues that run in place.
     {"ReportOverResumeCheckpoint", long_run + "--resume ck.st --report ck.st", 1,
      "--report ck.st: the same file as --resume ck.st, which this command reads", {"ck.st", "ck.bak"},
      make_checkpoint, false, "", "cmp ck.st ck.bak"},
-    {"SaveOverResumeCheckpoint", long_run + "--resume ck.st --save ./ck.st", 1, "the same file as --resume ck.st",
-     {"ck.st", "ck.bak"}, make_checkpoint, false, "", "cmp ck.st ck.bak"},
+    {"SaveOverResumeCheckpointContinuesIt", "train --model fc3 --synthetic 128 --steps 2 --quiet --resume ck.st "
+     "--save ./ck.st", 0, "", {"ck.st", "ck.bak"}, make_checkpoint, false, "", "! cmp -s ck.st ck.bak"},
     {"TraceOverInitWeights", long_run + "--init ck.st --trace ck.st", 1, "the same file as --init ck.st",
      {"ck.st", "ck.bak"}, make_checkpoint, false, "", "cmp ck.st ck.bak"},
     {"ReportOverDataFile", "train --model fc3 --data d --steps 1 --quiet --report d/train-labels-idx1-ubyte", 1,

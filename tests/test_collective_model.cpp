@@ -623,7 +623,8 @@ TEST(ScalingModelCli, ExchangeCurvePricesThePairwiseRounds) {
                                    {{"bytes", 1048576}, {"seconds", 2e-2}}}}});
   };
   const std::string out = (dir.path() / "out.json").string();
-  const std::string common = " --model lenet5 --serial-step 0.01 --max-nodes 8 --report " + out;
+  // --force: each call replaces the report of the one before.
+  const std::string common = " --model lenet5 --serial-step 0.01 --max-nodes 8 --force --report " + out;
   const auto row_at_1mib = [&](const std::string& args) {
     const test::CliResult r = test::run_cli("scaling-model " + args + common);
     EXPECT_EQ(r.code, 0) << r.output;

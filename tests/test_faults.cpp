@@ -72,7 +72,8 @@ const std::string kTrain = "train --model lenet5 --synthetic 256 --batch 32 --qu
 // ---- a full disk --------------------------------------------------------------------------------
 
 // Writes the earlier checkpoint + report with the disk not yet full, makes it full with `fill`,
-// then checks a second run fails naming the file and cause, and leaves both files untouched.
+// then checks a second run (--force: it replaces them) fails naming the file and cause, and leaves
+// both files untouched.
 void check_full_disk_keeps_earlier_files(const fs::path& dir, const std::string& prefix,
                                          const std::function<void()>& fill,
                                          const std::string& expected_cause) {
@@ -85,7 +86,7 @@ void check_full_disk_keeps_earlier_files(const fs::path& dir, const std::string&
   const std::string report_before = cnnbench::read_file(report);
   fill();
 
-  const CliResult save = run_cli(kTrain + " --steps 4 --save " + checkpoint.string() + " --report " +
+  const CliResult save = run_cli(kTrain + " --steps 4 --force --save " + checkpoint.string() + " --report " +
                                  report.string(), prefix);
   EXPECT_EQ(save.code, 1) << save.output;
   EXPECT_TRUE(contains(save.output, "cnnbench: error: cannot write " + checkpoint.string()))
@@ -93,7 +94,7 @@ void check_full_disk_keeps_earlier_files(const fs::path& dir, const std::string&
   EXPECT_TRUE(contains(save.output, expected_cause)) << save.output;
   std::cout << "[ info ] " << save.output;
 
-  const CliResult report_only = run_cli(kTrain + " --steps 1 --report " + report.string(), prefix);
+  const CliResult report_only = run_cli(kTrain + " --steps 1 --force --report " + report.string(), prefix);
   EXPECT_EQ(report_only.code, 1) << report_only.output;
   EXPECT_TRUE(contains(report_only.output, "cannot write " + report.string())) << report_only.output;
   EXPECT_TRUE(contains(report_only.output, expected_cause)) << report_only.output;

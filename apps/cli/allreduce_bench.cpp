@@ -31,6 +31,7 @@ struct AllreduceArgs {
   std::string report = "-";
   std::string algorithm;  // empty: whatever the environment says (Open MPI's own choice by default)
   bool allow_one_rank = false;
+  bool force = false;
 };
 
 #if CNNBENCH_HAVE_MPI
@@ -209,7 +210,7 @@ void label_algorithms(nlohmann::json& result, AllreduceAlgorithm asked, std::int
 std::int64_t whole_floats(std::int64_t bytes) { return (bytes + 3) / 4 * 4; }
 
 int run_allreduce_bench(const AllreduceArgs& a) {
-  check_output_path(a.report, "--report");  // before the minutes of timing
+  check_outputs({{.option = "--report", .path = a.report, .replace = a.force}});  // before the minutes of timing
 #if CNNBENCH_HAVE_MPI
   const AlgorithmControl& control = control_of(a.config.nonblocking);
   const AllreduceAlgorithm asked = ask_for_algorithm(a.algorithm, control);
@@ -320,6 +321,7 @@ void add_allreduce_bench_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--report", args->report, "where rank 0 writes the JSON ('-' = stdout)")
       ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();
+  add_force_flag(cmd, args->force, "--report file");
   cmd->add_flag("--allow-one-rank", args->allow_one_rank,
                 "run on one rank too (without mpirun: no communication, only a memory copy is timed)");
   cmd->callback([args, &runner] {

@@ -107,6 +107,12 @@ CLI::Validator output_path_rule(OutputKind kind) {
       "", "output path");
 }
 
+CLI::Option* add_force_flag(CLI::App* cmd, bool& force, const std::string& outputs) {
+  return cmd->add_flag("--force", force,
+                       "overwrite an existing " + outputs + " (without it, an existing file is refused "
+                       "before any work)");
+}
+
 void add_common_flags(CLI::App* cmd, CommonArgs& a, OptionFlags which) {
   namespace g = general_option;
   const bool train = which == OptionFlags::train;

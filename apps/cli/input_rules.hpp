@@ -76,6 +76,9 @@ CLI::Option* add_number_option(CLI::App* cmd, const OptionSpec& spec, std::vecto
 // An output path's form: a file, a JSON file ('-' writes it to standard output) or a folder.
 enum class OutputKind { file, json, folder };
 CLI::Validator output_path_rule(OutputKind kind);
+// --force on cmd: an existing file among `outputs` ("--report") may be replaced; without it, one
+// is refused before any work (check_outputs, OutputPath::replace).
+CLI::Option* add_force_flag(CLI::App* cmd, bool& force, const std::string& outputs);
 
 // The flags `train` and `sweep` share, with the same rules; which one says the defaults and help
 // that differ (train: one run, steps in total; sweep: steps per repetition, synthetic by default).

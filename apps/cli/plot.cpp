@@ -21,6 +21,7 @@ struct PlotArgs {
   std::string out = "plots";
   std::string script;
   std::string python;  // empty: the system's /usr/bin/python3 (where Debian puts matplotlib), else python3
+  bool force = false;
 };
 
 // The images plots/plot_report.py writes into --out, without their .png/.svg: a sweep report's,
@@ -41,7 +42,7 @@ std::vector<std::string> script_words(const PlotArgs& a) {
 int run_plot(const PlotArgs& a) {
   // The script reads a trace itself and says what is wrong with one; a report is read here.
   std::vector<std::string> arguments = script_words(a);
-  // None of the images may be the file they are drawn from.
+  // None of the images may be the file they are drawn from, nor replace one without --force.
   std::vector<std::string> files;
   for (const std::string& name : plot_names(a)) {
     for (const char* ext : {".png", ".svg"}) files.push_back(name + ext);
@@ -50,8 +51,7 @@ int run_plot(const PlotArgs& a) {
   const std::filesystem::path script = find_plots_script(plot_script, a.script);
   std::vector<InputPath> inputs = script_inputs(script, !a.script.empty());
   inputs.push_back({a.trace.empty() ? "REPORT" : "--trace", input});
-  check_outputs({{.option = "--out", .path = a.out, .folder = true, .files = files}}, inputs);
-  check_output_folder(a.out, "--out");
+  check_outputs({{.option = "--out", .path = a.out, .folder = true, .files = files, .replace = a.force}}, inputs);
   const std::filesystem::path out = a.out;
   std::vector<FileStamp> before;
   for (const std::string& file : files) before.push_back(file_stamp(out / file));
@@ -82,6 +82,7 @@ void add_plot_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--out", args->out, "folder for the images")
       ->check(output_path_rule(OutputKind::folder))
       ->capture_default_str();
+  add_force_flag(cmd, args->force, "image in --out");
   add_script_options(*cmd, plot_script, "plot script", args->script, args->python);
   cmd->callback([args, &runner] {
     if (args->report.empty() && args->trace.empty()) {

@@ -32,6 +32,7 @@ struct ReportArgs {
   std::string threshold = "5%";
   std::string script;
   std::string python;
+  bool force = false;
 };
 
 // A strategy option's value as a report's config records it (sweep options_json): text, or a
@@ -164,7 +165,7 @@ int run_report(const ReportArgs& a) {
   std::vector<InputPath> inputs = script_inputs(script, !a.script.empty());
   inputs.push_back({"SWEEP", r.sweep});
   if (!r.baseline.empty()) inputs.push_back({"--baseline", r.baseline});
-  check_outputs({{.option = "--out", .path = r.out}}, inputs);
+  check_outputs({{.option = "--out", .path = r.out, .replace = a.force}}, inputs);
   return write_html_report(r, script.string(), a.python);
 }
 
@@ -204,6 +205,7 @@ void add_report_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--threshold", args->threshold,
                   "with --baseline: slowdown tolerated, e.g. 5% or 0.05 (as in compare)")
       ->capture_default_str();
+  add_force_flag(cmd, args->force, "--out page");
   add_script_options(*cmd, page_script, "page generator", args->script, args->python);
   cmd->callback([args, &runner] {
     args->request.threshold = parse_threshold(args->threshold);  // a bad one is a usage error (exit 2)

@@ -39,6 +39,7 @@ struct ScalingArgs {
   std::string profile;            // the profile the runs are checked against
   std::string uncapped;           // the same link without its tbf cap, for runs with a link rate
   std::string report = "-";
+  bool force = false;
 };
 
 struct Profile {
@@ -352,7 +353,7 @@ int run_scaling_model(const ScalingArgs& a) {
   for (const std::string& path : a.allreduce) inputs.push_back({"--allreduce", path});
   for (const std::string& path : a.runs) inputs.push_back({"--check-run", path});
   for (const std::string& path : a.allreduce_checks) inputs.push_back({"--check-allreduce", path});
-  check_outputs({{.option = "--report", .path = a.report}}, inputs);
+  check_outputs({{.option = "--report", .path = a.report, .replace = a.force}}, inputs);
   std::vector<Profile> profiles;
   if (!a.fabric.empty()) profiles = read_fabric_profiles(a.fabric);
   const std::size_t first_measured = profiles.size();  // the --allreduce profiles and their fit
@@ -478,6 +479,7 @@ void add_scaling_model_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--report", args->report, "where to write the JSON ('-' = stdout)")
       ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();
+  add_force_flag(cmd, args->force, "--report file");
   cmd->callback([args, &runner] { runner = [args] { return run_scaling_model(*args); }; });
 }
 

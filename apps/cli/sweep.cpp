@@ -189,21 +189,23 @@ void check_options_apply(const SweepArgs& a) {
 int run_sweep_command(const SweepArgs& a) {
   if (!a.tta_job.empty()) return run_time_to_accuracy_job(a);
   check_options_apply(a);
-  // Before the first point, not after the last; never over the data or the hostfile.
-  std::vector<OutputPath> outputs = {{.option = "--out", .path = a.out}};
+  // Before the first point, not after the last; never over the data or the hostfile. Hours of
+  // measurements must not vanish under a repeated command: an existing report is kept unless
+  // --force, or continued with --resume, which makes the page and the traces the sweep's own too.
+  const bool replace = a.force || a.resume;
+  std::vector<OutputPath> outputs = {
+      {.option = "--out", .path = a.out, .replace = replace,
+       .advice = "pass --resume to keep its finished points and measure the rest, or --force to overwrite it"}};
   // Its files are checked against the plan's points when the sweep starts.
-  if (!a.trace_dir.empty()) outputs.push_back({.option = "--trace-dir", .path = a.trace_dir, .folder = true});
+  if (!a.trace_dir.empty()) {
+    outputs.push_back({.option = "--trace-dir", .path = a.trace_dir, .folder = true, .replace = replace, .probe = true});
+  }
   if (!a.html.empty()) {
     if (a.out == "-") fail_usage("--html renders the report --out writes: give --out a file, not '-'");
     check_page_name(a.html, "--html");
-    outputs.push_back({.option = "--html", .path = a.html});
+    outputs.push_back({.option = "--html", .path = a.html, .replace = replace, .probe = true});
   }
   check_outputs(outputs, {{"--data", a.data_dir}, {"--hostfile", a.hostfile}});
-  // Hours of measurements must not vanish under a repeated command: say how to keep or replace them.
-  if (!a.resume && !a.force && std::filesystem::exists(a.out)) {
-    fail(a.out + " already exists: pass --resume to keep its finished points and measure the rest, "
-                 "or --force to overwrite it");
-  }
   SweepOptions o;
   o.models.clear();
   for (const auto& m : a.models) o.models.push_back(parse_model(m));
@@ -252,6 +254,7 @@ int run_sweep_command(const SweepArgs& a) {
   o.out = a.out;
   if (!a.trace_dir.empty()) o.trace_dir = a.trace_dir;
   o.resume = a.resume;
+  o.force = a.force;
   o.quiet = a.quiet;
   // Tests only: makes one core probe read slow, to reach the slow-core warning (docs/design.md).
   if (const char* slowdown = std::getenv("CNNBENCH_TEST_PROBE_SLOWDOWN"); slowdown != nullptr && *slowdown != 0) {
@@ -329,7 +332,9 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
                   "at the end, write the report as one self-contained HTML page here (cnnbench report)")
       ->check(output_path_rule(OutputKind::file));
   cmd->add_flag("--resume", args->resume, "keep the finished points of --out and run the rest");
-  cmd->add_flag("--force", args->force, "overwrite an existing --out report");
+  cmd->add_flag("--force", args->force,
+                "overwrite an existing --out report, --html page and --trace-dir traces (without it "
+                "or --resume, an existing one is refused before the first point)");
   cmd->add_option("--tta-job", args->tta_job)->group("");
   cmd->add_option("--tta-out", args->tta_out)->group("");
   cmd->callback([args, cmd, &runner] {

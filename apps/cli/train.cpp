@@ -24,7 +24,7 @@ struct TrainArgs : CommonArgs {
   std::string model = "lenet5";
   std::string strategy = "serial";
   float weight_decay = 0.0f;
-  bool no_shuffle = false, eval = false;
+  bool no_shuffle = false, eval = false, force = false;
   std::string init, save, resume, report, trace;
   std::string save_init;  // write the initial weights and train nothing (no step: no loss, no speed)
   int threads = 1;
@@ -127,29 +127,42 @@ std::string join(const std::vector<std::string>& items, const std::string& separ
   return text;
 }
 
+// Whether the run saves to the checkpoint it resumes from (by any spelling): it continues that run
+// in place, as a requeued Slurm job rerunning its command does.
+bool continues_in_place(const TrainArgs& a) {
+  return !a.save.empty() && !a.resume.empty() && same_file(a.save, a.resume);
+}
+
 // The files a run writes and reads, for the output rule (check_outputs): each output is checked
-// before any work, and none may be another output or an input.
+// before any work, none may be another output or an input, and none may replace an existing file
+// without --force, but for a run that continues in place: the outputs it replaces are that run's
+// own (an interrupted run writes its checkpoint and report).
 std::vector<OutputPath> train_outputs(const TrainArgs& a, const TrainConfig& config) {
+  const bool replace = a.force || continues_in_place(a);
   std::vector<OutputPath> outputs;
-  if (!a.report.empty()) outputs.push_back({.option = "--report", .path = a.report});
-  if (!a.save.empty()) outputs.push_back({.option = "--save", .path = a.save});
-  if (!a.save_init.empty()) outputs.push_back({.option = "--save-init", .path = a.save_init});
-  if (!a.trace.empty()) outputs.push_back({.option = "--trace", .path = a.trace});
+  if (!a.report.empty()) outputs.push_back({.option = "--report", .path = a.report, .replace = replace});
+  if (!a.save.empty()) outputs.push_back({.option = "--save", .path = a.save, .replace = replace});
+  if (!a.save_init.empty()) outputs.push_back({.option = "--save-init", .path = a.save_init, .replace = replace});
+  if (!a.trace.empty()) outputs.push_back({.option = "--trace", .path = a.trace, .replace = replace});
   for (const auto& [name, value] : config.options) {
     if (const OptionSpec* spec = find_option_spec(name); spec != nullptr && spec->output_file) {
-      outputs.push_back({.option = spec->flag(), .path = value});
+      outputs.push_back({.option = spec->flag(), .path = value, .replace = replace});
     }
   }
   if (a.save.empty() && a.save_init.empty()) {
-    // The longest name an interrupted run's checkpoint can have (run_training names it).
+    // The longest name an interrupted run's checkpoint can have (run_training names it, never
+    // one that exists).
     outputs.push_back({.option = "the folder an interrupted run saves its checkpoint in (pass --save to choose)",
                        .path = interrupt_folder(a.report), .folder = true,
-                       .files = {"cnnbench-interrupted-step-9223372036854775807-999.safetensors"}});
+                       .files = {"cnnbench-interrupted-step-9223372036854775807-999.safetensors"}, .replace = true});
   }
   return outputs;
 }
+// The checkpoint a run continues in place is its --save as well: that output is not checked
+// against it (any other output that names it names --save too, which check_outputs refuses).
 std::vector<InputPath> train_inputs(const TrainArgs& a) {
-  std::vector<InputPath> inputs = {{"--init", a.init}, {"--resume", a.resume}};
+  std::vector<InputPath> inputs = {{"--init", a.init}};
+  if (!continues_in_place(a)) inputs.push_back({"--resume", a.resume});
   if (a.synthetic == 0) inputs.push_back({"--data", a.data_dir});
   return inputs;
 }
@@ -303,7 +316,9 @@ void add_train_command(CLI::App& root, Runner& runner) {
       ->excludes(shards_flag);
   cmd->add_option("--init", args->init, "initial weights (safetensors)")
       ->check(input_path_rule(PathKind::file, true));
-  cmd->add_option("--save", args->save, "write a checkpoint at the end (safetensors)")
+  cmd->add_option("--save", args->save,
+                  "write a checkpoint at the end (safetensors); naming the --resume checkpoint "
+                  "continues that run in place, replacing its outputs without --force")
       ->check(output_path_rule(OutputKind::file));
   add_number_option(cmd, general_option::checkpoint_every, args->checkpoint_every);
   cmd->add_option("--resume", args->resume, "continue from a checkpoint")
@@ -328,6 +343,7 @@ void add_train_command(CLI::App& root, Runner& runner) {
       ->excludes("--report")
       ->excludes("--trace")
       ->excludes("--eval");
+  add_force_flag(cmd, args->force, "--report, --save, --save-init, --trace or --graph file");
   cmd->add_option("--progress", args->progress,
                   "bar, lines or none (default: a bar on a terminal, lines under mpirun, else none; "
                   "none with --quiet)")

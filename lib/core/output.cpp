@@ -245,17 +245,32 @@ FileIdentity identify(const fs::path& path) {
   return id;
 }
 
-bool same_file(const FileIdentity& a, const FileIdentity& b) {
+bool one_file(const FileIdentity& a, const FileIdentity& b) {
   if (a.exists && b.exists) return a.device == b.device && a.inode == b.inode;
   return a.resolved == b.resolved;
 }
 
-// One file an output writes: "OPTION PATH" and the path.
+// One file an output writes: "OPTION PATH" and the path, and the output it belongs to.
 struct Written {
   std::string what;
   fs::path path;
   FileIdentity id;
+  const OutputPath* output;
 };
+
+// Creates and removes a file in the folder `dir` is or would be made in: proof that it takes one.
+void probe_folder(const fs::path& dir, const std::string& what) {
+  const fs::path at = nearest_existing(dir);
+  static std::atomic<unsigned> serial{0};
+  const fs::path probe = at / (".cnnbench-probe." + std::to_string(::getpid()) + "." + std::to_string(serial++));
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) fail(what + ": cannot create a file in " + at.string() + ": " + std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+// Whether the file of `id` exists and is a regular file (a symlink's target), which a write replaces.
+bool replaces_a_file(const FileIdentity& id) { return id.exists && S_ISREG(id.mode); }
 
 }  // namespace
 
@@ -280,12 +295,13 @@ void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<Inp
       check_one_folder(out.path, what);
       for (const std::string& name : out.files) {
         check_lengths(out.path / name, true, what);
-        written.push_back({what + " (" + name + ")", out.path / name, identify(follow_links(out.path / name))});
+        written.push_back({what + " (" + name + ")", out.path / name, identify(follow_links(out.path / name)), &out});
       }
     } else {
       check_one_file(out.path, what);
-      written.push_back({what, out.path, identify(follow_links(out.path))});
+      written.push_back({what, out.path, identify(follow_links(out.path)), &out});
     }
+    if (out.probe) probe_folder(out.folder ? out.path : folder_of(follow_links(out.path)), what);
   }
   // Two names of one device (/dev/null twice) write nothing over each other.
   const auto device = [](const FileIdentity& id) {
@@ -293,7 +309,7 @@ void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<Inp
   };
   for (std::size_t i = 0; i < written.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
-      if (!device(written[i].id) && same_file(written[i].id, written[j].id)) {
+      if (!device(written[i].id) && one_file(written[i].id, written[j].id)) {
         fail(written[i].what + ": the same file as " + written[j].what + "; give each output its own file");
       }
     }
@@ -309,7 +325,7 @@ void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<Inp
     for (const fs::path& file : files) {
       const FileIdentity id = identify(file);
       for (const Written& out : written) {
-        if (device(out.id) || !same_file(out.id, id)) continue;
+        if (device(out.id) || !one_file(out.id, id)) continue;
         const std::string read = file == in.path ? in.option + " " + file.string()
                                                  : file.string() + " (in " + in.option + " " + in.path.string() + ")";
         fail(out.what + ": the same file as " + read + ", which this command reads; writing it " +
@@ -317,14 +333,16 @@ void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<Inp
       }
     }
   }
+  for (const Written& out : written) {
+    if (out.output->replace || !replaces_a_file(out.id)) continue;
+    const OutputPath& given = *out.output;
+    fail(given.option + " " + given.path.string() + ": " +
+         (given.folder ? out.path.string() + " already exists; " : "already exists; ") + given.advice);
+  }
 }
 
-void check_output_path(const fs::path& given, const std::string& option) {
-  check_outputs({{.option = option, .path = given}});
-}
-
-void check_output_folder(const fs::path& dir, const std::string& option) {
-  check_outputs({{.option = option, .path = dir, .folder = true}});
+bool same_file(const fs::path& a, const fs::path& b) {
+  return one_file(identify(follow_links(a)), identify(follow_links(b)));
 }
 
 fs::path unused_path(const fs::path& path) {

@@ -273,9 +273,10 @@ std::filesystem::path SweepRunner::trace_point(const PointSpec& point, int pin_c
   const std::filesystem::path path = *options_.trace_dir / trace_file_name(point);
   if (point.strategy == "cluster") {
     std::vector<std::string> args = launched_train_command(point, steps);
-    // Absolute: the ranks of another host need not start in this folder.
+    // Absolute: the ranks of another host need not start in this folder. --force: the sweep has
+    // applied the output rule to its traces already (a --resume or --force sweep replaces them).
     args.insert(args.end(), {"--trace", std::filesystem::absolute(path).string(), "--trace-steps",
-                             std::to_string(traced_steps)});
+                             std::to_string(traced_steps), "--force"});
     launch_for_json(args, launched_report(), point.id() + " traced");
     return path;
   }

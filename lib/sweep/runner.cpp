@@ -134,13 +134,16 @@ SweepRecord SweepRunner::run() {
   return report_;
 }
 
-// --trace-dir's files, one per point of the plan, before the first point: writable, and none of
-// them the report.
+// --trace-dir's files, one per point of the plan, before the first point: writable, none of them
+// the report, and none already there unless --force or --resume (the report itself is checked
+// before the sweep starts).
 void SweepRunner::check_trace_outputs(const std::vector<PointSpec>& plan) const {
   std::vector<std::string> files;
   for (const PointSpec& point : plan) files.push_back(trace_file_name(point));
-  std::vector<OutputPath> outputs = {{.option = "--trace-dir", .path = *options_.trace_dir, .folder = true, .files = files}};
-  if (!options_.out.empty()) outputs.push_back({.option = "--out", .path = options_.out});
+  const bool replace = options_.force || options_.resume;
+  std::vector<OutputPath> outputs = {
+      {.option = "--trace-dir", .path = *options_.trace_dir, .folder = true, .files = files, .replace = replace}};
+  if (!options_.out.empty()) outputs.push_back({.option = "--out", .path = options_.out, .replace = true});
   check_outputs(outputs);
 }
 

@@ -165,6 +165,9 @@ class SweepRunner {
   RunResult train_in_process(const PointSpec& point, int pin_core, std::int64_t steps,
                              std::int64_t trace_steps = 0) const;
   Repetition run_in_process(const PointSpec& point, int pin_core, std::int64_t steps = -1) const;
+  // Runs `args` and reads the JSON it writes to `output`, a file of the scratch folder that is
+  // removed first: no earlier run's file is read as this one's, and the job's output rule (an
+  // existing file is refused without --force) finds none there.
   nlohmann::json launch_for_json(const std::vector<std::string>& args,
                                  const std::filesystem::path& output, const std::string& what) const;
   void measure_allreduce();

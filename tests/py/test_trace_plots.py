@@ -78,7 +78,7 @@ def check_gantt(cli, tmp):
         if e.get("ph") == "X" and e["args"]["step"] == 3 and e["pid"] == 1:
             e["dur"] += 5000
     trace.write_text(json.dumps(outlier))
-    drawn = plot(cli, "--trace", trace, "--out", out)
+    drawn = plot(cli, "--trace", trace, "--out", out, "--force")  # over the chart just drawn
     check(drawn.returncode == 0 and "step 2" in drawn.stdout,
           f"with step 3 an outlier the chart shows step 2, the last typical one ({drawn.stdout.strip()})")
     check("1 counters" in drawn.stdout, "the counter is drawn below the tracks")

@@ -118,6 +118,15 @@ struct OutputPath {
   std::filesystem::path path;  // "-" = standard output
   bool folder = false;         // a folder the command writes `files` into (plot --out)
   std::vector<std::string> files = {};
+  // An existing regular file that the output would replace is refused unless `replace` (the
+  // command's --force, or an output the command continues, as sweep --resume its report);
+  // `advice` ends that message.
+  bool replace = false;
+  std::string advice = "pass --force to overwrite it";
+  // Creates and removes a file in the folder the output goes to (its nearest existing folder), for
+  // outputs written only at the end of long work: a folder that takes no file whatever its mode
+  // says (a read-only mount, /proc, an ACL) is refused before the work, not after.
+  bool probe = false;
 };
 // One file a command reads, or a folder whose files it reads (--data).
 struct InputPath {
@@ -129,15 +138,17 @@ struct InputPath {
 // - the path is not empty;
 // - write_output can write it: not a folder (a file where a folder is expected), its folder
 //   exists or can be created (the nearest existing one is a writable folder, no part of the path
-//   is a file), a device or FIFO is writable;
+//   is a file), a device or FIFO is writable; with `probe`, a file can be created there;
 // - every name in it, the temporary file's name write_output makes beside it, and the whole
 //   path fit the file system's NAME_MAX and PATH_MAX;
 // - no two outputs, and no output and input, are one file: resolved paths (symlinks, ./x),
-//   and device + inode where the file exists (hard links). Two names of one device are allowed.
+//   and device + inode where the file exists (hard links). Two names of one device are allowed;
+// - it replaces no existing regular file (through a symlink too; a folder output: none of its
+//   `files`) unless `replace`: "OPTION PATH: already exists; ADVICE". Devices and FIFOs, written
+//   in place, are not replaced. Checked last, so that a clash --force cannot fix is said first.
 void check_outputs(const std::vector<OutputPath>& outputs, const std::vector<InputPath>& inputs = {});
-// check_outputs of one output file, or one output folder, alone.
-void check_output_path(const std::filesystem::path& path, const std::string& option);
-void check_output_folder(const std::filesystem::path& dir, const std::string& option);
+// Whether two paths name one file, by the rule check_outputs applies between outputs.
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
 // The name write_output gives the temporary file of `name` (".NAME.tmp.PID.N") at its longest.
 std::string longest_temp_name(const std::string& name);
 

@@ -242,6 +242,9 @@ struct SweepOptions {
   std::filesystem::path self;          // this cnnbench binary
   std::filesystem::path out;           // the report, rewritten after every preparation and round
   bool resume = false;                 // keep the finished points of an existing `out`
+  // --force: replace an existing `out` and traces. Without it or `resume`, an existing trace of
+  // the plan is refused before the first point (with `resume`, the traces are the sweep's own).
+  bool force = false;
   // --trace-dir: while it is prepared each point runs one more repetition, traced, and writes its
   // Chrome trace to trace_dir / trace_file_name(point); the timed repetitions are untraced.
   std::optional<std::filesystem::path> trace_dir;
