@@ -75,6 +75,12 @@ int run_plot(const PlotArgs& a) {
   // The script reads a trace itself and says what is wrong with one; a report is read here.
   std::vector<std::string> arguments = script_words(a);
   const std::filesystem::path script = find_plots_script(plot_script, a.script);
+  const std::string input = a.trace.empty() ? a.report : a.trace;
+  std::vector<InputPath> inputs = script_inputs(script, !a.script.empty());
+  inputs.push_back({a.trace.empty() ? "REPORT" : "--trace", input});
+  // The folder before the script is asked anything; then the images it names.
+  check_outputs({{.option = "--out", .path = a.out, .folder = true}}, inputs);
+  check_output_folder(a.out, "--out");
   std::vector<std::string> names;
   if (const int code = plot_names(a, script, names); code != 0) return code;
   // None of the images may be the file they are drawn from.
@@ -82,11 +88,7 @@ int run_plot(const PlotArgs& a) {
   for (const std::string& name : names) {
     for (const char* ext : {".png", ".svg"}) files.push_back(name + ext);
   }
-  const std::string input = a.trace.empty() ? a.report : a.trace;
-  std::vector<InputPath> inputs = script_inputs(script, !a.script.empty());
-  inputs.push_back({a.trace.empty() ? "REPORT" : "--trace", input});
   check_outputs({{.option = "--out", .path = a.out, .folder = true, .files = files}}, inputs);
-  check_output_folder(a.out, "--out");
   const std::filesystem::path out = a.out;
   std::vector<FileStamp> before;
   for (const std::string& file : files) before.push_back(file_stamp(out / file));
