@@ -29,16 +29,16 @@ plots.matplotlib.rcParams["svg.hashsalt"] = "cnnbench"  # the same report gives 
 SECTIONS = [("summary", "Summary"), ("points", "Points"), ("plots", "Plots"),
             ("each-point", "Each point"), ("baseline", "Against a baseline"), ("provenance", "Provenance")]
 
-# (function, name, alt text) of each figure; the breakdown only where a point has one.
+# (name, alt text) of each figure (plot_report.FIGURES draws it); the breakdown only where a point
+# has one.
 FIGURES = [
-    (plots.plot_speedup, "speedup", "Speedup over the serial reference against cores, per strategy, "
-     "with the ideal line and Amdahl fits"),
-    (plots.plot_efficiency, "efficiency", "Parallel efficiency (speedup / cores) against cores, per strategy"),
-    (plots.plot_throughput, "throughput", "Training throughput in images per second, one bar per point"),
-    (plots.plot_time_to_accuracy, "time_to_accuracy", "Test accuracy against wall time, one curve per point"),
-    (plots.plot_breakdown, "breakdown", "Where each point's step time goes, by category, over the serial step"),
-    (plots.plot_scaling_prediction, "scaling_prediction", "Predicted cluster efficiency against nodes, "
-     "per fabric, with the measured points"),
+    ("speedup", "Speedup over the serial reference against cores, per strategy, with the ideal line and "
+     "Amdahl fits"),
+    ("efficiency", "Parallel efficiency (speedup / cores) against cores, per strategy"),
+    ("throughput", "Training throughput in images per second, one bar per point"),
+    ("time_to_accuracy", "Test accuracy against wall time, one curve per point"),
+    ("breakdown", "Where each point's step time goes, by category, over the serial step"),
+    ("scaling_prediction", "Predicted cluster efficiency against nodes, per fabric, with the measured points"),
 ]
 
 STYLE = """
@@ -449,18 +449,22 @@ def has_breakdown(report):
 
 
 def plots_section(report, drawn):
-    """The figures, drawn from `drawn` (the report with names cut short for a figure)."""
+    """The figures, drawn from `drawn` (the report with names cut short for a figure); a figure
+    of several pages (a large sweep's) shows each, one after the other."""
     models = drawn["config"]["models"]
+    names = [name for name, _ in FIGURES if name != "breakdown" or has_breakdown(report)]
+    svgs = plots.draw_figures(drawn, models, {}, names)
     parts = []
-    for draw, name, alt in FIGURES:
-        if name == "breakdown" and not has_breakdown(report):
+    for name, alt in FIGURES:
+        if name not in names:
             parts += [el("h3", "Breakdown"), el("p", "No point has a time breakdown (the report predates them).")]
             continue
-        collected = {}
-        draw(drawn, models, collected)
         title = name.replace("_", " ").capitalize()
-        parts += [el("h3", title, id=f"plot-{name}"),
-                  el("figure", el("div", svg_body(collected[name], alt), class_="plot"), el("figcaption", f"{alt}."))]
+        parts.append(el("h3", title, id=f"plot-{name}"))
+        collected = [svg for file, svg in svgs.items() if re.fullmatch(re.escape(name) + r"(-\d+)?", file)]
+        for page, svg in enumerate(collected, 1):
+            shown = alt if len(collected) == 1 else f"{alt} (page {page} of {len(collected)})"
+            parts.append(el("figure", el("div", svg_body(svg, shown), class_="plot"), el("figcaption", f"{shown}.")))
     return join(parts)
 
 

@@ -4,14 +4,20 @@ images/s, time to accuracy, the cluster scaling prediction and where each point'
 each as PNG and SVG; or, with --trace, a Gantt chart of one step of a `train --trace` file. The
 PyTorch peers (pytorch, pytorch-ddp) are drawn grey and dashed.
 
-Usage: plot_report.py REPORT.json --out DIR
+A figure too large for one page (a sweep of many cores and nodes) is split into panels and pages,
+NAME-1.png, NAME-2.png, ...; --names FILE writes the list of the files a report's figures go to
+(as JSON, without .png/.svg) and draws nothing.
+
+Usage: plot_report.py REPORT.json --out DIR [--names FILE]
        plot_report.py --trace TRACE.json --out DIR   (writes DIR/<trace name>-gantt.png and .svg)
 (exit 3 when matplotlib is missing; exit 4 after printing one "cnnbench: error: ..." line for
 anything else that goes wrong)
 """
 import argparse
+import concurrent.futures
 import io
 import json
+import multiprocessing
 import os
 import re
 import stat
@@ -33,6 +39,7 @@ try:
     matplotlib.rcParams["text.parse_math"] = False  # a "$" in a name is a dollar, not TeX
     import matplotlib.lines
     import matplotlib.patches
+    import matplotlib.ticker
     import matplotlib.pyplot as plt
 except ImportError:
     print("plot_report.py: matplotlib is missing (Debian: apt-get install python3-matplotlib)",
@@ -161,16 +168,142 @@ REPORTED_ERROR_EXIT = 4
 INPUT = "plot_report.py"  # the report or trace being drawn, for messages
 
 
-def new_figure(report, title, models, panel_width=6.2):
-    width = panel_width * len(models)
-    fig, axes = plt.subplots(1, len(models), figsize=(width, 4.8), squeeze=False)
+# ---- Panels and pages ---------------------------------------------------------------------------
+# A sweep of many cores and nodes has hundreds of points. A figure draws one panel per model while
+# what it draws fits one (SERIES_PER_PANEL lines, BARS_PER_PANEL bars), else it gives a model
+# several panels; the panels are laid out in rows on pages of at most PAGE_WIDTH_IN by
+# ROWS_PER_PAGE panels, and a figure of more than one page is written as NAME-1, NAME-2, ...
+SERIES_PER_PANEL = 8  # more lines than this are no longer told apart by colour and marker
+BARS_PER_PANEL = 40  # each bar keeps a label that can be read
+BAR_WIDTH_IN = 0.3  # a bar and its 45-degree label
+PANEL_WIDTH_IN, PANEL_HEIGHT_IN = 6.2, 4.8
+LEGEND_WIDTH_IN = 2.6  # a legend beside a panel that holds too many lines for one inside it
+PAGE_WIDTH_IN = 18
+ROWS_PER_PAGE = 4
+
+
+class Panel:
+    """One panel of a figure: the model it draws, its title and what it draws (series names or
+    points, as the figure says)."""
+
+    def __init__(self, model, title, items):
+        self.model, self.title, self.items = model, title, items
+
+
+def balanced(items, limit):
+    """`items` in consecutive chunks of at most `limit`, as few as can be and of near equal size."""
+    count = -(-len(items) // limit)
+    return [items[len(items) * i // count:len(items) * (i + 1) // count] for i in range(count)]
+
+
+def series_key(series):
+    """Series in name order, cluster's by its threads per rank as numbers (c2 before c10)."""
+    if series.startswith("cluster/c") and series[9:].isdigit():
+        return ("cluster", int(series[9:]))
+    return (series, 0)
+
+
+def series_panels(models, series_of):
+    """The panels of a figure with a line per series: one per model while its series fit in one,
+    else the single-node strategies in one group and cluster's series by threads per rank, each
+    group split into panels of at most SERIES_PER_PANEL. `series_of(model)`: the series to draw."""
+    panels = []
+    for model in models:
+        names = sorted(series_of(model), key=series_key)
+        if len(names) <= SERIES_PER_PANEL:
+            panels.append(Panel(model, model, names))
+            continue
+        cluster = [s for s in names if s.startswith("cluster/c")]
+        others = [s for s in names if s not in cluster]
+        for chunk in balanced(others, SERIES_PER_PANEL):
+            panels.append(Panel(model, f"{model}: {', '.join(chunk)}", chunk))
+        for chunk in balanced(cluster, SERIES_PER_PANEL):
+            low, high = series_key(chunk[0])[1], series_key(chunk[-1])[1]
+            threads = f"{low} thread{'s' if low > 1 else ''}" if low == high else f"{low}-{high} threads"
+            panels.append(Panel(model, f"{model}: cluster, {threads} per rank", chunk))
+    return panels
+
+
+def bar_panels(models, points_of):
+    """The panels of a figure with a bar per point: one per model while its points fit in one,
+    else its points in order in panels of at most BARS_PER_PANEL, titled by their first and last.
+    `points_of(model)`: the points."""
+    panels = []
+    for model in models:
+        ps = points_of(model)
+        chunks = balanced(ps, BARS_PER_PANEL) or [[]]
+        for chunk in chunks:
+            title = model if len(chunks) == 1 else \
+                f"{model}: {bar_label(chunk[0])} to {bar_label(chunk[-1])} ({len(chunk)} of {len(ps)} points)"
+            panels.append(Panel(model, title, chunk))
+    return panels
+
+
+def bar_label(point):
+    """A point's name under its bar: its id less the model ("cluster/n2c4")."""
+    return point["id"].split("/", 1)[1]
+
+
+def paged(panels, columns):
+    """The panels on pages of at most `columns` x ROWS_PER_PAGE, as few pages as can be, of near
+    equal size."""
+    return balanced(panels, max(1, columns) * ROWS_PER_PAGE) if panels else [[]]
+
+
+def page_names(name, pages):
+    """The files of a figure of `pages` pages, without .png/.svg: NAME, or NAME-1, NAME-2, ..."""
+    return [name] if len(pages) <= 1 else [f"{name}-{i}" for i in range(1, len(pages) + 1)]
+
+
+def columns_of(panels, panel_width, most=2):
+    """Panels side by side on a page: as many as fit PAGE_WIDTH_IN, at most `most`, each model in
+    a column of its own while there is one panel per model."""
+    return max(1, min(len(panels), most, int(PAGE_WIDTH_IN // panel_width)))
+
+
+class Layout:
+    """A figure's panels, how wide each is, whether their legends stand beside them, and the pages
+    they make: what draws the figure and what names its files both come from here."""
+
+    def __init__(self, panels, panel_width=PANEL_WIDTH_IN, beside=False):
+        self.panels, self.panel_width, self.beside = panels, panel_width, beside
+        self.columns = columns_of(panels, panel_width)
+        self.pages = paged(panels, self.columns)
+
+
+def line_layout(panels, models):
+    """The layout of a figure with a line per series: legends beside the panels where a model has
+    more than one panel (they hold up to SERIES_PER_PANEL lines and their fits)."""
+    beside = len(panels) > len(models)
+    return Layout(panels, PANEL_WIDTH_IN + (LEGEND_WIDTH_IN if beside else 0), beside)
+
+
+def bar_layout(panels):
+    return Layout(panels, max([PANEL_WIDTH_IN] + [BAR_WIDTH_IN * len(p.items) for p in panels]))
+
+
+def new_figure(report, title, panels, panel_width=PANEL_WIDTH_IN, columns=None):
+    """A page of `panels` (a list, one panel each) in rows of `columns` (default: all in one row),
+    with the title above and the report's caption below. Returns the figure and one axes per panel."""
+    columns = max(1, min(len(panels), columns or len(panels)))
+    rows = -(-len(panels) // columns)
+    width, height = panel_width * columns, PANEL_HEIGHT_IN * rows
+    # At the PNG's resolution, so that the layout's text measures serve the PNG too.
+    fig, axes = plt.subplots(rows, columns, figsize=(width, height), squeeze=False, dpi=120)
+    axes = list(axes.flat)
+    for ax in axes[len(panels):]:
+        fig.delaxes(ax)
     # Wrapped to the figure's width (about 11 characters of the title's font per inch), so that a
     # one-panel figure keeps its whole title.
     lines = [wrapped for line in title.split("\n") for wrapped in textwrap.wrap(line, int(11 * width))]
     fig.suptitle("\n".join(lines))
     fig.title_lines = len(lines)
-    fig.text(0.5, 0.01, caption(report), ha="center", va="bottom", fontsize=7, wrap=True)
-    return fig, axes[0]
+    fig.text(0.5, 0.01 * PANEL_HEIGHT_IN / height, caption(report), ha="center", va="bottom", fontsize=7, wrap=True)
+    return fig, axes[:len(panels)]
+
+
+def page_title(title, page, pages):
+    return title if len(pages) <= 1 else f"{title}\n(page {page + 1} of {len(pages)})"
 
 
 def write_output(path, write):
@@ -206,8 +339,10 @@ def write_output(path, write):
 def save(fig, out, name):
     """Writes out/NAME.png and .svg; `out` may instead be a dict, which then keeps the figure's SVG
     text under NAME (html_report.py inlines them in its page)."""
-    right = 1 - getattr(fig, "legend_width", 0)  # room for a legend beside the panels
-    fig.tight_layout(rect=(0, 0.08, right, 1 - 0.045 * getattr(fig, "title_lines", 1)))
+    width, height = fig.get_size_inches()
+    right = 1 - getattr(fig, "legend_width", 0) / width  # room for a legend beside the panels
+    # The caption's 0.38 inches below, the title's 0.22 inches a line above.
+    fig.tight_layout(rect=(0, 0.384 / height, right, 1 - 0.216 * getattr(fig, "title_lines", 1) / height))
     if isinstance(out, dict):
         text = io.StringIO()
         fig.savefig(text, format="svg")
@@ -220,7 +355,7 @@ def save(fig, out, name):
 
 
 def legend_beside(fig, axes, width):
-    """One legend for all panels, right of them in `width` of the figure (save leaves it room):
+    """One legend for all panels, right of them in `width` inches (save leaves it room):
     each label once, from the first panel that has it."""
     handles = {}
     for ax in axes:
@@ -237,25 +372,105 @@ def max_cores(report):
     return max(ps + [2])
 
 
-def parallel_series(report, model, metric):
-    """The measured series of `model` that report `metric` (all but serial), in name order:
-    (series, points sorted by p, colour, marker)."""
-    for series, ps in sorted(by_series(measured(report, model)).items()):
-        ps = [p for p in ps if is_number(p.get(metric))]  # a value that is not a number is not drawn
+def parallel_series(report, model, metric, only=None):
+    """The measured series of `model` that report `metric` (all but serial), in name order, or
+    those of `only` (a panel's): (series, points sorted by p, colour, marker)."""
+    groups = by_series(measured(report, model))
+    names = sorted(groups, key=series_key) if only is None else only
+    styles = panel_styles(names)
+    for series in names:
+        ps = [p for p in groups.get(series, []) if is_number(p.get(metric))]  # a value that is not a number is not drawn
         if series == "serial" or not ps:
             continue
-        colour, marker = series_style(series)
-        yield series, ps, colour, marker
+        yield (series, ps, *styles[series])
 
 
-def label_cores_axes(ax, model, ylabel, pmax):
-    """Title, labels, ticks 1..pmax, grid and legend of a panel whose x axis is the core count."""
-    ax.set_title(model)
+def series_with(report, metric):
+    """`series_of(model)` for series_panels: the model's series (but serial) with a `metric`."""
+    return lambda model: [series for series, _, _, _ in parallel_series(report, model, metric)]
+
+
+# Colours and markers of a panel of more of cluster's series than CLUSTER_COLOURS has colours.
+PANEL_COLOURS = ["tab:red", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan", "tab:blue",
+                 "tab:orange", "tab:green", "0.35"]
+PANEL_MARKERS = ["v", "^", "<", ">", "o", "s", "D", "P"]
+
+
+def panel_styles(series):
+    """(colour, marker) of each of a panel's series: series_style's, unless cluster's series in it
+    would repeat a colour, which then take one each in turn."""
+    styles = {s: series_style(s) for s in series}
+    cluster = [s for s in series if s.startswith("cluster/c")]
+    if len(cluster) > len(CLUSTER_COLOURS):
+        for i, s in enumerate(cluster):
+            styles[s] = PANEL_COLOURS[i % len(PANEL_COLOURS)], PANEL_MARKERS[i % len(PANEL_MARKERS)]
+    return styles
+
+
+# Core counts up to this are each a tick on a linear axis; past it the axis is log2, ticks at
+# powers of two.
+LINEAR_CORES = 16
+
+
+def log_axis(axis):
+    """A log2 axis whose ticks are powers of two, as many as fit, written as plain numbers."""
+    axis.set_major_locator(matplotlib.ticker.LogLocator(base=2))
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def core_grid(pmax):
+    """x values from 1 to pmax for a smooth curve over the core axis (geometric on a log2 axis)."""
+    if pmax <= LINEAR_CORES:
+        return [1 + i * (pmax - 1) / 50 for i in range(51)]
+    return [pmax ** (i / 50) for i in range(51)]
+
+
+def legend(ax, beside, handles=None):
+    """The panel's legend (of `handles` in their order where given): inside it, or beside it
+    (right) where the panel holds too many lines."""
+    chosen = {} if handles is None else {"handles": handles}
+    if beside:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False, **chosen)
+    else:
+        ax.legend(fontsize=7, **chosen)
+
+
+def label_cores_axes(ax, title, ylabel, pmax, beside=False, log_y=False, handles=None):
+    """Title, labels, ticks, grid and legend of a panel whose x axis is the core count: every
+    count up to LINEAR_CORES, else powers of two on a log2 axis."""
+    ax.set_title(title)
     ax.set_xlabel("cores p (threads x ranks)")
     ax.set_ylabel(ylabel)
-    ax.set_xticks(range(1, pmax + 1))
+    if pmax <= LINEAR_CORES:
+        ax.set_xticks(range(1, pmax + 1))
+    else:
+        ax.set_xscale("log", base=2)
+        log_axis(ax.xaxis)
+        if log_y:
+            ax.set_yscale("log", base=2)
+            log_axis(ax.yaxis)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    legend(ax, beside, handles)
+
+
+# (figure name, page) of the one page a worker of draw_figures draws; None: every page.
+ONLY_PAGE = None
+
+
+def draw_pages(report, name, title, layout, draw_panel, out, finish=None):
+    """The figure NAME: the layout's pages, each in a file of its own (page_names), each panel
+    drawn by draw_panel(ax, panel), then finish(fig, axes) where given."""
+    pages = layout.pages
+    for page, (on_page, file) in enumerate(zip(pages, page_names(name, pages))):
+        if ONLY_PAGE is not None and ONLY_PAGE != (name, page):
+            continue
+        fig, axes = new_figure(report, page_title(title, page, pages), on_page, layout.panel_width, layout.columns)
+        for ax, panel in zip(axes, on_page):
+            draw_panel(ax, panel)
+        if finish is not None:
+            finish(fig, axes)
+        save(fig, out, file)
 
 
 def speedup_range(point, base):
@@ -266,49 +481,69 @@ def speedup_range(point, base):
     return base["time"]["median"] / point["time"]["max"], base["time"]["median"] / point["time"]["min"]
 
 
+def speedup_layout(report, models):
+    return line_layout(series_panels(models, series_with(report, "speedup")), models)
+
+
 def plot_speedup(report, models, out):
-    fig, axes = new_figure(report, "Speedup over the serial reference: S = T_serial / T_p "
-                           "(median of paired repetitions, bars: their range)", models)
     fits = {(f["model"], f["series"]): f["serial_fraction"] for f in report.get("amdahl", [])}
     pmax = max_cores(report)
-    for ax, model in zip(axes, models):
+    layout = speedup_layout(report, models)
+    grid = core_grid(pmax)
+
+    def draw(ax, panel):
+        model = panel.model
         base = next((p for p in measured(report, model) if p["strategy"] == "serial"), None)
-        ax.plot([1, pmax], [1, pmax], color="0.6", linestyle=":", label="ideal S = p")
-        for series, ps, colour, marker in parallel_series(report, model, "speedup"):
+        ideal = grid if pmax > LINEAR_CORES else [1, pmax]
+        handles = ax.plot(ideal, ideal, color="0.6", linestyle=":", label="ideal S = p")  # each series, then its fit
+        for series, ps, colour, marker in parallel_series(report, model, "speedup", panel.items):
             xs = [p["p"] for p in ps]
             ys = [p["speedup"] for p in ps]
             ranges = [speedup_range(p, base) for p in ps]
             lo = [p["speedup"] - low for p, (low, _) in zip(ps, ranges)]
             hi = [high - p["speedup"] for p, (_, high) in zip(ps, ranges)]
-            ax.errorbar(xs, ys, yerr=[lo, hi], color=colour, marker=marker, capsize=3,
-                        linestyle=line_style(series), label=series_label(series))
+            handles.append(ax.errorbar(xs, ys, yerr=[lo, hi], color=colour, marker=marker, capsize=3,
+                                       linestyle=line_style(series), label=series_label(series)))
             f = None if series in PEERS else fits.get((model, series))
             if f is not None:
-                grid = [1 + i * (pmax - 1) / 50 for i in range(51)]
-                ax.plot(grid, [1 / (f + (1 - f) / g) for g in grid], color=colour, linestyle="--",
-                        linewidth=1, label=f"Amdahl fit, {series}: f = {f:.2f}")
+                handles += ax.plot(grid, [1 / (f + (1 - f) / g) for g in grid], color=colour, linestyle="--",
+                                   linewidth=1, label=f"Amdahl fit, {series}: f = {f:.2f}")
         ax.axhline(1, color="k", linewidth=0.6)
-        label_cores_axes(ax, model, "speedup S (bars: range over the repetitions)", pmax)
-    save(fig, out, "speedup")
+        label_cores_axes(ax, panel.title, "speedup S (bars: range over the repetitions)", pmax, layout.beside,
+                         log_y=True, handles=handles)
+
+    draw_pages(report, "speedup", "Speedup over the serial reference: S = T_serial / T_p (median of paired "
+               "repetitions, bars: their range)", layout, draw, out)
+
+
+def efficiency_layout(report, models):
+    return line_layout(series_panels(models, series_with(report, "efficiency")), models)
 
 
 def plot_efficiency(report, models, out):
-    fig, axes = new_figure(report, "Parallel efficiency E = S / p", models)
     pmax = max_cores(report)
-    for ax, model in zip(axes, models):
-        for series, ps, colour, marker in parallel_series(report, model, "efficiency"):
+    layout = efficiency_layout(report, models)
+
+    def draw(ax, panel):
+        for series, ps, colour, marker in parallel_series(report, panel.model, "efficiency", panel.items):
             ax.plot([p["p"] for p in ps], [p["efficiency"] for p in ps], color=colour,
                     marker=marker, linestyle=line_style(series), label=series_label(series))
         ax.axhline(1, color="0.6", linestyle=":", label="ideal E = 1")
-        label_cores_axes(ax, model, "efficiency E", pmax)
-    save(fig, out, "efficiency")
+        label_cores_axes(ax, panel.title, "efficiency E", pmax, layout.beside)
+
+    draw_pages(report, "efficiency", "Parallel efficiency E = S / p", layout, draw, out)
+
+
+def throughput_layout(report, models):
+    return bar_layout(bar_panels(models, lambda model: measured(report, model)))
 
 
 def plot_throughput(report, models, out):
-    fig, axes = new_figure(report, "Training throughput (median of repetitions)", models)
-    for ax, model in zip(axes, models):
-        ps = measured(report, model)
-        labels = [p["id"].split("/", 1)[1] for p in ps]
+    layout = throughput_layout(report, models)
+
+    def draw(ax, panel):
+        ps = panel.items
+        labels = [bar_label(p) for p in ps]
         values = [p["images_per_s"]["median"] for p in ps]
         errors = [[p["images_per_s"]["median"] - p["images_per_s"]["min"] for p in ps],
                   [p["images_per_s"]["max"] - p["images_per_s"]["median"] for p in ps]]
@@ -318,18 +553,33 @@ def plot_throughput(report, models, out):
         for bar, p in zip(bars, ps):
             if p.get("peer"):
                 bar.set(facecolor="0.85", edgecolor="0.4", linestyle="--", linewidth=1.2)
-        torch_1t = next((p for p in ps if p["id"].endswith("/pytorch/n1c1")), None)
+        torch_1t = next((p for p in measured(report, panel.model) if p["id"].endswith("/pytorch/n1c1")), None)
         if torch_1t:
             ax.axhline(torch_1t["images_per_s"]["median"], color="0.5", linestyle="--", linewidth=1,
                        label="PyTorch, 1 thread")
             ax.legend(fontsize=8)
         ax.set_xticks(range(len(ps)))
         ax.set_xticklabels(labels, rotation=45, ha="right", fontsize=8)
-        ax.set_title(model)
+        ax.set_title(panel.title)
         ax.set_xlabel("strategy / n<ranks>c<threads per rank>")
         ax.set_ylabel("images / s")
+        ax.set_ylim(0, 1.05 * max([p["images_per_s"]["max"] for p in measured(report, panel.model)] + [0]) or None)
         ax.grid(alpha=0.3, axis="y")
-    save(fig, out, "throughput")
+
+    draw_pages(report, "throughput", "Training throughput (median of repetitions)", layout, draw, out)
+
+
+def tta_points(report, model):
+    return [p for p in measured(report, model) if p.get("time_to_accuracy") and p["time_to_accuracy"]["curve"]]
+
+
+def time_to_accuracy_layout(report, models):
+    return line_layout(series_panels(models, lambda model: list({p["series"]: 0 for p in tta_points(report, model)})),
+                       models)
+
+
+# A panel of more curves than this names each series once, not each point.
+CURVES_NAMED = 12
 
 
 def plot_time_to_accuracy(report, models, out):
@@ -339,31 +589,37 @@ def plot_time_to_accuracy(report, models, out):
     else:
         title = (f"Time to accuracy (target {target:g})\nclock starts before the data is loaded, "
                  f"evaluation every {report['config']['eval_every']} steps")
-    fig, axes = new_figure(report, title, models)
-    for ax, model in zip(axes, models):
-        drawn = False
-        for p in measured(report, model):
-            tta = p.get("time_to_accuracy")
-            if not tta or not tta["curve"]:
-                continue
-            colour, marker = series_style(p["series"])
-            mark = "" if tta["reached"] else " (not reached)"
+    layout = time_to_accuracy_layout(report, models)
+
+    def draw(ax, panel):
+        ps = [p for p in tta_points(report, panel.model) if p["series"] in panel.items]
+        styles = panel_styles(panel.items)
+        by_point = len(ps) <= CURVES_NAMED
+        named = set()
+        for p in ps:
+            tta = p["time_to_accuracy"]
+            colour, marker = styles[p["series"]]
+            if by_point:
+                label = p["id"].split("/", 1)[1] + ("" if tta["reached"] else " (not reached)")
+            else:
+                label = None if p["series"] in named else series_label(p["series"])
+                named.add(p["series"])
             ax.plot([c["seconds"] for c in tta["curve"]], [c["accuracy"] for c in tta["curve"]],
                     color=colour, marker=marker, markersize=3, linewidth=1,
-                    linestyle=line_style(p["series"]), label=p["id"].split("/", 1)[1] + mark)
-            drawn = True
+                    linestyle=line_style(p["series"]), label=label)
         if target is not None:
             ax.axhline(target, color="k", linestyle=":", linewidth=1, label="target")
-        if not drawn:
+        if not ps:
             ax.text(0.5, 0.5, "not measured\n(cnnbench sweep --target-accuracy A)",
                     ha="center", va="center", transform=ax.transAxes)
-        ax.set_title(model)
+        ax.set_title(panel.title if by_point else f"{panel.title} ({len(ps)} points)")
         ax.set_xlabel("wall time since start (s)")
         ax.set_ylabel("test accuracy")
         ax.grid(alpha=0.3)
-        if drawn:
-            ax.legend(fontsize=7)
-    save(fig, out, "time_to_accuracy")
+        if ps:
+            legend(ax, layout.beside)
+
+    draw_pages(report, "time_to_accuracy", title, layout, draw, out)
 
 
 def scaling_inputs(report, model):
@@ -422,11 +678,13 @@ def measured_efficiency(report, model, serial):
     return sorted(rows)
 
 
+def scaling_prediction_layout(report, models):
+    return Layout([Panel(model, model, None) for model in models])
+
+
 def plot_scaling_prediction(report, models, out):
-    fig, axes = new_figure(report, "Cluster scaling predicted per fabric: strong (solid) and weak "
-                                   "(dashed) efficiency\n(step = compute + (1 - hidden) x cheapest "
-                                   "allreduce per bucket; o: the algorithm changes)", models)
-    for ax, model in zip(axes, models):
+    def draw(ax, panel):
+        model = panel.model
         serial, hidden = scaling_inputs(report, model)
         curves = scaling_curves(report, model, serial, hidden) if serial else None
         if not curves:
@@ -462,9 +720,12 @@ def plot_scaling_prediction(report, models, out):
         ax.set_xlabel("nodes p (1 rank each)")
         ax.set_ylabel("efficiency")
         ax.grid(alpha=0.3, which="both")
+
     # The profiles are the same in every panel, and inside a panel the legend hid the curves.
-    legend_beside(fig, axes, 0.2)
-    save(fig, out, "scaling_prediction")
+    draw_pages(report, "scaling_prediction", "Cluster scaling predicted per fabric: strong (solid) and weak "
+               "(dashed) efficiency\n(step = compute + (1 - hidden) x cheapest allreduce per bucket; o: the "
+               "algorithm changes)", scaling_prediction_layout(report, models), draw, out,
+               finish=lambda fig, axes: legend_beside(fig, axes, 2.48))
 
 
 def category_seconds(breakdown):
@@ -486,26 +747,35 @@ def breakdown_points(report, model):
     def drawable(breakdown):
         return isinstance(breakdown, dict) and breakdown.get("steps", 0) > 0 and breakdown.get("wall_s", 0) > 0
     ps = [p for p in measured(report, model) if drawable(p.get("time_breakdown"))]
-    return sorted(ps, key=lambda p: (p["strategy"] != "serial", p["series"], p["p"]))
+    return sorted(ps, key=lambda p: (p["strategy"] != "serial", series_key(p["series"]), p["p"]))
+
+
+def serial_breakdown(report, model):
+    """The serial point of `model` with a breakdown, or None."""
+    return next((p for p in breakdown_points(report, model) if p["strategy"] == "serial"), None)
+
+
+def breakdown_layout(report, models):
+    """A bar per point of a model with a serial point to divide by; a model without one gets one
+    panel that says so."""
+    return bar_layout(bar_panels(models, lambda model: breakdown_points(report, model)
+                                 if serial_breakdown(report, model) else []))
 
 
 def plot_breakdown(report, models, out):
-    fig, axes = new_figure(report, "Where a step's time goes: each point's critical path per step, by "
-                           "category, over the serial step time of its model\n(black tick: 1/p, "
-                           "perfect scaling; the bar's excess over it is the missing speedup)", models,
-                           # room for each bar's label
-                           panel_width=max([6.2] + [0.5 * len(breakdown_points(report, m)) for m in models]))
-    for ax, model in zip(axes, models):
-        ps = breakdown_points(report, model)
-        serial = next((p for p in ps if p["strategy"] == "serial"), None)
+    layout = breakdown_layout(report, models)
+
+    def draw(ax, panel):
+        model, ps = panel.model, panel.items
+        serial = serial_breakdown(report, model)
         if serial is None:
-            reason = ("no serial point with a breakdown to divide by" if ps else
+            reason = ("no serial point with a breakdown to divide by" if breakdown_points(report, model) else
                       "no point has a time breakdown\n(the report predates them)")
             ax.text(0.5, 0.5, reason, ha="center", va="center", transform=ax.transAxes, fontsize=8)
             ax.set_xticks([])
             ax.set_yticks([])
             ax.set_title(model)
-            continue
+            return
         # The serial point's own breakdown: both sides of the ratio are the steps' wall time.
         serial_step = serial["time_breakdown"]["wall_s"] / serial["time_breakdown"]["steps"]
         xs = range(len(ps))
@@ -517,21 +787,82 @@ def plot_breakdown(report, models, out):
                 continue
             ax.bar(xs, heights, bottom=bottoms, color=colour, width=0.7, label=label)
             bottoms = [b + h for b, h in zip(bottoms, heights)]
-        for x, p in zip(xs, ps):
-            ax.hlines(1 / p["p"], x - 0.42, x + 0.42, color="k", linewidth=2,
-                      label="1/p (perfect scaling)" if x == 0 else None)
+        ax.hlines([1 / p["p"] for p in ps], [x - 0.42 for x in xs], [x + 0.42 for x in xs], color="k",
+                  linewidth=2, label="1/p (perfect scaling)")
+        crowded = len(ps) > 20  # the totals stand upright, or they would run into each other
+        for x in xs:
             ax.annotate(f"{bottoms[x]:.2f}", (x, bottoms[x]), xytext=(0, 3), textcoords="offset points",
-                        ha="center", va="bottom", fontsize=7)
+                        ha="center", va="bottom", fontsize=6 if crowded else 7, rotation=90 if crowded else 0)
         ax.set_xticks(list(xs))
-        ax.set_xticklabels([p["id"].split("/", 1)[1] + (" (noisy)" if p.get("noise_warning") else "")
+        ax.set_xticklabels([bar_label(p) + (" (noisy)" if p.get("noise_warning") else "")
                             for p in ps], rotation=45, ha="right", fontsize=8)
-        ax.set_ylim(0, max(bottoms + [1.0]) * 1.12)
-        ax.set_title(f"{model}: serial step {serial_step * 1e3:.3g} ms")
+        # One scale for all of a model's panels.
+        tallest = max([1.0] + [sum(category_seconds(p["time_breakdown"]).values()) / p["time_breakdown"]["steps"] /
+                               serial_step for p in breakdown_points(report, model)])
+        ax.set_ylim(0, tallest * (1.18 if crowded else 1.12))
+        ax.set_title(f"{panel.title}: serial step {serial_step * 1e3:.3g} ms")
         ax.set_xlabel("strategy / n<ranks>c<threads per rank>")
         ax.set_ylabel("time per step / serial time per step")
         ax.grid(alpha=0.3, axis="y")
-    legend_beside(fig, axes, 0.17)
-    save(fig, out, "breakdown")
+
+    draw_pages(report, "breakdown", "Where a step's time goes: each point's critical path per step, by "
+               "category, over the serial step time of its model\n(black tick: 1/p, perfect scaling; the "
+               "bar's excess over it is the missing speedup)", layout, draw, out, finish=lambda fig, axes: legend_beside(fig, axes, 2.1))
+
+
+# Each figure by its name: the function that lists its panels (one page's worth of them or more)
+# and the one that draws it, in the order plot draws them.
+FIGURES = {
+    "speedup": (speedup_layout, plot_speedup),
+    "efficiency": (efficiency_layout, plot_efficiency),
+    "throughput": (throughput_layout, plot_throughput),
+    "time_to_accuracy": (time_to_accuracy_layout, plot_time_to_accuracy),
+    "scaling_prediction": (scaling_prediction_layout, plot_scaling_prediction),
+    "breakdown": (breakdown_layout, plot_breakdown),
+}
+
+
+# What draw_figures' workers draw from: (report, models, folder or None for SVG text), set
+# before they fork.
+JOB = None
+
+
+def draw_page(task):
+    """One page of one figure, in a worker: its SVG text by file name when the job has no folder."""
+    global ONLY_PAGE
+    report, models, folder = JOB
+    ONLY_PAGE = task
+    out = {} if folder is None else folder
+    try:
+        FIGURES[task[0]][1](report, models, out)
+    finally:
+        ONLY_PAGE = None
+    return out if folder is None else {}
+
+
+def draw_figures(report, models, out, names=None):
+    """Draws the figures `names` (default all, in FIGURES' order) into `out`: a folder, or a dict
+    that then holds each page's SVG text by file name, in order. The pages are drawn in parallel,
+    a process per core (a large sweep's figures take a core tens of seconds)."""
+    global JOB
+    names = list(FIGURES) if names is None else names
+    tasks = [(name, page) for name in names for page in range(len(FIGURES[name][0](report, models).pages))]
+    workers = min(len(tasks), len(os.sched_getaffinity(0)))
+    if workers <= 1:
+        for name in names:
+            FIGURES[name][1](report, models, out)
+        return out
+    JOB = (report, models, None if isinstance(out, dict) else out)
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        for result in pool.map(draw_page, tasks):
+            if isinstance(out, dict):
+                out.update(result)
+    return out
+
+
+def figure_files(report, models):
+    """The files (without .png/.svg) that each figure of this report is drawn into, in order."""
+    return [file for name, (layout, _) in FIGURES.items() for file in page_names(name, layout(report, models).pages)]
 
 
 # ---- Gantt chart of one step of a trace -----------------------------------------------------------
@@ -770,6 +1101,8 @@ def main():
     parser.add_argument("report", nargs="?")
     parser.add_argument("--trace", help="a Chrome trace (train --trace): draw one step as a Gantt chart")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--names", help="write the names of the files a REPORT's figures go to (without "
+                        ".png/.svg) to this file as a JSON list, and draw nothing")
     args = parser.parse_args()
     if (args.report is None) == (args.trace is None):
         parser.error("give a sweep REPORT or --trace FILE (one of them)")
@@ -782,19 +1115,18 @@ def main():
     report = readable(json.loads(Path(args.report).read_text()), DRAWN_TEXT_LIMIT)
     if not isinstance(report, dict) or report.get("kind") != "sweep":
         raise InputError("not a sweep report")
+    models = report["config"]["models"]
+    if args.names is not None:
+        names = json.dumps(figure_files(report, models))
+        write_output(args.names, lambda f: f.write(names.encode()))
+        return 0
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"--out {args.out}: {e.strerror}") from None
-    models = report["config"]["models"]
     try:
-        plot_speedup(report, models, out)
-        plot_efficiency(report, models, out)
-        plot_throughput(report, models, out)
-        plot_time_to_accuracy(report, models, out)
-        plot_scaling_prediction(report, models, out)
-        plot_breakdown(report, models, out)
+        draw_figures(report, models, out)
     except OSError as e:
         raise InputError(f"cannot write {e.filename or args.out}: {e.strerror}") from None
     return 0

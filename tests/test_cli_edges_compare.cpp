@@ -58,6 +58,10 @@ const std::string png = "printf '\\211PNG\\r\\n\\032\\n\\0\\0\\0\\rIHDR' > img.j
 const std::string base = report("base.json", 1.0);
 // A page generator that exits 0 and writes nothing, with a copy to compare it with afterwards.
 const std::string generator = "printf 'import sys\\nsys.exit(0)\\n' > gen.py && cp gen.py gen.bak";
+// A plot script that names its images when asked (--names FILE: speedup) and draws none.
+const std::string naming_generator =
+    "printf 'import json, sys\\nif \"--names\" in sys.argv: json.dump([\"speedup\"], "
+    "open(sys.argv[sys.argv.index(\"--names\") + 1], \"w\"))\\n' > gen.py && cp gen.py gen.bak";
 const std::string same = report("new.json", 1.0);
 
 const std::vector<Edge> kCompareEdges = {
@@ -162,7 +166,7 @@ const std::vector<Edge> kCompareEdges = {
      "cmp s/plot_report.py gen.bak"},
     {"PlotOverItsScript", "plot base.json --script speedup.svg --out .", 1,
      "the same file as --script speedup.svg", {"base.json", "gen.bak", "gen.py", "speedup.svg"},
-     base + " && " + generator + " && cp gen.py speedup.svg", false, "", "cmp speedup.svg gen.bak"},
+     base + " && " + naming_generator + " && cp gen.py speedup.svg", false, "", "cmp speedup.svg gen.bak"},
     // A generator that exits 0 has still to leave whole files: none, or a page cut short, is an error.
     {"ReportScriptWritesNoPage", "report base.json --script gen.py --out page.html", 1,
      "gen.py exited 0 but page.html does not exist", {"base.json", "gen.bak", "gen.py"}, base + " && " + generator,
@@ -177,7 +181,10 @@ const std::vector<Edge> kCompareEdges = {
      "wrote"},
     {"PlotScriptWritesNoImages", "plot base.json --script gen.py --out img", 1,
      "gen.py exited 0 but img/speedup.png does not exist", {"base.json", "gen.bak", "gen.py"},
-     base + " && " + generator, false, "wrote"},
+     base + " && " + naming_generator, false, "wrote"},
+    {"PlotScriptNamesNoImages", "plot base.json --script gen.py --out img", 1,
+     "gen.py exited 0 but named no images", {"base.json", "gen.bak", "gen.py"}, base + " && " + generator, false,
+     "wrote"},
     {"ReportOutNamesAFolder", "report {dir}/base.json --out {dir}/page/", 1,
      "page/: names a folder; give the page a file name", {"base.json"}, base},
     {"ReportThresholdBareFive", "report {dir}/base.json --baseline {dir}/base.json --threshold 5", 2,

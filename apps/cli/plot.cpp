@@ -1,6 +1,9 @@
 // `cnnbench plot REPORT.json --out DIR`: draws a sweep report's plots (PNG + SVG) with
 // plots/plot_report.py, found next to the source tree the binary was built from or installed;
 // `cnnbench plot --trace TRACE.json --out DIR` a Gantt chart of one step of a train --trace.
+#include <algorithm>
+#include <cctype>
+#include <fstream>
 #include <iostream>
 
 #include "cnnbench/core.hpp"
@@ -13,6 +16,8 @@ namespace cnnbench::cli {
 
 namespace {
 
+using nlohmann::json;
+
 constexpr PlotsScript plot_script{.name = "plot_report.py", .env_variable = "CNNBENCH_PLOT_SCRIPT"};
 
 struct PlotArgs {
@@ -24,11 +29,39 @@ struct PlotArgs {
   bool force = false;
 };
 
-// The images plots/plot_report.py writes into --out, without their .png/.svg: a sweep report's,
-// or NAME-gantt for a trace NAME.json.
-std::vector<std::string> plot_names(const PlotArgs& a) {
-  if (!a.trace.empty()) return {std::filesystem::path(a.trace).stem().string() + "-gantt"};
-  return {"speedup", "efficiency", "throughput", "time_to_accuracy", "scaling_prediction", "breakdown"};
+// A name the script gave an image: a file name of letters, digits, '-' and '_' (it lands in --out).
+bool plain_image_name(const json& name) {
+  if (!name.is_string()) return false;
+  const std::string& text = name.get_ref<const std::string&>();
+  return !text.empty() && text.size() <= 100 && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_';
+  });
+}
+
+// The images plots/plot_report.py writes into --out, without their .png/.svg, into `names`:
+// NAME-gantt for a trace NAME.json; a sweep report's as the script names them when asked
+// (--names FILE), since a figure too large for one page goes to NAME-1, NAME-2, ... and only the
+// script lays it out. Returns 0, or 1 after the script reported an error of its own.
+int plot_names(const PlotArgs& a, const std::filesystem::path& script, std::vector<std::string>& names) {
+  if (!a.trace.empty()) {
+    names = {std::filesystem::path(a.trace).stem().string() + "-gantt"};
+    return 0;
+  }
+  const ScratchFolder scratch("cnnbench-plot");
+  const std::filesystem::path list = scratch.path / "names.json";
+  const int code = run_plots_script(script, {a.report, "--out", a.out, "--names", list.string()}, a.python);
+  if (code != 0) return code;
+  const std::string what = script.filename().string() + " exited 0 but ";
+  std::ifstream in(list);
+  const json given = in ? json::parse(in, nullptr, false) : json();
+  if (!given.is_array() || given.empty()) fail(what + "named no images (--names writes a JSON list of them)");
+  for (const json& name : given) {
+    if (!plain_image_name(name)) {
+      fail(what + "named an image " + printable_text(name.dump().substr(0, 100)) + ", not a plain file name");
+    }
+    names.push_back(name.get<std::string>());
+  }
+  return 0;
 }
 
 // The script's command line: a sweep report, or --trace FILE, into --out.
@@ -42,15 +75,19 @@ std::vector<std::string> script_words(const PlotArgs& a) {
 int run_plot(const PlotArgs& a) {
   // The script reads a trace itself and says what is wrong with one; a report is read here.
   std::vector<std::string> arguments = script_words(a);
-  // None of the images may be the file they are drawn from, nor replace one without --force.
-  std::vector<std::string> files;
-  for (const std::string& name : plot_names(a)) {
-    for (const char* ext : {".png", ".svg"}) files.push_back(name + ext);
-  }
-  const std::string input = a.trace.empty() ? a.report : a.trace;
   const std::filesystem::path script = find_plots_script(plot_script, a.script);
+  const std::string input = a.trace.empty() ? a.report : a.trace;
   std::vector<InputPath> inputs = script_inputs(script, !a.script.empty());
   inputs.push_back({a.trace.empty() ? "REPORT" : "--trace", input});
+  // The folder before the script is asked anything; then the images it names.
+  check_outputs({{.option = "--out", .path = a.out, .folder = true}}, inputs);
+  std::vector<std::string> names;
+  if (const int code = plot_names(a, script, names); code != 0) return code;
+  // None of the images may be the file they are drawn from, nor replace one without --force.
+  std::vector<std::string> files;
+  for (const std::string& name : names) {
+    for (const char* ext : {".png", ".svg"}) files.push_back(name + ext);
+  }
   check_outputs({{.option = "--out", .path = a.out, .folder = true, .files = files, .replace = a.force}}, inputs);
   const std::filesystem::path out = a.out;
   std::vector<FileStamp> before;
@@ -63,7 +100,7 @@ int run_plot(const PlotArgs& a) {
     check_script_output(out / files[i], before[i], png ? std::string_view("IEND\xae\x42\x60\x82", 8) : "</svg>",
                         script);
   }
-  for (const std::string& name : plot_names(a)) std::cout << "wrote " << (out / name).string() << ".png and .svg\n";
+  for (const std::string& name : names) std::cout << "wrote " << (out / name).string() << ".png and .svg\n";
   return 0;
 }
 

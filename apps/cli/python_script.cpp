@@ -88,6 +88,17 @@ void check_script_output(const std::filesystem::path& file, const FileStamp& bef
   if (!ending.empty() && !last.ends_with(ending)) broken(" is cut short: it does not end as a whole file does");
 }
 
+ScratchFolder::ScratchFolder(const std::string& prefix) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + ".XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) fail("cannot create a folder in " + pattern + ": " + std::strerror(errno));
+  path = pattern;
+}
+
+ScratchFolder::~ScratchFolder() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path, ignored);
+}
+
 void add_script_options(CLI::App& cmd, const PlotsScript& script, const std::string& what,
                         std::string& given_script, std::string& python) {
   cmd.add_option("--script", given_script,

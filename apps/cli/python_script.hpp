@@ -53,6 +53,16 @@ FileStamp file_stamp(const std::filesystem::path& file);
 void check_script_output(const std::filesystem::path& file, const FileStamp& before, std::string_view ending,
                          const std::filesystem::path& script);
 
+// A private folder in the temporary directory (PREFIX.XXXXXX) for what cnnbench and a script
+// hand each other, removed with everything in it.
+struct ScratchFolder {
+  std::filesystem::path path;
+  explicit ScratchFolder(const std::string& prefix);
+  ~ScratchFolder();
+  ScratchFolder(const ScratchFolder&) = delete;
+  ScratchFolder& operator=(const ScratchFolder&) = delete;
+};
+
 // A command's --script (into `given_script`; `what` names the script in the help) and --python
 // (into `python`), the choices find_plots_script and run_plots_script take.
 void add_script_options(CLI::App& cmd, const PlotsScript& script, const std::string& what,

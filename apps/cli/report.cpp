@@ -2,11 +2,6 @@
 // page of a sweep, written by plots/html_report.py. This side adds what only cnnbench knows: the
 // command line that measures each point again (built as the sweep builds it) and, with
 // --baseline, compare's verdict per point.
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <iostream>
 
 #include "cnnbench/core.hpp"
@@ -142,22 +137,6 @@ json page_inputs(const HtmlReportRequest& r, const json& report) {
   return {{"commands", commands}, {"comparison", comparison}};
 }
 
-// A private folder for the page's inputs, removed with everything in it.
-struct ScratchFolder {
-  std::filesystem::path path;
-  ScratchFolder() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "cnnbench-report.XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) fail("cannot create a folder in " + pattern + ": " + std::strerror(errno));
-    path = pattern;
-  }
-  ~ScratchFolder() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  ScratchFolder(const ScratchFolder&) = delete;
-  ScratchFolder& operator=(const ScratchFolder&) = delete;
-};
-
 int run_report(const ReportArgs& a) {
   const HtmlReportRequest& r = a.request;
   check_page_name(r.out, "--out");
@@ -179,7 +158,7 @@ int write_html_report(const HtmlReportRequest& r, const std::string& script, con
   const json report = read_report(r.sweep);
   if (report.at("kind") != "sweep") fail(r.sweep + ": report renders sweep reports, this is a single run report");
   const std::filesystem::path found = find_plots_script(page_script, script);
-  ScratchFolder scratch;
+  const ScratchFolder scratch("cnnbench-report");
   const std::filesystem::path inputs = scratch.path / "inputs.json";
   write_output(inputs, page_inputs(r, report).dump());
   const FileStamp before = file_stamp(r.out);
