@@ -38,7 +38,7 @@ float* NodeStep::momentum_of(int replica) {
 void NodeStep::sum_threads_in_parallel() {
   pool_.run_tasks_anywhere(threads_per_rank_, [&](int slice) {
     const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
-    measured(slice, [&] { exchange_.sum_threads(range.begin, range.end); });
+    measured(slice, TimeCategory::reduce, [&] { exchange_.sum_threads(range.begin, range.end); });
   });
   const auto threads = static_cast<std::size_t>(threads_per_rank_);
   for (std::size_t t = 0; t < threads; ++t) {
@@ -55,7 +55,7 @@ void NodeStep::sum_every_buffer_into_every_replica() {
   for (const ThreadState& state : threads_) parts.push_back(state.grads.data());
   const std::size_t n = model_.params.size();
   pool_.run_on_each([&](int replica) {
-    measured(replica, [&] {
+    measured(replica, TimeCategory::update, [&] {
       sum_sgd_step(params_of(replica), parts.data(), threads_per_rank_, momentum_of(replica), n,
                    sgd_);
     });
@@ -68,7 +68,7 @@ void NodeStep::sum_every_buffer_into_every_replica() {
 void NodeStep::sum_first_bucket_in_parallel() {
   std::vector<double> floats(static_cast<std::size_t>(threads_per_rank_), 0.0);
   pool_.run_tasks_anywhere(threads_per_rank_, [&](int slice) {
-    measured(slice, [&] {
+    measured(slice, TimeCategory::reduce, [&] {
       floats[static_cast<std::size_t>(slice)] =
           static_cast<double>(exchange_.sum_first_bucket_slice(slice, threads_per_rank_));
     });
@@ -88,7 +88,7 @@ void NodeStep::sum_and_step_slices_of_the_shared_model() {
   pool_.run_tasks_anywhere(threads, [&](int slice) {
     const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
     float* const* parts = slice_parts_.data() + static_cast<std::size_t>(slice * threads);
-    measured(slice, [&] {
+    measured(slice, TimeCategory::update, [&] {
       sum_sgd_step_and_clear(model_.params.data() + range.begin, parts, threads,
                              model_.momentum.data() + range.begin, range.size(), sgd_);
     });
@@ -106,7 +106,7 @@ void NodeStep::apply_update() {
   const std::size_t n = model_.params.size();
   if (replicated()) {
     pool_.run_on_each([&](int replica) {
-      measured(replica,
+      measured(replica, TimeCategory::update,
                [&] { sgd_step(params_of(replica), grads, momentum_of(replica), n, sgd_); });
     });
     for (ThreadState& state : threads_) state.reduced_floats += 3.0 * static_cast<double>(n);
@@ -114,7 +114,7 @@ void NodeStep::apply_update() {
   }
   pool_.run_tasks_anywhere(threads_per_rank_, [&](int slice) {
     const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
-    measured(slice, [&] {
+    measured(slice, TimeCategory::update, [&] {
       sgd_step(model_.params.data() + range.begin, grads + range.begin,
                model_.momentum.data() + range.begin, range.size(), sgd_);
     });

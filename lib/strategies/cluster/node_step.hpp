@@ -57,13 +57,18 @@ class NodeStep {
   void apply_update();
 
  private:
-  // Runs work() as a working region of thread state t's step: its timeline measures what of it
-  // the OS spent running something else (StepTimeline::begin_work), on whichever worker runs it.
+  // Runs work() as a working region of thread state t's step, on whichever worker runs it: the
+  // time until a worker took it is imbalance_wait (as for a share of the map), the work itself
+  // `category`, and the timeline measures what of it the OS spent running something else
+  // (StepTimeline::begin_work). Closed here, not at the dispatch's end: end_work extends the
+  // phase closed last, which would otherwise be the wait before the work.
   template <class Work>
-  void measured(int t, Work&& work) {
+  void measured(int t, TimeCategory category, Work&& work) {
     StepTimeline& timeline = threads_[static_cast<std::size_t>(t)].timeline;
+    timeline.close(TimeCategory::imbalance_wait);
     timeline.begin_work();
     work();
+    timeline.close(category);
     timeline.end_work();
   }
 
