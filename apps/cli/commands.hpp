@@ -5,8 +5,11 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "cnnbench/core.hpp"
 
 namespace cnnbench::cli {
 
@@ -58,5 +61,8 @@ CLI::Option* add_isa_option(CLI::App* cmd, std::string& isa);
 // In the command's callback: without --isa, CNNBENCH_ISA (when set) chooses the target, checked as
 // the flag is, with the variable named in the message (exit 2). Commands without --isa ignore it.
 void take_isa_from_environment(const CLI::App* cmd, std::string& isa);
+// The kernel cache `isa` reads (--isa best), as an input no output may name, by any spelling;
+// none for another target or without a cache.
+std::vector<InputPath> isa_inputs(const std::string& isa);
 
 }  // namespace cnnbench::cli

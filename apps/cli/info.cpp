@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -169,6 +170,11 @@ void print_kernels(std::ostream& out, const nlohmann::json& context) {
   print_row(out, "SIMD in use", simd.at("target").get<std::string>());
   if (simd.contains("kernels")) {
     print_row(out, "chosen as", choice_text(simd));
+    const std::string how = simd.value("choice", "");
+    if (how == "measured" || how == "cached" || how == "busy") {
+      const std::optional<std::string> cache = kernel_cache_path();
+      print_row(out, "kernel cache", cache ? printable_text(*cache) : "off (CNNBENCH_ISA_CACHE=off, or no cache folder)");
+    }
     for (const auto& [family, target] : simd.at("kernels").items()) {
       print_row(out, family, target.get<std::string>());
     }

@@ -2,9 +2,12 @@
 // the same choice from the environment; the flag wins. A target this CPU cannot run is a usage
 // error (exit 2) naming the CPU's highest target, and the variable when the value came from it.
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "cnnbench/isa.hpp"
+#include "cnnbench/isa_choice.hpp"
 #include "commands.hpp"
 
 namespace cnnbench::cli {
@@ -33,6 +36,13 @@ void take_isa_from_environment(const CLI::App* cmd, std::string& isa) {
     throw CLI::ValidationError(std::string("CNNBENCH_ISA=") + value + ": " + problem);
   }
   isa = value;
+}
+
+std::vector<InputPath> isa_inputs(const std::string& isa) {
+  if (isa != "best") return {};
+  const std::optional<std::string> cache = kernel_cache_path();
+  if (!cache) return {};
+  return {{"the kernel cache that --isa best reads", *cache}};
 }
 
 }  // namespace cnnbench::cli

@@ -205,7 +205,9 @@ int run_sweep_command(const SweepArgs& a) {
     check_page_name(a.html, "--html");
     outputs.push_back({.option = "--html", .path = a.html, .replace = replace, .probe = true});
   }
-  check_outputs(outputs, {{"--data", a.data_dir}, {"--hostfile", a.hostfile}});
+  std::vector<InputPath> inputs = {{"--data", a.data_dir}, {"--hostfile", a.hostfile}};
+  for (InputPath& cache : isa_inputs(a.isa)) inputs.push_back(std::move(cache));
+  check_outputs(outputs, inputs);
   SweepOptions o;
   o.models.clear();
   for (const auto& m : a.models) o.models.push_back(parse_model(m));

@@ -164,6 +164,7 @@ std::vector<InputPath> train_inputs(const TrainArgs& a) {
   std::vector<InputPath> inputs = {{"--init", a.init}};
   if (!continues_in_place(a)) inputs.push_back({"--resume", a.resume});
   if (a.synthetic == 0) inputs.push_back({"--data", a.data_dir});
+  for (InputPath& cache : isa_inputs(a.isa)) inputs.push_back(std::move(cache));
   return inputs;
 }
 

@@ -110,7 +110,9 @@ void print_table(const nlohmann::json& report, std::FILE* to) {
 }
 
 int run_tune_command(const TuneArgs& a) {
-  check_outputs({{.option = "--out", .path = a.out}}, {{"--data", a.data_dir}});
+  std::vector<InputPath> inputs = {{"--data", a.data_dir}};
+  for (InputPath& cache : isa_inputs(a.isa)) inputs.push_back(std::move(cache));
+  check_outputs({{.option = "--out", .path = a.out}}, inputs);
   if (!a.force && a.out != "-" && std::filesystem::exists(a.out)) {
     fail(a.out + " already exists: pass --force to overwrite it");
   }
