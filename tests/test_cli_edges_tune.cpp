@@ -30,7 +30,7 @@ const std::vector<Edge> kTuneEdges = {
     {"TuneNoSteps", tune + " --steps 10", 2, "--steps"},
     // The output rule, as every command checks it before any work.
     {"TuneOutIsAFolder", "tune --model fc3 --cores 1 --out {dir}/", 1, "is a folder; give a file name"},
-    {"TuneRefusesToOverwrite", tune, 1, "t.json already exists: pass --force", {"t.json"}, "printf x > t.json"},
+    {"TuneRefusesToOverwrite", tune, 1, "t.json: already exists; pass --force to overwrite it", {"t.json"}, "printf x > t.json"},
 };
 
 }  // namespace

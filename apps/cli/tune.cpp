@@ -112,10 +112,7 @@ void print_table(const nlohmann::json& report, std::FILE* to) {
 int run_tune_command(const TuneArgs& a) {
   std::vector<InputPath> inputs = {{"--data", a.data_dir}};
   for (InputPath& cache : isa_inputs(a.isa)) inputs.push_back(std::move(cache));
-  check_outputs({{.option = "--out", .path = a.out}}, inputs);
-  if (!a.force && a.out != "-" && std::filesystem::exists(a.out)) {
-    fail(a.out + " already exists: pass --force to overwrite it");
-  }
+  check_outputs({{.option = "--out", .path = a.out, .replace = a.force}}, inputs);
   TuneOptions o;
   o.model = parse_model(a.model);
   o.cores = a.cores;
@@ -189,7 +186,7 @@ void add_tune_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--out", args->out, "the tune report (JSON; '-' for standard output)")
       ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();
-  cmd->add_flag("--force", args->force, "overwrite an existing --out report");
+  add_force_flag(cmd, args->force, "--out report");
   cmd->add_flag("--quiet", args->quiet, "no progress lines");
   cmd->callback([args, cmd, &runner] {
     take_isa_from_environment(cmd, args->isa);
