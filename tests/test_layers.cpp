@@ -104,8 +104,12 @@ using DenseBackward = decltype(&sgemm::dense_backward);
 constexpr DenseForward own_dense_forward = [](auto... args) {
   dense_forward(args..., DenseBackend::own_only);
 };
-constexpr DenseBackward own_dense_backward = [](auto... args) {
-  dense_backward(args..., DenseBackend::own_only);
+constexpr DenseBackward own_dense_backward = [](float* dinp, float* dweight, float* dbias,
+                                                const float* dout, const float* inp,
+                                                const float* weight, int B, int in, int out,
+                                                GradientWrite write) {
+  dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out, DenseBackend::own_only,
+                 write);
 };
 
 // One dense implementation against the naive twin on shapes that take every path of the own
@@ -140,7 +144,7 @@ void expect_dense_matches_naive(DenseForward forward, DenseBackward backward) {
     Floats expected_dweight = dweight, expected_dbias = dbias;
     Floats dinp(inp.size(), NAN), expected_dinp(inp.size());
     backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(), weight.data(),
-             c.B, c.in, c.out);
+             c.B, c.in, c.out, GradientWrite::accumulate);
     naive::dense_backward(expected_dinp.data(), expected_dweight.data(), expected_dbias.data(),
                           dout.data(), inp.data(), weight.data(), c.B, c.in, c.out);
     EXPECT_TRUE(matches_naive(dinp, expected_dinp)) << "dinp";
@@ -151,11 +155,19 @@ void expect_dense_matches_naive(DenseForward forward, DenseBackward backward) {
     Floats dweight_only(weight.size(), 0.0f), dbias_only(bias.size(), 0.0f);
     Floats expected_dweight_only(weight.size(), 0.0f), expected_dbias_only(bias.size(), 0.0f);
     backward(nullptr, dweight_only.data(), dbias_only.data(), dout.data(), inp.data(),
-             weight.data(), c.B, c.in, c.out);
+             weight.data(), c.B, c.in, c.out, GradientWrite::accumulate);
     naive::dense_backward(nullptr, expected_dweight_only.data(), expected_dbias_only.data(),
                           dout.data(), inp.data(), weight.data(), c.B, c.in, c.out);
     EXPECT_TRUE(matches_naive(dweight_only, expected_dweight_only)) << "no-dinp dweight";
     EXPECT_TRUE(matches_naive(dbias_only, expected_dbias_only)) << "no-dinp dbias";
+
+    // Overwrite writes over what the parameter gradients held (NaN, which an add would carry)
+    // the bits that accumulating into zeros gave just above.
+    Floats dweight_written(weight.size(), NAN), dbias_written(bias.size(), NAN);
+    backward(nullptr, dweight_written.data(), dbias_written.data(), dout.data(), inp.data(),
+             weight.data(), c.B, c.in, c.out, GradientWrite::overwrite);
+    EXPECT_EQ(dweight_written, dweight_only) << "overwritten dweight";
+    EXPECT_EQ(dbias_written, dbias_only) << "overwritten dbias";
   }
 }
 
@@ -218,7 +230,7 @@ TEST(Dense, TargetsBelowOpenblasRunEveryLayerOnSgemm) {
   const auto backward = [&](auto&& run) {
     Gradients g{Floats(inp.size()), Floats(weight.size(), 0.0f), Floats(out, 0.0f)};
     run(g.dinp.data(), g.dweight.data(), g.dbias.data(), dout.data(), inp.data(), weight.data(),
-        B, in, out);
+        B, in, out, GradientWrite::accumulate);
     return g;
   };
   const Gradients twin = backward(sgemm::dense_backward);
@@ -233,7 +245,11 @@ TEST(Dense, TargetsBelowOpenblasRunEveryLayerOnSgemm) {
     // Where both sum in the same order with the same FMAs (NEON beside OpenBLAS's armv8 kernels)
     // the bits cannot tell which one ran; the rule above is then all there is to check.
     if (own.dinp == twin.dinp && own.dweight == twin.dweight) return;
-    const Gradients got = backward([](auto... args) { dense_backward(args...); });
+    const Gradients got = backward([](float* dx, float* dw, float* db, const float* dy,
+                                      const float* x, const float* w, int rows, int n_in,
+                                      int n_out, GradientWrite write) {
+      dense_backward(dx, dw, db, dy, x, w, rows, n_in, n_out, DenseBackend::own, write);
+    });
     const Gradients& want = on_sgemm ? twin : own;
     EXPECT_EQ(got.dinp, want.dinp);
     EXPECT_EQ(got.dweight, want.dweight);
@@ -269,7 +285,7 @@ TEST(Dense, LayersOfEverySizeRunOnTheOwnKernels) {
       dense_backward(dinp.data(), dweight.data(), dbias.data(), dout.data(), inp.data(),
                      weight.data(), c.B, c.in, c.out);
       own_dense_backward(want_dinp.data(), want_dweight.data(), want_dbias.data(), dout.data(),
-                         inp.data(), weight.data(), c.B, c.in, c.out);
+                         inp.data(), weight.data(), c.B, c.in, c.out, GradientWrite::accumulate);
       EXPECT_EQ(dinp, want_dinp);
       EXPECT_EQ(dweight, want_dweight);
     });

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
+#include <string>
 
 #include "cnnbench/data.hpp"
 #include "cnnbench/layers.hpp"
@@ -173,6 +175,45 @@ TEST(ForwardBackward, AccumulatesAndSplitsLikeOneBatch) {
     const Spread s = spread(whole, halves);
     EXPECT_LE(s.largest_diff, 1e-4f * s.largest) << model_name(kind);
     EXPECT_GT(s.largest, 0.0f);
+  }
+}
+
+// GradientWrite::overwrite writes every gradient over what the buffer held (NaN here, which any
+// add would carry) with the bits that accumulating into a cleared buffer gives, on both dense
+// backends and through the gradient-ready hook (LeNet-5's c2 then runs in pieces).
+TEST(ForwardBackward, OverwriteGivesTheBitsOfAddingIntoZeros) {
+  for (ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
+    for (DenseBackend backend : {DenseBackend::own, DenseBackend::sgemm}) {
+      for (bool hooked : {false, true}) {
+        const int n = 8;
+        Model m(kind);
+        init_params(m.params, kind, 5);
+        const Batch b = make_batch(n, 6);
+        Workspace ws(kind, n, backend);
+        aligned_vector<float> added(m.params.size(), 0.0f);
+        aligned_vector<float> written(m.params.size(), std::nanf(""));
+        const auto run = [&](aligned_vector<float>& grads, GradientWrite write) {
+          if (hooked) {
+            return forward_backward(kind, m.params.data(), grads.data(), b.x.data(), b.y.data(),
+                                    n, 1.0f / n, ws, [](int, int) {}, write);
+          }
+          return forward_backward(kind, m.params.data(), grads.data(), b.x.data(), b.y.data(), n,
+                                  1.0f / n, ws, write);
+        };
+        const double loss_added = run(added, GradientWrite::accumulate);
+        const double loss_written = run(written, GradientWrite::overwrite);
+        const std::string where = std::string(model_name(kind)) +
+                                  (backend == DenseBackend::own ? " own" : " sgemm") +
+                                  (hooked ? " hooked" : "");
+        EXPECT_EQ(loss_added, loss_written) << where;
+        EXPECT_EQ(0, std::memcmp(added.data(), written.data(), added.size() * sizeof(float)))
+            << where << ": overwritten gradients differ from those added into zeros";
+        // And a second overwrite replaces the first instead of adding to it.
+        run(written, GradientWrite::overwrite);
+        EXPECT_EQ(0, std::memcmp(added.data(), written.data(), added.size() * sizeof(float)))
+            << where << ": a second overwrite added to the first";
+      }
+    }
   }
 }
 

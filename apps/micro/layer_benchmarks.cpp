@@ -48,7 +48,7 @@ void register_dense_kernel(const DenseLayer layer, const std::string& prefix, De
         float* dinp_or_null = layer.needs_dinp ? dinp.data() : nullptr;
         time_kernel(state, layer.backward_flops(B), dweight.data(), [&] {
           backward(dinp_or_null, dweight.data(), dbias.data(), dout.data(), inp.data(),
-                   weight.data(), B, layer.in, layer.out);
+                   weight.data(), B, layer.in, layer.out, GradientWrite::accumulate);
         });
       })->Apply(with_batches);
 }
@@ -63,7 +63,11 @@ void register_dense(const DenseLayer layer) {
   };
   // The own kernels are dense_forward's default backend.
   const DenseForward own_forward = [](auto... args) { dense_forward(args...); };
-  const DenseBackward own_backward = [](auto... args) { dense_backward(args...); };
+  const DenseBackward own_backward = [](float* dinp, float* dweight, float* dbias,
+                                        const float* dout, const float* inp, const float* weight,
+                                        int B, int in, int out, GradientWrite write) {
+    dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out, DenseBackend::own, write);
+  };
   for (const Kernel& kernel : {Kernel{"", own_forward, own_backward},
                                Kernel{"sgemm_", sgemm::dense_forward, sgemm::dense_backward}}) {
     register_dense_kernel(layer, kernel.prefix, kernel.forward, kernel.backward);

@@ -31,10 +31,10 @@ void register_train_step(ModelKind kind) {
         for (auto& label : y) label = std::uint8_t(rng.below(10));
         const SgdConfig sgd;
         for (auto _ : state) {
-          std::fill(model.grads.begin(), model.grads.end(), 0.0f);
+          // As the serial strategy steps: backward writes over the last step's gradient.
           benchmark::DoNotOptimize(forward_backward(kind, model.params.data(), model.grads.data(),
                                                     x.data(), y.data(), B, 1.0f / float(B),
-                                                    workspace));
+                                                    workspace, GradientWrite::overwrite));
           sgd_step(model.params.data(), model.grads.data(), model.momentum.data(),
                    model.params.size(), sgd);
           benchmark::ClobberMemory();

@@ -275,6 +275,11 @@ void add_bias_gradient(float* dbias, const float* dout, int B, int out_features)
   }
 }
 
+void clear_parameter_gradients(float* dweight, float* dbias, int in, int out_features) {
+  std::fill_n(dweight, std::size_t(in) * out_features, 0.0f);
+  std::fill_n(dbias, out_features, 0.0f);
+}
+
 }  // namespace
 
 namespace sgemm {
@@ -291,14 +296,16 @@ void dense_forward(float* out, const float* inp, const float* weight, const floa
 }
 
 // dout (B,out): dinp (B,in) = dout * W (overwritten, skipped when nullptr);
-// dweight (out,in) += dout^T * inp; dbias (out) += sum over B of dout.
+// dweight (out,in) += dout^T * inp; dbias (out) += sum over B of dout (= with overwrite).
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, int B, int in, int out_features) {
+                    const float* weight, int B, int in, int out_features, GradientWrite write) {
   if (B <= 0 || out_features <= 0 || in <= 0) return;
   if (dinp) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, in, out_features, 1.0f, dout,
                 out_features, weight, in, 0.0f, dinp, in);
   }
+  // Zeros then beta = 1, not beta = 0: the same bits as accumulating into a cleared buffer.
+  if (write == GradientWrite::overwrite) clear_parameter_gradients(dweight, dbias, in, out_features);
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_features, in, B, 1.0f, dout,
               out_features, inp, in, 1.0f, dweight, in);
   add_bias_gradient(dbias, dout, B, out_features);
@@ -368,13 +375,19 @@ void own_dense_forward(float* out, const float* inp, const float* weight, const 
 }
 
 void own_dense_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, int B, int in, int out_features) {
+                        const float* inp, const float* weight, int B, int in, int out_features,
+                        GradientWrite write) {
   if (B <= 0 || out_features <= 0 || in <= 0) return;
   // dinp[b][i] = sum_o dout[b][o] W[o][i]; dweight[o][i] += sum_b dout[b][o] inp[b][i].
   if (dinp) {
     multiply({dout, out_features, 1, weight, in, dinp, in, B, in, out_features}, Start::zero);
   }
-  multiply({dout, 1, out_features, inp, in, dweight, in, out_features, in, B}, Start::accumulate);
+  // Overwrite starts each sum at zero in registers, as accumulate starts it at a cleared buffer's
+  // zero: the same bits without a pass over dweight (FC-3's f1: 940 KB) before backward.
+  const bool overwrite = write == GradientWrite::overwrite;
+  multiply({dout, 1, out_features, inp, in, dweight, in, out_features, in, B},
+           overwrite ? Start::zero : Start::accumulate);
+  if (overwrite) std::fill_n(dbias, out_features, 0.0f);
   add_bias_gradient(dbias, dout, B, out_features);
 }
 
@@ -399,11 +412,12 @@ void dense_forward(float* out, const float* inp, const float* weight, const floa
 // dout (B,out): dinp (B,in) = dout * W (overwritten, skipped when nullptr);
 // dweight (out,in) += dout^T * inp; dbias (out) += sum over B of dout.
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, int B, int in, int out_features, DenseBackend backend) {
+                    const float* weight, int B, int in, int out_features, DenseBackend backend,
+                    GradientWrite write) {
   if (on_sgemm(backend)) {
-    sgemm::dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features);
+    sgemm::dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features, write);
   } else {
-    own_dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features);
+    own_dense_backward(dinp, dweight, dbias, dout, inp, weight, B, in, out_features, write);
   }
 }
 

@@ -131,22 +131,34 @@ void dense_head_forward(const DenseHeadView& p, const DenseHeadSizes& s, const f
   layer_done(b, f1_layer + 2);
 }
 
+// Tensors [first, last] of a flat gradient buffer set to zero, where a layer's backward can only
+// add (GradientWrite::overwrite for the layers without an overwriting kernel: LeNet-5's
+// convolutions, 10 KB of its 247).
+void clear_tensors(ModelKind kind, float* grads, int first, int last) {
+  const auto& tensors = model_spec(kind).tensors;
+  for (int i = first; i <= last; ++i) {
+    const ParamTensor& t = tensors[static_cast<std::size_t>(i)];
+    std::fill_n(grads + t.offset, t.count, 0.0f);
+  }
+}
+
 // dx (B,in) may be null (the first layer of a model needs no input gradient). f1w is tensor
 // f1_tensor of the model, the one ready() names.
 void dense_head_backward(const DenseHeadView& p, const DenseHeadView& g, const DenseHeadSizes& s,
                          float* dx, const float* x, int n, Workspace::Buffers& b,
-                         const GradientReady& ready, int f1_tensor, int f1_layer) {
+                         const GradientReady& ready, int f1_tensor, int f1_layer,
+                         GradientWrite write) {
   dense_backward(b.dh2.data(), g.f3w, g.f3b, b.dlogits.data(), b.h2.data(), p.f3w, n, s.hidden2,
-                 classes, b.dense);
+                 classes, b.dense, write);
   layer_done(b, f1_layer + 2);
   if (ready) ready(f1_tensor + 4, f1_tensor + 5);
   relu_backward(b.dh2.data(), b.dh2.data(), b.h2.data(), std::size_t(n) * s.hidden2);
   dense_backward(b.dh1.data(), g.f2w, g.f2b, b.dh2.data(), b.h1.data(), p.f2w, n, s.hidden1,
-                 s.hidden2, b.dense);
+                 s.hidden2, b.dense, write);
   layer_done(b, f1_layer + 1);
   if (ready) ready(f1_tensor + 2, f1_tensor + 3);
   relu_backward(b.dh1.data(), b.dh1.data(), b.h1.data(), std::size_t(n) * s.hidden1);
-  dense_backward(dx, g.f1w, g.f1b, b.dh1.data(), x, p.f1w, n, s.in, s.hidden1, b.dense);
+  dense_backward(dx, g.f1w, g.f1b, b.dh1.data(), x, p.f1w, n, s.in, s.hidden1, b.dense, write);
   layer_done(b, f1_layer);
   if (ready) ready(f1_tensor, f1_tensor + 1);
 }
@@ -164,9 +176,9 @@ void lenet5_forward(const Lenet5View& p, const float* x, int n, Workspace::Buffe
 }
 
 void lenet5_backward(const Lenet5View& p, const Lenet5View& g, const float* x, int n,
-                     Workspace::Buffers& b, const GradientReady& ready) {
+                     Workspace::Buffers& b, const GradientReady& ready, GradientWrite write) {
   dense_head_backward(p.head, g.head, lenet5_head, b.dp2.data(), b.p2.data(), n, b, ready, 4,
-                      lenet5_f1);
+                      lenet5_f1, write);
   maxpool2x2_relu_channels_last16_backward(b.da2.data(), b.dp2.data(), b.a2.data(), n, L::a2_side,
                                            L::a2_side);
   if (ready) {
@@ -205,7 +217,7 @@ void lenet5_backward(const Lenet5View& p, const Lenet5View& g, const float* x, i
 
 double forward_backward(ModelKind kind, const float* params, float* grads, const float* x,
                         const std::uint8_t* y, int n, float grad_scale, Workspace& ws,
-                        const GradientReady& ready) {
+                        const GradientReady& ready, GradientWrite write) {
   check_batch(ws, n);
   Workspace::Buffers& b = ws.buffers();
   double loss_sum = 0;
@@ -215,21 +227,24 @@ double forward_backward(ModelKind kind, const float* params, float* grads, const
     loss_sum = softmax_xent_forward_backward(b.dlogits.data(), b.logits.data(), y, n, classes,
                                              grad_scale);
     layer_done(b, loss_layer(kind));
-    dense_head_backward(p, fc3_view(grads), fc3_head, nullptr, x, n, b, ready, 0, fc3_f1);
+    dense_head_backward(p, fc3_view(grads), fc3_head, nullptr, x, n, b, ready, 0, fc3_f1, write);
   } else {
     const auto p = lenet5_view(params);
     lenet5_forward(p, x, n, b);
     loss_sum = softmax_xent_forward_backward(b.dlogits.data(), b.logits.data(), y, n, classes,
                                              grad_scale);
     layer_done(b, loss_layer(kind));
-    lenet5_backward(p, lenet5_view(grads), x, n, b, ready);
+    // c1's and c2's kernels only add: their tensors (0-3) cleared first.
+    if (write == GradientWrite::overwrite) clear_tensors(kind, grads, 0, 3);
+    lenet5_backward(p, lenet5_view(grads), x, n, b, ready, write);
   }
   return loss_sum;
 }
 
 double forward_backward(ModelKind kind, const float* params, float* grads, const float* x,
-                        const std::uint8_t* y, int n, float grad_scale, Workspace& ws) {
-  return forward_backward(kind, params, grads, x, y, n, grad_scale, ws, GradientReady{});
+                        const std::uint8_t* y, int n, float grad_scale, Workspace& ws,
+                        GradientWrite write) {
+  return forward_backward(kind, params, grads, x, y, n, grad_scale, ws, GradientReady{}, write);
 }
 
 void forward_logits(ModelKind kind, const float* params, const float* x, int n, float* logits,

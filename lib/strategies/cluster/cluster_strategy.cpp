@@ -385,8 +385,12 @@ class ClusterStrategy final : public Strategy {
     timeline.begin_work();
     const double start = now_seconds();
     state.loss_sum = 0;
-    if (!node_step_->update_clears_gradients()) std::fill(state.grads.begin(), state.grads.end(), 0.0f);
-    timeline.close_part(ComputePart::clear_gradients);  // backward's accumulator
+    // Backward writes the share's gradients over the last step's (GradientWrite::overwrite)
+    // instead of a pass clearing the buffer first (48 us of FC-3's 400 us step on 2 cores). The
+    // other threads read the buffer in the last update, so its lines still come back from their
+    // cores, now inside backward. Only a share without samples clears its buffer.
+    if (count == 0) std::fill(state.grads.begin(), state.grads.end(), 0.0f);
+    timeline.close_part(ComputePart::clear_gradients);
     const float grad_scale = 1.0f / static_cast<float>(config_.batch);
     if (count > 0) {
       gather_batch(state.x.data(), state.y.data(), *data_, indices, count);
@@ -395,14 +399,16 @@ class ClusterStrategy final : public Strategy {
         // The callbacks' calls into the group hold backward up: communication, not compute.
         state.loss_sum = forward_backward(
             model_->kind, params_of(share), state.grads.data(), state.x.data(), state.y.data(),
-            count, grad_scale, *state.workspace, [&](int first, int last) {
+            count, grad_scale, *state.workspace,
+            [&](int first, int last) {
               exchange_->gradients_ready(worker, first, last);
               timeline.close(TimeCategory::communication_exposed);
-            });
+            },
+            GradientWrite::overwrite);
       } else {
         state.loss_sum = forward_backward(model_->kind, params_of(share), state.grads.data(),
                                           state.x.data(), state.y.data(), count, grad_scale,
-                                          *state.workspace);
+                                          *state.workspace, GradientWrite::overwrite);
       }
     }
     // Layers backward did not announce (or a thread without samples) are final now.

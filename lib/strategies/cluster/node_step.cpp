@@ -77,20 +77,18 @@ void NodeStep::sum_first_bucket_in_parallel() {
   for (std::size_t t = 0; t < floats.size(); ++t) threads_[t].reduced_floats += floats[t];
 }
 
-// NodeUpdate::slices, one rank: slice t of every thread's gradient summed in thread order,
-// stepped and cleared in one pass (sum_sgd_step_and_clear, in L1-sized chunks), on slice t of
-// the one shared model. The next map then starts on cleared buffers without a pass of its own.
-bool NodeStep::update_clears_gradients() const {
-  return ranks_ == 1 && threads_per_rank_ > 1 && !replicated();
-}
+// NodeUpdate::slices, one rank: slice t of every thread's gradient summed in thread order and
+// stepped in one pass (sum_sgd_step, in L1-sized chunks) on slice t of the one shared model. It
+// only reads the other threads' buffers: backward writes over them next step, so no line of a
+// buffer is written by another core than its own.
 void NodeStep::sum_and_step_slices_of_the_shared_model() {
   const int threads = threads_per_rank_;
   pool_.run_tasks_anywhere(threads, [&](int slice) {
     const FloatRange& range = slices_[static_cast<std::size_t>(slice)];
-    float* const* parts = slice_parts_.data() + static_cast<std::size_t>(slice * threads);
+    const float* const* parts = slice_parts_.data() + static_cast<std::size_t>(slice * threads);
     measured(slice, TimeCategory::update, [&] {
-      sum_sgd_step_and_clear(model_.params.data() + range.begin, parts, threads,
-                             model_.momentum.data() + range.begin, range.size(), sgd_);
+      sum_sgd_step(model_.params.data() + range.begin, parts, threads,
+                   model_.momentum.data() + range.begin, range.size(), sgd_);
     });
   });
   for (std::size_t t = 0; t < slices_.size(); ++t) {

@@ -46,9 +46,6 @@ class NodeStep {
   // The weights and momentum thread `replica` steps: its own copy, or the shared model.
   float* params_of(int replica);
   float* momentum_of(int replica);
-  // Whether the update leaves every gradient buffer cleared (slices of one rank's shared model),
-  // so that the next map needs no pass of its own.
-  bool update_clears_gradients() const;
 
   void sum_threads_in_parallel();
   void sum_every_buffer_into_every_replica();
@@ -81,7 +78,7 @@ class NodeStep {
   int ranks_;
   int threads_per_rank_;
   std::vector<FloatRange> slices_;   // the reduce-scatter's slice per thread
-  std::vector<float*> slice_parts_;  // (slice, thread) -> thread's gradient at the slice
+  std::vector<const float*> slice_parts_;  // (slice, thread) -> thread's gradient at the slice
 };
 
 }  // namespace cnnbench

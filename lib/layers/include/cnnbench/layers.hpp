@@ -1,7 +1,10 @@
 // Layers as forward/backward free functions over plain float pointers with explicit sizes.
 // Conventions (as in llm.c): outputs first, gradients prefixed `d`; backward *accumulates* into
 // parameter gradients (dweight, dbias += ...) so micro-batches and shares can add up, and
-// *overwrites* the input gradient dinp (which may be nullptr when not needed).
+// *overwrites* the input gradient dinp (which may be nullptr when not needed). dense_backward can
+// also write its parameter gradients over what they held (GradientWrite::overwrite): the first
+// contribution of a step then needs no buffer cleared before it, with the same bits as adding
+// into zeros.
 // Every optimised kernel has a naive twin in namespace cnnbench::naive: the tests' oracle.
 #pragma once
 
@@ -18,17 +21,20 @@ namespace cnnbench {
 // OpenBLAS's process-wide setting (set_blas_threads, cnnbench/core.hpp).
 // own_only runs the own kernels whatever the rule below says: the tests' subject.
 enum class DenseBackend { own, sgemm, own_only };
+enum class GradientWrite { accumulate, overwrite };
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
                    int in, int out_features, DenseBackend backend = DenseBackend::own);
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int B, int in, int out_features,
-                    DenseBackend backend = DenseBackend::own);
+                    DenseBackend backend = DenseBackend::own,
+                    GradientWrite write = GradientWrite::accumulate);
 namespace sgemm {
 // The same layer as OpenBLAS sgemm calls.
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
                    int in, int out_features);
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                    const float* weight, int B, int in, int out_features);
+                    const float* weight, int B, int in, int out_features,
+                    GradientWrite write = GradientWrite::accumulate);
 }  // namespace sgemm
 // The own backend runs every layer size on its own cache-blocked kernels, except that every layer
 // runs on sgemm (dense_all_on_sgemm()) when the SIMD target in use has no fused multiply-add (sse4,

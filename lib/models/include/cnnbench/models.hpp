@@ -107,9 +107,12 @@ class Workspace {
 const std::vector<std::string>& timed_layer_names(ModelKind kind);
 
 // Forward + backward of n samples x (n,1,28,28) with labels y. Gradients are *added* into grads
-// (same layout as params) scaled by grad_scale (1/global_batch); returns the sum of the n losses.
+// (same layout as params) scaled by grad_scale (1/global_batch), or with GradientWrite::overwrite
+// written over whatever grads held (a step's first contribution: no clear of the buffer before
+// it, the same bits as adding into zeros); returns the sum of the n losses.
 double forward_backward(ModelKind kind, const float* params, float* grads, const float* x,
-                        const std::uint8_t* y, int n, float grad_scale, Workspace& ws);
+                        const std::uint8_t* y, int n, float grad_scale, Workspace& ws,
+                        GradientWrite write = GradientWrite::accumulate);
 // The same, announcing each layer's gradients as soon as backward has finished them (for
 // overlapping communication with compute): ready(first, last) means the tensors with indices
 // [first, last] of model_spec(kind).tensors are final. Layers finish in reverse order (f3 first).
@@ -119,7 +122,8 @@ double forward_backward(ModelKind kind, const float* params, float* grads, const
 using GradientReady = std::function<void(int first_tensor, int last_tensor)>;
 double forward_backward(ModelKind kind, const float* params, float* grads, const float* x,
                         const std::uint8_t* y, int n, float grad_scale, Workspace& ws,
-                        const GradientReady& ready);
+                        const GradientReady& ready,
+                        GradientWrite write = GradientWrite::accumulate);
 // Forward only: logits (n,10).
 void forward_logits(ModelKind kind, const float* params, const float* x, int n, float* logits,
                     Workspace& ws);
