@@ -224,7 +224,9 @@ const std::vector<Edge> kCompareEdges = {
      report("base.json", 1.0, R"({"lr":0.009999999776482582,"momentum":0.8999999761581421})") +
          " && " + report("new.json", 1.0, R"({"lr":0.01,"momentum":0.9})"),
      false, "warning"},
-    {"SweepAndRunStoreLrAlike", "compare {dir}/s.json {dir}/r.json --threshold 1000%", 0, "",
+    // Only the lr line is checked: the times of two 2-step runs say nothing (a busy core made one
+    // 14x the other), so no slowdown short of 10,000x is a regression here.
+    {"SweepAndRunStoreLrAlike", "compare {dir}/s.json {dir}/r.json --threshold 1000000%", 0, "",
      {"s.json", "r.json"},
      "{cli} sweep --model fc3 --strategies serial --steps 2 --repeat 1 --warmup 0 --synthetic 256 "
      "--quiet --out {dir}/s.json && {cli} train --model fc3 --synthetic 256 --steps 2 --quiet "

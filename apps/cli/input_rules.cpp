@@ -3,10 +3,13 @@
 #include "input_rules.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <thread>
 
 #include "cnnbench/core.hpp"
@@ -359,6 +362,33 @@ std::string failure_message(const CLI::App* app, const CLI::Error& error) {
   const std::string what = hint.empty() ? said : hint;
   return "cnnbench: error: " + printable_text(what) + "\nRun '" + prefix +
          " --help' for more information.\n";
+}
+
+std::vector<std::string> split_words(const std::string& text) {
+  std::istringstream in(text);
+  std::vector<std::string> words;
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+namespace {
+std::atomic<int> stop_signal{0};  // the first SIGINT or SIGTERM; 0 = none
+extern "C" void on_long_command_stop_signal(int signal) {
+  int none = 0;
+  stop_signal.compare_exchange_strong(none, signal);
+}
+}  // namespace
+
+void catch_stop_signals() {
+  std::signal(SIGINT, on_long_command_stop_signal);
+  std::signal(SIGTERM, on_long_command_stop_signal);
+}
+
+int stop_signal_received() { return stop_signal.load(); }
+
+int exit_status_after_stop() {
+  const int signal = stop_signal.load();
+  return 128 + (signal != 0 ? signal : SIGINT);
 }
 
 }  // namespace cnnbench::cli

@@ -132,4 +132,14 @@ std::string closest_word(const std::string& word, const std::vector<std::string>
 // The root app's failure message: CLI11's, or for a mistyped command or flag, what was meant.
 std::string failure_message(const CLI::App* app, const CLI::Error& error);
 
+// The words of a launcher's argument string (--mpirun-args "..."), split at white space.
+std::vector<std::string> split_words(const std::string& text);
+
+// A long command (sweep, tune) stops between points on the first SIGINT or SIGTERM:
+// catch_stop_signals() installs the handler, stop_signal_received() is that signal, 0 while none.
+void catch_stop_signals();
+int stop_signal_received();
+// The exit status of a command a signal stopped: 128 + the signal (SIGINT when none was caught).
+int exit_status_after_stop();
+
 }  // namespace cnnbench::cli

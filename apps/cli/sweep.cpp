@@ -1,12 +1,9 @@
 // `cnnbench sweep`: the benchmark users come for. Serial baselines, then every model x strategy x
 // cores x nodes point, repeated; a JSON report with speedups, fits and the scaling prediction.
 #include <algorithm>
-#include <atomic>
-#include <csignal>
 #include <cstdlib>
 #include <cstdio>
 #include <regex>
-#include <sstream>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/isa_choice.hpp"
@@ -50,19 +47,6 @@ struct SweepArgs : CommonArgs {
   std::string tta_job, tta_out;
   std::vector<const OptionSpec*> given_options;  // the strategy options given on the command line
 };
-
-std::atomic<int> stop_signal{0};  // the first SIGINT or SIGTERM; 0 = none
-extern "C" void on_sweep_stop_signal(int signal) {
-  int none = 0;
-  stop_signal.compare_exchange_strong(none, signal);
-}
-
-std::vector<std::string> split_words(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::string> words;
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
-}
 
 // A rate as tc takes it: a positive decimal number and a unit (bit, kbit, mbit, gbit, tbit, or
 // bps, kbps, mbps, gbps, tbps for bytes per second).
@@ -262,13 +246,12 @@ int run_sweep_command(const SweepArgs& a) {
   if (const char* slowdown = std::getenv("CNNBENCH_TEST_PROBE_SLOWDOWN"); slowdown != nullptr && *slowdown != 0) {
     o.probe_slowdown = parse_probe_slowdown(slowdown);
   }
-  std::signal(SIGINT, on_sweep_stop_signal);
-  std::signal(SIGTERM, on_sweep_stop_signal);
-  o.stop_requested = [] { return stop_signal.load() != 0; };
+  catch_stop_signals();
+  o.stop_requested = [] { return stop_signal_received() != 0; };
 
   const SweepRecord report = run_sweep(o);
   if (!a.quiet) std::fprintf(stderr, "report: %s\n", a.out.c_str());
-  if (report.interrupted) return 128 + (stop_signal.load() != 0 ? stop_signal.load() : SIGINT);
+  if (report.interrupted) return exit_status_after_stop();
   HtmlReportRequest page_request;
   page_request.sweep = a.out;
   page_request.out = a.html;

@@ -2,10 +2,7 @@
 // promising measured paired with serial as the sweep measures, a table and a tune report with the
 // winner per strategy (docs/tune.md).
 #include <algorithm>
-#include <atomic>
-#include <csignal>
 #include <cstdio>
-#include <sstream>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/isa_choice.hpp"
@@ -36,19 +33,6 @@ struct TuneArgs {
   std::string mpirun = "mpirun", mpirun_args;
   std::string out = "results/tune.json";
 };
-
-std::atomic<int> stop_signal{0};
-extern "C" void on_tune_stop_signal(int signal) {
-  int none = 0;
-  stop_signal.compare_exchange_strong(none, signal);
-}
-
-std::vector<std::string> split_words(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::string> words;
-  for (std::string w; in >> w;) words.push_back(w);
-  return words;
-}
 
 const std::vector<std::string>& tunable_strategies() {
   static const std::vector<std::string> names = {"stream", "cluster", "blas"};
@@ -134,12 +118,11 @@ int run_tune_command(const TuneArgs& a) {
   o.launcher_args = split_words(a.mpirun_args);
   o.self = std::filesystem::read_symlink("/proc/self/exe");
   o.quiet = a.quiet;
-  std::signal(SIGINT, on_tune_stop_signal);
-  std::signal(SIGTERM, on_tune_stop_signal);
-  o.stop_requested = [] { return stop_signal.load() != 0; };
+  catch_stop_signals();
+  o.stop_requested = [] { return stop_signal_received() != 0; };
   const nlohmann::json report = run_tune(o);
   write_json(a.out, report);
-  if (report.at("interrupted").get<bool>()) return 128 + (stop_signal.load() != 0 ? stop_signal.load() : SIGINT);
+  if (report.at("interrupted").get<bool>()) return exit_status_after_stop();
   print_table(report, a.out == "-" ? stderr : stdout);
   if (!a.quiet) std::fprintf(stderr, "report: %s\n", printable_text(a.out).c_str());
   return 0;

@@ -2,6 +2,9 @@
 check that prints each result and keeps the failures for the exit code. Not a test itself (CTest
 runs the test_*.py files)."""
 import argparse
+import json
+import sys
+from pathlib import Path
 
 FAILURES = []
 
@@ -26,3 +29,16 @@ def exit_code():
         print(f"{len(FAILURES)} check(s) failed")
         return 1
     return 0
+
+
+def schema_validator(source, name):
+    """A validator of results/schema/NAME.schema.json (itself checked against its draft). Without
+    python3-jsonschema the test reports itself skipped (exit 77)."""
+    try:
+        import jsonschema
+    except ImportError:
+        print("SKIP: python3-jsonschema is not installed")
+        sys.exit(77)
+    schema = json.loads(Path(source, "results/schema", f"{name}.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)

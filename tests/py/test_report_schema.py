@@ -11,19 +11,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import parse_arguments
-
-try:
-    import jsonschema
-except ImportError:
-    print("SKIP: python3-jsonschema is not installed")
-    sys.exit(77)
-
+from harness import parse_arguments, schema_validator
 
 def main():
     args = parse_arguments()
-    schema = json.loads(Path(args.source, "results/schema/run-report.schema.json").read_text())
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = schema_validator(args.source, "run-report")
     failures = 0
     environment = {k: v for k, v in os.environ.items()
                    if k not in ("CNNBENCH_HOST", "CNNBENCH_LINK_RATE")}

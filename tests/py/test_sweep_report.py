@@ -18,14 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import FAILURES, check, parse_arguments
-
-try:
-    import jsonschema
-except ImportError:
-    print("SKIP: python3-jsonschema is not installed")
-    sys.exit(77)
-
+from harness import FAILURES, check, parse_arguments, schema_validator
 
 def errors_of(validator, report):
     return sorted(validator.iter_errors(report), key=lambda e: list(e.path))
@@ -157,9 +150,7 @@ def check_interrupted_rounds(args, validator, tmp):
 def main():
     args = parse_arguments()
     source = Path(args.source)
-    schema = json.loads((source / "results/schema/sweep-report.schema.json").read_text())
-    jsonschema.Draft202012Validator.check_schema(schema)
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = schema_validator(source, "sweep-report")
 
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp, "tiny.json")

@@ -11,19 +11,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import check, exit_code, parse_arguments
-
-try:
-    import jsonschema
-except ImportError:
-    print("SKIP: python3-jsonschema is not installed")
-    sys.exit(77)
-
+from harness import check, exit_code, parse_arguments, schema_validator
 
 def main():
     args = parse_arguments()
-    schema = json.loads(Path(args.source, "results/schema/tune-report.schema.json").read_text())
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = schema_validator(args.source, "tune-report")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp, "tune.json")
         run = subprocess.run([args.cli, "tune", "--model", "fc3", "--cores", "1", "--strategies",
