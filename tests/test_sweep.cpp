@@ -19,6 +19,7 @@
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/sweep.hpp"
+#include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
 #include "../lib/sweep/runner.hpp"
 
@@ -581,8 +582,8 @@ CoreProbesRecord made_up_probes() {
   CoreProbesRecord probes;
   probes.threshold = slow_core_threshold;
   for (int probe = 0; probe <= 4; ++probe) {
-    probes.probes.push_back({probe, 0, 10.0, 20.0, 0});
-    probes.probes.push_back({probe, 1, probe == 2 ? 7.0 : 10.0, probe == 4 ? 16.0 : 20.0, 0});
+    probes.probes.push_back({probe, 0, 10.0, 20.0, 0, {}});
+    probes.probes.push_back({probe, 1, probe == 2 ? 7.0 : 10.0, probe == 4 ? 16.0 : 20.0, 0, {}});
   }
   probes.medians = core_medians(probes.probes);
   return probes;
@@ -599,9 +600,17 @@ TEST(SweepCoreProbes, MediansPerCore) {
   EXPECT_DOUBLE_EQ(drop.memory, 0.0);
   EXPECT_EQ(drop.which(), "compute");
   EXPECT_TRUE(drop.compute_slow && !drop.memory_slow);
-  EXPECT_EQ((CoreDrop{0.2, 0.15, true, true}.which()), "compute and memory");
-  EXPECT_EQ((CoreDrop{0.05, 0.15, false, true}.which()), "memory");
-  EXPECT_DOUBLE_EQ((CoreDrop{0.12, 0.15, true, false}.worst()), 0.12);  // the slow rate's drop
+  EXPECT_EQ((CoreDrop{.compute = 0.2, .memory = 0.15, .compute_slow = true, .memory_slow = true}.which()),
+            "compute and memory");
+  EXPECT_EQ((CoreDrop{.compute = 0.05, .memory = 0.15, .memory_slow = true}.which()), "memory");
+  EXPECT_EQ((CoreDrop{.memory = 0.15, .handoff = 0.4, .handoff_probed = true, .memory_slow = true,
+                      .handoff_slow = true}.which()),
+            "memory and handoff");
+  EXPECT_DOUBLE_EQ((CoreDrop{.compute = 0.12, .memory = 0.15, .compute_slow = true}.worst()),
+                   0.12);  // the slow rate's drop
+  EXPECT_DOUBLE_EQ((CoreDrop{.compute = 0.12, .handoff = 0.5, .handoff_probed = true,
+                             .compute_slow = true, .handoff_slow = true}.worst()),
+                   0.5);
   // One slow probe in five leaves the spread at zero: the threshold stays at its floor.
   EXPECT_DOUBLE_EQ(probes.medians[1].compute_spread.value_or(-1), 0.0);
   EXPECT_DOUBLE_EQ(probes.medians[1].compute_threshold.value_or(-1), slow_core_threshold);
@@ -614,7 +623,7 @@ TEST(SweepCoreProbes, ANoisyRateNeedsALargerDropThanASteadyOne) {
   const std::vector<double> memory = {25.8, 23.6, 28.3, 21.4, 26.4, 24.4, 27.5, 24.7};
   std::vector<CoreProbeRecord> probes;
   for (int probe = 0; probe < static_cast<int>(memory.size()); ++probe) {
-    probes.push_back({probe, 0, 9.0 + 0.01 * probe, memory[static_cast<std::size_t>(probe)], 0});
+    probes.push_back({probe, 0, 9.0 + 0.01 * probe, memory[static_cast<std::size_t>(probe)], 0, {}});
   }
   const CoreMedianRecord median = core_medians(probes).at(0);
   ASSERT_TRUE(median.memory_spread && median.memory_threshold && median.compute_threshold);
@@ -623,14 +632,42 @@ TEST(SweepCoreProbes, ANoisyRateNeedsALargerDropThanASteadyOne) {
   EXPECT_DOUBLE_EQ(*median.compute_threshold, slow_core_threshold);
   // 21.4 GB/s is 16% under the median of 25.25: noise for this rate, not a slow core.
   EXPECT_FALSE(core_drop(probes[3], median).slow());
-  const CoreDrop halved = core_drop({9, 0, 9.0, 12.0, 0}, median);
+  const CoreDrop halved = core_drop({9, 0, 9.0, 12.0, 0, {}}, median);
   EXPECT_TRUE(halved.memory_slow && !halved.compute_slow);
   // A 12% compute drop is past the steady compute rate's 10%.
-  EXPECT_TRUE(core_drop({9, 0, 7.9, 25.0, 0}, median).compute_slow);
+  EXPECT_TRUE(core_drop({9, 0, 7.9, 25.0, 0, {}}, median).compute_slow);
   probes.resize(slow_core_min_probes - 1);
   const CoreMedianRecord few = core_medians(probes).at(0);
   EXPECT_FALSE(few.memory_spread || few.memory_threshold);
   EXPECT_TRUE(core_drop(probes[3], few).memory_slow);  // the floor alone
+}
+
+// The handoff is a rate like the others, 1 / round trip: core 1's line took 430-460 ns to go to
+// core 0 and back, and 900 ns at probe 3 (the cores further apart) is a 51% drop, past its
+// threshold; the first core has no handoff and never a handoff drop.
+TEST(SweepCoreProbes, ASlowerHandoffMarksTheCore) {
+  CoreProbesRecord probes;
+  probes.threshold = slow_core_threshold;
+  const std::vector<double> round_trip = {430, 445, 460, 900, 440, 450, 435};
+  for (int probe = 0; probe < static_cast<int>(round_trip.size()); ++probe) {
+    probes.probes.push_back({probe, 0, 10.0, 20.0, 0, {}});
+    probes.probes.push_back({probe, 1, 10.0, 20.0, 0, round_trip[static_cast<std::size_t>(probe)]});
+  }
+  probes.medians = core_medians(probes.probes);
+  ASSERT_TRUE(probes.medians[1].handoff_ns && probes.medians[1].handoff_threshold);
+  EXPECT_DOUBLE_EQ(*probes.medians[1].handoff_ns, 445.0);
+  EXPECT_FALSE(probes.medians[0].handoff_ns);
+  const std::vector<int> both = {0, 1};
+  const auto slow = slow_probe_around(probes, both, 2);  // probe 3, after round 2
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->core, 1);
+  EXPECT_EQ(slow->probe, 3);
+  EXPECT_EQ(slow->drop.which(), "handoff");
+  EXPECT_NEAR(slow->drop.worst(), 1 - 445.0 / 900.0, 1e-12);
+  EXPECT_FALSE(slow->every_core);
+  for (int round : {0, 4, 5}) EXPECT_FALSE(slow_probe_around(probes, both, round)) << round;
+  const CoreDrop first = core_drop(probes.probes[6], probes.medians[0]);  // core 0, probe 3
+  EXPECT_FALSE(first.handoff_probed || first.handoff_slow);
 }
 
 // Every core slow in the same rate at one probe is the machine or its host, not one core.
@@ -640,7 +677,7 @@ TEST(SweepCoreProbes, EveryCoreSlowAtOnceIsTheMachine) {
   for (int probe = 0; probe <= 5; ++probe) {
     for (int core = 0; core < 2; ++core) {
       const bool slow_memory = probe == 2 || (probe == 4 && core == 1);
-      probes.probes.push_back({probe, core, 10.0, slow_memory ? 14.0 : 20.0, 0});
+      probes.probes.push_back({probe, core, 10.0, slow_memory ? 14.0 : 20.0, 0, {}});
     }
   }
   probes.medians = core_medians(probes.probes);
@@ -688,8 +725,11 @@ TEST(SweepCoreProbes, TestHookParsesAndRefusesMalformedValues) {
   EXPECT_EQ(both.probe, 2);
   EXPECT_DOUBLE_EQ(both.factor, 3.0);
   EXPECT_TRUE(both.compute && both.memory);
+  EXPECT_FALSE(both.handoff);
   const ProbeSlowdown memory = parse_probe_slowdown("0:0:1.5:memory");
-  EXPECT_TRUE(!memory.compute && memory.memory);
+  EXPECT_TRUE(!memory.compute && memory.memory && !memory.handoff);
+  const ProbeSlowdown handoff = parse_probe_slowdown("1:0:2:handoff");
+  EXPECT_TRUE(!handoff.compute && !handoff.memory && handoff.handoff);
   for (const char* bad : {"", "1:2", "1:2:0.5", "x:2:3", "1:2:3:disk", "-1:0:2", "1:2:3:compute:x", "1:2:nan"}) {
     EXPECT_THROW(parse_probe_slowdown(bad), Error) << bad;
   }
@@ -705,6 +745,11 @@ TEST(SweepCoreProbes, ProbeMeasuresEveryCore) {
   const CoreSpeed slowed = probe.measure(0, 2.0, 2.0);
   EXPECT_GT(slowed.compute_gflops, 0);
   EXPECT_THROW(probe.measure(0, 0.5, 1.0), Error);
+  // A cache line's round trip between core 0 and the last core.
+  const int last = machine_topology().cores - 1;
+  if (last == 0) GTEST_SKIP() << "one core: no handoff between cores to measure";
+  EXPECT_GT(probe.handoff(last, 0).round_trip_ns, 0);
+  EXPECT_THROW(probe.handoff(last, 0, 0.5), Error);
 }
 
 // The rounds' and probes' fields go to JSON and back unchanged, and a point without them writes

@@ -210,20 +210,25 @@ const auto slow_core_fields = std::tuple{
     field("core", &SC::core), field("round", &SC::round), field("probe", &SC::probe),
     optional_field("series_core", &SC::series_core), field("drop", &SC::drop),
     field("compute_drop", &SC::compute_drop), field("memory_drop", &SC::memory_drop),
+    optional_field("handoff_drop", &SC::handoff_drop),
     field("dropped", &SC::dropped), field("every_core", &SC::every_core), field("seconds", &SC::seconds),
     optional_field("baseline_seconds", &SC::baseline_seconds), optional_field("ratio", &SC::ratio),
     field("retry", &SC::retry), field("used", &SC::used), field("message", &SC::message)};
 using CP = CoreProbeRecord;
 const auto core_probe_fields = std::tuple{
     field("probe", &CP::probe), field("core", &CP::core), field("compute_gflops", &CP::compute_gflops),
-    field("memory_gbps", &CP::memory_gbps), field("started_s", &CP::started_s)};
+    field("memory_gbps", &CP::memory_gbps), field("started_s", &CP::started_s),
+    optional_field("handoff_ns", &CP::handoff_ns)};
 const auto core_median_fields = std::tuple{
     field("core", &CoreMedianRecord::core), field("compute_gflops", &CoreMedianRecord::compute_gflops),
     field("memory_gbps", &CoreMedianRecord::memory_gbps),
     optional_field("compute_spread", &CoreMedianRecord::compute_spread),
     optional_field("memory_spread", &CoreMedianRecord::memory_spread),
     optional_field("compute_threshold", &CoreMedianRecord::compute_threshold),
-    optional_field("memory_threshold", &CoreMedianRecord::memory_threshold)};
+    optional_field("memory_threshold", &CoreMedianRecord::memory_threshold),
+    optional_field("handoff_ns", &CoreMedianRecord::handoff_ns),
+    optional_field("handoff_spread", &CoreMedianRecord::handoff_spread),
+    optional_field("handoff_threshold", &CoreMedianRecord::handoff_threshold)};
 const auto core_probes_fields = std::tuple{
     field("threshold", &CoreProbesRecord::threshold), field("probes", &CoreProbesRecord::probes),
     field("medians", &CoreProbesRecord::medians)};
@@ -277,7 +282,8 @@ void from_json(const json& in, PairedBaselineRecord& pair) { read_fields(in, pai
 
 void to_json(json& out, const CoreProbesRecord& probes) {
   out = {{"meaning", "a fixed compute loop (GFLOP/s) and memory stream (GB/s) pinned to each core "
-                     "in turn; probe k ran before round k"}};
+                     "in turn, and a cache line's round trip between each core and the first "
+                     "(handoff_ns); probe k ran before round k"}};
   write_fields(out, probes, core_probes_fields);
 }
 void from_json(const json& in, CoreProbesRecord& probes) { read_fields(in, probes, core_probes_fields); }

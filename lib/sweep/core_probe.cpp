@@ -3,8 +3,10 @@
 #include "core_probe.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/quantile.hpp"
@@ -20,6 +22,11 @@ constexpr std::int64_t compute_iterations = 1 << 18;
 constexpr int compute_chains = 8;  // independent multiply-add chains: throughput, not latency
 constexpr std::size_t stream_bytes = std::size_t{64} << 20;
 constexpr int runs_per_rate = 3;
+// About a millisecond a run where a round trip takes 500 ns. A run ends early past
+// handoff_run_limit_s (a partner core that another process holds answers once per time slice),
+// with the mean of the trips it made.
+constexpr int handoff_round_trips = 2000;
+constexpr double handoff_run_limit_s = 0.02;
 
 volatile float compute_sink = 0;
 volatile std::uint64_t stream_sink = 0;
@@ -59,6 +66,68 @@ double stream_seconds(const std::vector<std::uint64_t>& buffer, int passes) {
 
 CoreProbe::CoreProbe() : buffer_(stream_bytes / sizeof(std::uint64_t), 1) {}
 
+namespace {
+
+// One cache line the two threads take turns writing: the caller writes an odd value, the partner
+// answers with the next even one. `stop` ends the partner's loop.
+struct alignas(64) HandoffLine {
+  std::atomic<std::uint32_t> value{0};
+};
+struct alignas(64) HandoffStop {
+  std::atomic<bool> stop{false};
+};
+
+}  // namespace
+
+Handoff CoreProbe::handoff(int core, int partner, double slowdown) {
+  CNNBENCH_CHECK(slowdown >= 1, "a probe slowdown below 1");
+  const AffinityGuard restore;
+  pin_current_thread(core);
+  HandoffLine line;
+  HandoffStop stop;
+  std::atomic<int> partner_state{0};  // 1: pinned and answering; -1: could not pin
+  std::thread answering([&] {
+    try {
+      pin_current_thread(partner);
+    } catch (const Error&) {
+      partner_state.store(-1, std::memory_order_release);
+      return;
+    }
+    partner_state.store(1, std::memory_order_release);
+    while (!stop.stop.load(std::memory_order_relaxed)) {
+      const std::uint32_t v = line.value.load(std::memory_order_acquire);
+      if (v & 1u) line.value.store(v + 1, std::memory_order_release);
+    }
+  });
+  while (partner_state.load(std::memory_order_acquire) == 0) std::this_thread::yield();
+  if (partner_state.load(std::memory_order_acquire) < 0) {
+    answering.join();
+    fail("could not pin a thread to core " + std::to_string(partner) + " for the handoff probe");
+  }
+  // With a slowdown, `slowdown` trips count as one.
+  const auto trips = static_cast<int>(std::lround(handoff_round_trips * slowdown));
+  double best_ns = 1e30;
+  for (int r = 0; r < runs_per_rate; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    int made = 0;
+    double seconds = 0;
+    while (made < trips) {
+      for (int i = 0; i < 64 && made < trips; ++i, ++made) {
+        const std::uint32_t sent = line.value.load(std::memory_order_relaxed) + 1;  // odd
+        line.value.store(sent, std::memory_order_release);
+        while (line.value.load(std::memory_order_acquire) == sent) {
+        }
+      }
+      seconds = seconds_since(start);
+      if (seconds > handoff_run_limit_s) break;
+    }
+    best_ns = std::min(best_ns, seconds / made * slowdown * 1e9);
+  }
+  stop.stop.store(true, std::memory_order_relaxed);
+  answering.join();
+  return {best_ns};
+}
+
 CoreSpeed CoreProbe::measure(int core, double compute_slowdown, double memory_slowdown) {
   CNNBENCH_CHECK(compute_slowdown >= 1 && memory_slowdown >= 1, "a probe slowdown below 1");
   const AffinityGuard restore;
@@ -77,13 +146,21 @@ CoreSpeed CoreProbe::measure(int core, double compute_slowdown, double memory_sl
 }
 
 double CoreDrop::worst() const {
-  if (slow()) return std::max(compute_slow ? compute : 0.0, memory_slow ? memory : 0.0);
-  return std::max(compute, memory);
+  if (slow()) {
+    return std::max({compute_slow ? compute : 0.0, memory_slow ? memory : 0.0,
+                     handoff_slow ? handoff : 0.0});
+  }
+  return std::max({compute, memory, handoff});
 }
 
 std::string CoreDrop::which() const {
-  if (compute_slow && memory_slow) return "compute and memory";
-  return memory_slow ? "memory" : "compute";
+  std::string names;
+  for (const auto& [past, name] : {std::pair{compute_slow, "compute"}, std::pair{memory_slow, "memory"},
+                                   std::pair{handoff_slow, "handoff"}}) {
+    if (!past) continue;
+    names += (names.empty() ? "" : " and ") + std::string(name);
+  }
+  return names.empty() ? "compute" : names;
 }
 
 CoreDrop core_drop(const CoreProbeRecord& probe, const CoreMedianRecord& median) {
@@ -93,6 +170,11 @@ CoreDrop core_drop(const CoreProbeRecord& probe, const CoreMedianRecord& median)
   d.memory = drop(probe.memory_gbps, median.memory_gbps);
   d.compute_slow = d.compute > std::max(slow_core_threshold, median.compute_threshold.value_or(0));
   d.memory_slow = d.memory > std::max(slow_core_threshold, median.memory_threshold.value_or(0));
+  if (probe.handoff_ns && median.handoff_ns) {
+    d.handoff_probed = true;
+    d.handoff = drop(*median.handoff_ns, *probe.handoff_ns);  // the rate is 1 / round trip
+    d.handoff_slow = d.handoff > std::max(slow_core_threshold, median.handoff_threshold.value_or(0));
+  }
   return d;
 }
 
@@ -115,21 +197,33 @@ std::vector<CoreMedianRecord> core_medians(std::span<const CoreProbeRecord> prob
   cores.erase(std::unique(cores.begin(), cores.end()), cores.end());
   std::vector<CoreMedianRecord> medians;
   for (int core : cores) {
-    std::vector<double> compute, memory;
+    std::vector<double> compute, memory, handoff;
     for (const CoreProbeRecord& p : probes) {
       if (p.core != core) continue;
       compute.push_back(p.compute_gflops);
       memory.push_back(p.memory_gbps);
+      if (p.handoff_ns) handoff.push_back(*p.handoff_ns);
     }
     CoreMedianRecord m;
     m.core = core;
     m.compute_gflops = median(compute);
     m.memory_gbps = median(memory);
-    if (compute.size() >= static_cast<std::size_t>(slow_core_min_probes)) {
+    if (!handoff.empty()) m.handoff_ns = median(handoff);
+    const auto enough = [](const std::vector<double>& rates) {
+      return rates.size() >= static_cast<std::size_t>(slow_core_min_probes);
+    };
+    const auto threshold = [](double spread) {
+      return std::max(slow_core_threshold, slow_core_spreads * spread);
+    };
+    if (enough(compute)) {
       m.compute_spread = relative_spread(compute, m.compute_gflops);
       m.memory_spread = relative_spread(memory, m.memory_gbps);
-      m.compute_threshold = std::max(slow_core_threshold, slow_core_spreads * *m.compute_spread);
-      m.memory_threshold = std::max(slow_core_threshold, slow_core_spreads * *m.memory_spread);
+      m.compute_threshold = threshold(*m.compute_spread);
+      m.memory_threshold = threshold(*m.memory_spread);
+    }
+    if (enough(handoff)) {
+      m.handoff_spread = relative_spread(handoff, *m.handoff_ns);
+      m.handoff_threshold = threshold(*m.handoff_spread);
     }
     medians.push_back(m);
   }
@@ -161,7 +255,8 @@ std::optional<SlowProbe> slow_probe_around(const CoreProbesRecord& probes, std::
     ++probed;
     const std::optional<CoreDrop> drop = drop_of(p);
     if (drop && ((slowest->drop.compute_slow && drop->compute_slow) ||
-                 (slowest->drop.memory_slow && drop->memory_slow))) {
+                 (slowest->drop.memory_slow && drop->memory_slow) ||
+                 (slowest->drop.handoff_slow && drop->handoff_slow))) {
       ++alike;
     }
   }
@@ -176,7 +271,7 @@ namespace cnnbench {
 ProbeSlowdown parse_probe_slowdown(const std::string& text) {
   const auto bad = [&](const std::string& why) -> ProbeSlowdown {
     fail("CNNBENCH_TEST_PROBE_SLOWDOWN=" + text + ": " + why +
-         " (expected CORE:PROBE:FACTOR[:compute|:memory], FACTOR at least 1)");
+         " (expected CORE:PROBE:FACTOR[:compute|:memory|:handoff], FACTOR at least 1)");
   };
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -202,9 +297,12 @@ ProbeSlowdown parse_probe_slowdown(const std::string& text) {
     return bad("not a number");
   }
   if (parts.size() == 4) {
-    if (parts[3] != "compute" && parts[3] != "memory") return bad("the rate is neither compute nor memory");
+    if (parts[3] != "compute" && parts[3] != "memory" && parts[3] != "handoff") {
+      return bad("the rate is none of compute, memory, handoff");
+    }
     slowdown.compute = parts[3] == "compute";
     slowdown.memory = parts[3] == "memory";
+    slowdown.handoff = parts[3] == "handoff";
   }
   return slowdown;
 }

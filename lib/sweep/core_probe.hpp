@@ -1,7 +1,8 @@
-// Core probes: a fixed compute loop and a fixed memory stream, pinned to one core at a time. Run
-// between a sweep's rounds, their rates show when a core did less work per second than usual (a
-// shared virtual machine's core can, for minutes, without a thread of ours being descheduled), and
-// which repetitions ran then.
+// Core probes: a fixed compute loop and a fixed memory stream, pinned to one core at a time, and a
+// cache line handed back and forth between each core and the first one. Run between a sweep's
+// rounds, they show when a core did less work per second than usual (a shared virtual machine's
+// core can, for minutes, without a thread of ours being descheduled) or when data took longer to
+// pass between the cores (a virtual core moved to another die), and which repetitions ran then.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,13 @@ struct CoreSpeed {
   double compute_gflops = 0, memory_gbps = 0;
 };
 
+// A line's round trip between two cores takes tens of nanoseconds when they share a last-level
+// cache and hundreds when they do not (another die or socket): every byte a 2-core data-parallel
+// or pipelined step passes between its cores goes that way.
+struct Handoff {
+  double round_trip_ns = 0;
+};
+
 class CoreProbe {
  public:
   CoreProbe();  // allocates and touches the stream's buffer (64 MiB: past the last-level cache)
@@ -35,6 +43,10 @@ class CoreProbe {
   // the best of a few short runs so that one interrupt does not read as a slow core. A slowdown
   // factor > 1 (the test hook, ProbeSlowdown) runs that much more work for the same counted work.
   CoreSpeed measure(int core, double compute_slowdown = 1, double memory_slowdown = 1);
+  // The calling thread pinned to `core` and a helper thread pinned to `partner` pass one cache
+  // line back and forth: the best of a few runs' mean round trip. A slowdown factor > 1 (the test
+  // hook) counts that many round trips as one.
+  Handoff handoff(int core, int partner, double slowdown = 1);
 
  private:
   std::vector<std::uint64_t> buffer_;
@@ -42,13 +54,16 @@ class CoreProbe {
 
 // How far a probe fell below its core's median, as fractions (0 when at or above it), and which
 // rates fell past their threshold.
+// The handoff counts as a rate too: 1 / round trip, so that a round trip twice its median is a
+// drop of 50%.
 struct CoreDrop {
-  double compute = 0, memory = 0;
-  bool compute_slow = false, memory_slow = false;
-  bool slow() const { return compute_slow || memory_slow; }
-  // The larger drop of the rates past their threshold (of both when neither is).
+  double compute = 0, memory = 0, handoff = 0;
+  bool handoff_probed = false;  // the probe and the median both have a handoff
+  bool compute_slow = false, memory_slow = false, handoff_slow = false;
+  bool slow() const { return compute_slow || memory_slow || handoff_slow; }
+  // The largest drop of the rates past their threshold (of all when none is).
   double worst() const;
-  // "compute", "memory" or "compute and memory": which rates fell past their threshold.
+  // "compute", "memory", "handoff", or those past their threshold joined by "and".
   std::string which() const;
 };
 CoreDrop core_drop(const CoreProbeRecord& probe, const CoreMedianRecord& median);

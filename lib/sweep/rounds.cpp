@@ -289,8 +289,8 @@ double SweepRunner::eta() const {
 
 // ---- core probes ---------------------------------------------------------------------------------
 
-// Probe `probe` of every core (probe k before round k). A machine that refuses to pin a thread
-// gets no probes, and says so once.
+// Probe `probe` of every core (probe k before round k): its rates, and past the first core its
+// handoff with the first. A machine that refuses to pin a thread gets no probes, and says so once.
 void SweepRunner::probe_cores(int probe) {
   if (!core_probe_) return;
   const int cores = machine_topology().cores;
@@ -301,7 +301,12 @@ void SweepRunner::probe_cores(int probe) {
     try {
       const CoreSpeed speed = core_probe_->measure(core, slowed && hook->compute ? hook->factor : 1,
                                                    slowed && hook->memory ? hook->factor : 1);
-      probes_.probes.push_back({probe, core, speed.compute_gflops, speed.memory_gbps, started});
+      CoreProbeRecord record{probe, core, speed.compute_gflops, speed.memory_gbps, started, {}};
+      if (core > 0) {
+        record.handoff_ns =
+            core_probe_->handoff(core, 0, slowed && hook->handoff ? hook->factor : 1).round_trip_ns;
+      }
+      probes_.probes.push_back(record);
     } catch (const Error& e) {
       if (!options_.quiet) std::fprintf(stderr, "warning: no core probes: %s\n", e.what());
       core_probe_.reset();
@@ -356,6 +361,7 @@ void SweepRunner::find_slow_repetitions() {
         warning.drop = slow->drop.worst();
         warning.compute_drop = slow->drop.compute;
         warning.memory_drop = slow->drop.memory;
+        if (slow->drop.handoff_probed) warning.handoff_drop = slow->drop.handoff;
         warning.dropped = slow->drop.which();
         warning.every_core = slow->every_core;
         warning.seconds = rep.seconds;
@@ -364,10 +370,14 @@ void SweepRunner::find_slow_repetitions() {
           warning.ratio = paired_ratio(run.pair_timed[i], rep);
         }
         warning.used = "original";
-        char text[300];
-        std::snprintf(text, sizeof text, "core %d's %s rate was %.0f%% below its median at probe %d, %s round %d%s",
+        char text[400];
+        std::snprintf(text, sizeof text, "core %d's %s rate was %.0f%% below its median at probe %d, %s round %d%s%s",
                       warning.core, warning.dropped.c_str(), 100 * warning.drop, warning.probe,
                       warning.probe == warning.round ? "before" : "after", warning.round,
+                      slow->drop.handoff_slow
+                          ? " (a cache line took longer between it and core 0: the cores further apart, "
+                            "as a virtual core moved to another die would be, or their link busier)"
+                          : "",
                       warning.every_core ? " (every core's was: the machine or its host slowed, not one core)" : "");
         warning.message = text;
         run.warnings.push_back(std::move(warning));
@@ -385,7 +395,8 @@ bool SweepRunner::cores_normal(std::span<const int> cores) {
                                      [&](const CoreMedianRecord& m) { return m.core == core; });
     if (median == probes_.medians.end()) return false;
     const CoreSpeed speed = core_probe_->measure(core);
-    const CoreProbeRecord probe{-1, core, speed.compute_gflops, speed.memory_gbps, 0};
+    CoreProbeRecord probe{-1, core, speed.compute_gflops, speed.memory_gbps, 0, {}};
+    if (core > 0 && median->handoff_ns) probe.handoff_ns = core_probe_->handoff(core, 0).round_trip_ns;
     if (core_drop(probe, *median).slow()) normal = false;
     stop_check();
   }

@@ -349,7 +349,7 @@ void SweepRunner::print_point(const PointRecord& p) const {
 }
 
 // The closing summary names every repetition that ran on a slow core, the core, how much slower
-// and in what (compute or memory), and whether its retry stands in for it.
+// and in what (compute, memory or its handoff with core 0), and whether its retry stands in for it.
 void SweepRunner::warn_slow_cores() const {
   bool first = true;
   for (const PointRecord& p : report_.points) {

@@ -119,6 +119,33 @@ def check_slow_core(args, validator, tmp):
           "the sweep's closing warnings name the slow core")
 
 
+def check_slow_handoff(args, validator, tmp):
+    """The test hook makes the last core's handoff with core 0 take 3 times as long at probe 1: the
+    probes record each core's round trip past the first, and the repetitions next to that probe
+    carry a warning that names the handoff, not compute or memory."""
+    cores = os.cpu_count() or 1
+    if cores < 2:
+        print("note: one core: no handoff between cores to slow")
+        return
+    slow = cores - 1
+    out = Path(tmp, "slow-handoff.json")
+    env = dict(os.environ, CNNBENCH_TEST_PROBE_SLOWDOWN=f"{slow}:1:3:handoff")
+    sweep = subprocess.run([args.cli, "sweep", "--model", "fc3", "--strategies", "serial,stream", "--cores", "2",
+                            "--steps", "3", "--repeat", "3", "--warmup", "0", "--synthetic", "256",
+                            "--out", str(out)], env=env, capture_output=True, text=True)
+    check(sweep.returncode == 0, "the sweep with a slowed handoff ran" + (f" ({sweep.stderr[-300:]})" if sweep.returncode else ""))
+    report = json.loads(out.read_text())
+    check(not errors_of(validator, report), "the sweep with a slowed handoff validates against the schema")
+    probes = report["core_probes"]["probes"]
+    check(all(("handoff_ns" in p) == (p["core"] > 0) and p.get("handoff_ns", 1) > 0 for p in probes),
+          "every probe of a core past the first has its round trip with core 0, the first core none")
+    warnings = [w for p in report["points"] for w in p.get("slow_core_warnings", [])
+                if w["core"] == slow and w["probe"] == 1]
+    check(bool(warnings) and all("handoff" in w["dropped"] and w["handoff_drop"] > 0.5
+                                 and "cache line" in w["message"] for w in warnings),
+          f"the repetitions next to the slowed handoff name it ({warnings[:1]})")
+
+
 def check_interrupted_rounds(args, validator, tmp):
     """SIGINT in the third round: the report keeps every point with the rounds it took, marked
     with rounds_done; --resume measures those points again and completes the sweep."""
@@ -275,6 +302,7 @@ def main():
                   "the unpaired speedup is a ratio of times per image")
 
         check_slow_core(args, validator, tmp)
+        check_slow_handoff(args, validator, tmp)
         check_interrupted_rounds(args, validator, tmp)
 
     reference = source / "results/sweep-2core.json"

@@ -70,7 +70,8 @@ struct SlowCoreWarningRecord {
   std::optional<int> series_core;  // the baseline's repetitions on this core (baseline_cores)
   double drop = 0;                  // 1 - probe / the core's median probe, the larger of the two
   double compute_drop = 0, memory_drop = 0;
-  std::string dropped;              // "compute", "memory" or "compute and memory"
+  std::optional<double> handoff_drop;  // of the handoff rate (1 / round trip), where probed
+  std::string dropped;              // "compute", "memory", "handoff", or several joined by "and"
   bool every_core = false;          // every core of the machine was slow in it at that probe
   double seconds = 0;               // the original repetition's time
   std::optional<double> baseline_seconds, ratio;  // its pair's
@@ -181,6 +182,9 @@ struct CoreProbeRecord {
   int core = 0;
   double compute_gflops = 0, memory_gbps = 0;
   double started_s = 0;  // from the sweep's start
+  // A cache line's round trip between this core and the machine's first (none for the first core
+  // itself, on a one-core machine, and in older reports).
+  std::optional<double> handoff_ns;
 };
 struct CoreMedianRecord {
   int core = 0;
@@ -190,6 +194,9 @@ struct CoreMedianRecord {
   // threshold). Older reports have neither: their threshold is CoreProbesRecord's.
   std::optional<double> compute_spread, memory_spread;
   std::optional<double> compute_threshold, memory_threshold;
+  // The median handoff round trip with the first core, its spread and threshold (of the handoff
+  // rate, 1 / round trip), where the core was probed for it.
+  std::optional<double> handoff_ns, handoff_spread, handoff_threshold;
 };
 struct CoreProbesRecord {
   double threshold = 0;  // the least drop below a core's median that marks the core slow

@@ -184,7 +184,7 @@ int slurm_allocation_cpus();
 struct ProbeSlowdown {
   int core = 0, probe = 0;
   double factor = 1;
-  bool compute = true, memory = true;
+  bool compute = true, memory = true, handoff = false;  // a rate named: only that one
 };
 // Parses the variable's value; Error naming it when malformed.
 ProbeSlowdown parse_probe_slowdown(const std::string& text);
