@@ -80,20 +80,27 @@ def check_rounds(report, repeat, cores):
           "the probes give each core's median")
 
 
+def slowed_sweep(args, validator, out, hook, cores, what):
+    """A short serial and stream sweep on `cores` with the probe test hook set to `hook`; its
+    stderr and report once it ran and validated."""
+    env = dict(os.environ, CNNBENCH_TEST_PROBE_SLOWDOWN=hook)
+    sweep = subprocess.run([args.cli, "sweep", "--model", "fc3", "--strategies", "serial,stream", "--cores", cores,
+                            "--steps", "3", "--repeat", "3", "--warmup", "0", "--synthetic", "256",
+                            "--out", str(out)], env=env, capture_output=True, text=True)
+    check(sweep.returncode == 0, f"the sweep with {what} ran" + (f" ({sweep.stderr[-300:]})" if sweep.returncode else ""))
+    report = json.loads(out.read_text())
+    check(not errors_of(validator, report), f"the sweep with {what} validates against the schema")
+    return sweep.stderr, report
+
+
 def check_slow_core(args, validator, tmp):
     """The test hook slows core (last) at probe 1 (after round 0): the repetitions of rounds 0 and
     1 that used that core carry a slow_core_warning naming it, were retried once, and keep the
     retry exactly when its probes were normal; the closing warning names the cause."""
     cores = os.cpu_count() or 1
     slow = cores - 1
-    out = Path(tmp, "slow-core.json")
-    env = dict(os.environ, CNNBENCH_TEST_PROBE_SLOWDOWN=f"{slow}:1:3")
-    sweep = subprocess.run([args.cli, "sweep", "--model", "fc3", "--strategies", "serial,stream", "--cores", "1",
-                            "--steps", "3", "--repeat", "3", "--warmup", "0", "--synthetic", "256",
-                            "--out", str(out)], env=env, capture_output=True, text=True)
-    check(sweep.returncode == 0, "the slowed sweep ran" + (f" ({sweep.stderr[-300:]})" if sweep.returncode else ""))
-    report = json.loads(out.read_text())
-    check(not errors_of(validator, report), "the slowed sweep validates against the schema")
+    stderr, report = slowed_sweep(args, validator, Path(tmp, "slow-core.json"), f"{slow}:1:3", "1",
+                                  "a slowed core")
     serial = next(p for p in report["points"] if p["id"] == "fc3/serial/n1c1")
     on_slow = [w for w in serial.get("slow_core_warnings", []) if w["core"] == slow and w["probe"] == 1]
     # The baseline's series on the slow core (its only one on a one-core machine) ran in rounds 0 and 1.
@@ -115,7 +122,7 @@ def check_slow_core(args, validator, tmp):
                 check(False, f"{p['id']} round {w['round']}: times_s holds the {w['used']}'s time")
                 return
     check(True, "every marked repetition was retried, and the retry stands in only when its probes were normal")
-    check("warning: repetitions that ran while a core was" in sweep.stderr and f"core {slow}'s" in sweep.stderr,
+    check("warning: repetitions that ran while a core was" in stderr and f"core {slow}'s" in stderr,
           "the sweep's closing warnings name the slow core")
 
 
@@ -128,14 +135,8 @@ def check_slow_handoff(args, validator, tmp):
         print("note: one core: no handoff between cores to slow")
         return
     slow = cores - 1
-    out = Path(tmp, "slow-handoff.json")
-    env = dict(os.environ, CNNBENCH_TEST_PROBE_SLOWDOWN=f"{slow}:1:3:handoff")
-    sweep = subprocess.run([args.cli, "sweep", "--model", "fc3", "--strategies", "serial,stream", "--cores", "2",
-                            "--steps", "3", "--repeat", "3", "--warmup", "0", "--synthetic", "256",
-                            "--out", str(out)], env=env, capture_output=True, text=True)
-    check(sweep.returncode == 0, "the sweep with a slowed handoff ran" + (f" ({sweep.stderr[-300:]})" if sweep.returncode else ""))
-    report = json.loads(out.read_text())
-    check(not errors_of(validator, report), "the sweep with a slowed handoff validates against the schema")
+    _, report = slowed_sweep(args, validator, Path(tmp, "slow-handoff.json"), f"{slow}:1:3:handoff", "2",
+                             "a slowed handoff")
     probes = report["core_probes"]["probes"]
     check(all(("handoff_ns" in p) == (p["core"] > 0) and p.get("handoff_ns", 1) > 0 for p in probes),
           "every probe of a core past the first has its round trip with core 0, the first core none")
