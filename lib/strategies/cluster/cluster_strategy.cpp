@@ -18,6 +18,7 @@
 #include "../factories.hpp"
 #include "cluster_metrics.hpp"
 #include "cluster_shares.hpp"
+#include "cluster_step_times.hpp"
 #include "cnnbench/balance.hpp"
 #include "cnnbench/cluster.hpp"
 #include "cnnbench/config.hpp"
@@ -36,40 +37,11 @@ void sleep_seconds(double seconds) {
   if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
-// The first `moved` ticks of a step's waits on communication (the latest wait first) become
-// imbalance_wait, as separate_rank_imbalance moves them in the report; a call's span inside a
-// wait is cut where its wait is, so that spans still nest.
-void split_imbalance(std::vector<Span>& spans, std::int64_t step, ClockTicks moved) {
-  const auto waiting = [&](const Span& span) {
-    return span.step == step && span.category == TimeCategory::communication_exposed;
-  };
-  std::vector<Span> waits;
-  for (const Span& span : spans) {
-    if (waiting(span) && span.label < 0) waits.push_back(span);
-  }
-  std::vector<Span> rests;
-  for (auto wait = waits.rbegin(); wait != waits.rend() && moved > 0; ++wait) {
-    const ClockTicks cut = wait->start + std::min(moved, wait->end - wait->start);
-    moved -= cut - wait->start;
-    for (Span& span : spans) {
-      const bool inside = span.start >= wait->start && span.end <= wait->end;
-      if (!inside || !waiting(span) || span.start >= cut) continue;
-      if (span.end > cut) {
-        Span rest = span;
-        rest.start = cut;
-        rests.push_back(rest);
-        span.end = cut;
-      }
-      span.category = TimeCategory::imbalance_wait;
-    }
-  }
-  spans.insert(spans.end(), rests.begin(), rests.end());
-}
-
 class ClusterStrategy final : public Strategy {
  public:
   explicit ClusterStrategy(std::unique_ptr<RankGroup> group)
-      : group_(std::move(group)), rank_(group_->rank()), ranks_(group_->size()) {}
+      : group_(std::move(group)), rank_(group_->rank()), ranks_(group_->size()),
+        times_(*group_, threads_) {}
 
   ~ClusterStrategy() override {
     // Leaving because of an error (ours was reported already, or the driver's): the other ranks
@@ -101,11 +73,7 @@ class ClusterStrategy final : public Strategy {
     // The calling thread's run-queue time outside the steps: the OS's share of other_s.
     double queued_outside_steps = -thread_run_queue_seconds();
     guarded([&] {
-      for (ThreadState& state : threads_) {
-        state.timeline.reserve_steps(static_cast<std::size_t>(range.count));
-        state.timeline.number_steps_from(range.global_first);
-      }
-      first_step_since_gather_ = range.global_first;
+      times_.begin_range(range.global_first, range.count);
       queued_outside_steps += thread_run_queue_seconds();
       for (std::int64_t i = 0; i < range.count; ++i) {
         exchange_->set_trace_step(range.global_first + i);
@@ -116,7 +84,7 @@ class ClusterStrategy final : public Strategy {
       gather_counters_and_pins();
       queued_outside_steps += thread_run_queue_seconds();
     });
-    breakdown_.end_range(1e-9 * double(clock_ticks() - range_start), queued_outside_steps);
+    times_.end_range(1e-9 * double(clock_ticks() - range_start), queued_outside_steps);
   }
 
   void sync_to(Model& model) override {
@@ -125,22 +93,10 @@ class ClusterStrategy final : public Strategy {
   }
 
   nlohmann::json metrics() const override { return metrics_; }
-  void keep_trace(std::int64_t steps) override {
-    trace_steps_ = steps;
-    std::vector<SpanRing*> rings;
-    for (ThreadState& state : threads_) {
-      state.spans =
-          std::make_unique<SpanRing>(static_cast<std::size_t>(steps), spans_per_step_guess);
-      state.timeline.record_spans(state.spans.get());
-      rings.push_back(state.spans.get());
-    }
-    exchange_->trace_calls(std::move(rings));
-    imbalance_moves_.assign(threads_.size(),
-                            std::vector<ImbalanceMove>(static_cast<std::size_t>(steps) + 1));
-  }
+  void keep_trace(std::int64_t steps) override { exchange_->trace_calls(times_.keep_trace(steps)); }
   Trace trace() override;
   TimeBreakdown time_breakdown() const override {
-    TimeBreakdown out = breakdown_.result(timed_layer_names(config_.model));
+    TimeBreakdown out = times_.result(config_.model);
     out.balanced_shares = balanced_shares_;
     return out;
   }
@@ -203,7 +159,7 @@ class ClusterStrategy final : public Strategy {
     exchange_ = std::make_unique<GradientExchange>(*group_, model.spec(), gradients, params);
     node_step_ = std::make_unique<NodeStep>(*pool_, threads_, *model_, *exchange_, config_.sgd,
                                             node_update_, ranks_);
-    breakdown_ = cluster_breakdown_builder(ranks_, threads_per_rank_);
+    times_.reset(ranks_, threads_per_rank_);
     network_ = gather_network(*group_);
     gather_counters_and_pins();
   }
@@ -289,7 +245,7 @@ class ClusterStrategy final : public Strategy {
     }
     const double map_end = now_seconds();
     // The shares that finished first waited here for the last.
-    all_timelines_close(TimeCategory::imbalance_wait);
+    times_.close_all(TimeCategory::imbalance_wait);
     if (options_.dynamic_balance) {
       std::vector<double> seconds;
       for (const ThreadState& state : threads_) seconds.push_back(state.compute_seconds);
@@ -318,13 +274,13 @@ class ClusterStrategy final : public Strategy {
         node_step_->sum_every_buffer_into_every_replica();  // the sum is fused into the update
       } else if (replicated()) {
         node_step_->sum_threads_in_parallel();
-        all_timelines_close(TimeCategory::reduce);
+        times_.close_all(TimeCategory::reduce);
         node_step_->apply_update();
       } else {
         node_step_->sum_and_step_slices_of_the_shared_model();  // the sum is fused in
       }
-      all_timelines_close(TimeCategory::update);
-      all_timelines_end_step();
+      times_.close_all(TimeCategory::update);
+      times_.end_step_all();
       counters_.update_s += now_seconds() - map_end;
       counters_.step_s += now_seconds() - step_start;
       return exchange[0];
@@ -334,12 +290,12 @@ class ClusterStrategy final : public Strategy {
     if (overlapping_) {
       if (threads_per_rank_ > 1) {
         node_step_->sum_first_bucket_in_parallel();
-        all_timelines_close(TimeCategory::reduce);
+        times_.close_all(TimeCategory::reduce);
       }
       counters_.reduce_s += now_seconds() - map_end;
-      all_timelines_arrive();
+      times_.arrive_all();
       const OverlapTimes times = exchange_->finish_step(exchange);
-      all_timelines_close(TimeCategory::communication_exposed);
+      times_.close_all(TimeCategory::communication_exposed);
       for (int t = 0; t < threads_per_rank_; ++t) {
         threads_[static_cast<std::size_t>(t)].reduced_floats += exchange_->reduced_floats(t);
       }
@@ -349,10 +305,10 @@ class ClusterStrategy final : public Strategy {
     } else {
       if (threads_per_rank_ > 1) node_step_->sum_threads_in_parallel();
       const double reduce_end = now_seconds();
-      all_timelines_close(TimeCategory::reduce);
-      all_timelines_arrive();
+      times_.close_all(TimeCategory::reduce);
+      times_.arrive_all();
       exchange_->sum_over_ranks(exchange);
-      all_timelines_close(TimeCategory::communication_exposed);
+      times_.close_all(TimeCategory::communication_exposed);
       const double exposed = now_seconds() - reduce_end;
       counters_.reduce_s += reduce_end - map_end;
       counters_.allreduce_exposed_s += exposed;
@@ -361,8 +317,8 @@ class ClusterStrategy final : public Strategy {
 
     const double update_start = now_seconds();
     node_step_->apply_update();
-    all_timelines_close(TimeCategory::update);
-    all_timelines_end_step();
+    times_.close_all(TimeCategory::update);
+    times_.end_step_all();
     const double step_end = now_seconds();
     counters_.update_s += step_end - update_start;
     counters_.step_s += step_end - step_start;
@@ -430,60 +386,11 @@ class ClusterStrategy final : public Strategy {
     state.compute_seconds = compute;
   }
 
-  // ---- the step timelines: every share's phases, closed at the step's common boundaries ------
-
-  void all_timelines_close(TimeCategory category) {
-    const ClockTicks now = clock_ticks();
-    for (ThreadState& state : threads_) state.timeline.close(category, now);
-  }
-  void all_timelines_arrive() {
-    const ClockTicks now = clock_ticks();
-    for (ThreadState& state : threads_) state.timeline.mark_arrival(now);
-  }
-  void all_timelines_end_step() {
-    const ClockTicks now = clock_ticks();
-    for (ThreadState& state : threads_) state.timeline.end_step(now);
-  }
-
-  // Collective: the steps since the ranks last met, every rank's, into the breakdown.
-  void gather_step_times_into_breakdown() {
-    std::vector<const StepTimeline*> timelines;
-    for (const ThreadState& state : threads_) timelines.push_back(&state.timeline);
-    auto steps = gather_step_times(*group_, timelines);
-    std::vector<StepTimes> flat;
-    for (std::size_t k = 0; k < steps.size(); ++k) {
-      auto& by_rank = steps[k];
-      if (ranks_ > 1) {
-        own_steps_before_ = by_rank[static_cast<std::size_t>(rank_)];  // reuses its capacity
-        separate_rank_imbalance(by_rank);
-        note_imbalance_moves(first_step_since_gather_ + static_cast<std::int64_t>(k),
-                             own_steps_before_, by_rank[static_cast<std::size_t>(rank_)]);
-      }
-      flat.clear();
-      for (const auto& rank : by_rank) flat.insert(flat.end(), rank.begin(), rank.end());
-      // This rank's threads share the step's boundaries: its wall on this rank's clock.
-      breakdown_.add_step(flat, by_rank[static_cast<std::size_t>(rank_)][0].wall);
-    }
-    for (ThreadState& state : threads_) state.timeline.clear_steps();
-  }
-
-  // What the breakdown moved from this rank's threads' communication to imbalance_wait in
-  // `step`, for the trace (the last trace_steps_ + 1 steps).
-  void note_imbalance_moves(std::int64_t step, const std::vector<StepTimes>& before,
-                            const std::vector<StepTimes>& after) {
-    for (std::size_t t = 0; t < imbalance_moves_.size(); ++t) {
-      std::vector<ImbalanceMove>& moves = imbalance_moves_[t];
-      const double moved =
-          after[t][TimeCategory::imbalance_wait] - before[t][TimeCategory::imbalance_wait];
-      moves[static_cast<std::size_t>(step) % moves.size()] = {step, ClockTicks(1e9 * moved)};
-    }
-  }
-
   // ---- metrics and pin map, gathered at points every rank reaches ----------------------------
 
   void gather_counters_and_pins() {
     check_replicas_agree();
-    gather_step_times_into_breakdown();
+    times_.gather_into_breakdown();
     counters_.throughput = counters_.compute_s > 0 ? counters_.samples / counters_.compute_s : 0;
     counters_.reduce_bytes = 0;
     for (const ThreadState& state : threads_) {
@@ -539,23 +446,13 @@ class ClusterStrategy final : public Strategy {
 
   std::unique_ptr<WorkerPool> pool_;
   std::vector<ThreadState> threads_;
+  ClusterStepTimes times_;  // after group_ and threads_: it holds references to both
   std::unique_ptr<GradientExchange> exchange_;
   std::unique_ptr<NodeStep> node_step_;  // after exchange_: it holds a reference to it
   std::unique_ptr<ClusterShares> shares_;
 
-  // --trace: the steps kept, and per thread what the breakdown called imbalance in a step.
-  struct ImbalanceMove {
-    std::int64_t step = -1;
-    ClockTicks ticks = 0;
-  };
-  std::int64_t trace_steps_ = 0;
-  std::int64_t first_step_since_gather_ = 0;
-  std::vector<std::vector<ImbalanceMove>> imbalance_moves_;
-  std::vector<StepTimes> own_steps_before_;  // a step's, before separate_rank_imbalance
-
   RankCounters counters_;
   ClusterNetwork network_;  // the ranks' hosts and link rate, gathered once
-  BreakdownBuilder breakdown_;
   std::vector<int> balanced_shares_;
   nlohmann::json metrics_ = nlohmann::json::object();
   std::vector<PinRecord> all_pins_;
@@ -564,22 +461,11 @@ class ClusterStrategy final : public Strategy {
 // Collective. Each rank's own spans with the waits the breakdown calls imbalance relabelled,
 // moved onto rank 0's clock, then every rank's tracks on rank 0.
 Trace ClusterStrategy::trace() {
-  if (trace_steps_ == 0) return {};
+  if (!times_.tracing()) return {};
   constexpr int clock_rounds = 16;
   std::int64_t offset = 0;
   guarded([&] { offset = group_->clock_offset_to_rank0(clock_rounds); });
-  std::vector<TraceTrack> own;
-  for (std::size_t t = 0; t < threads_.size(); ++t) {
-    const SpanRing& ring = *threads_[t].spans;
-    own.push_back({rank_, static_cast<int>(t), ring.spans(), "", ring.first_whole_step()});
-    for (const ImbalanceMove& move : imbalance_moves_[t]) {
-      if (move.step >= 0 && move.ticks > 0) {
-        split_imbalance(own.back().spans, move.step, move.ticks);
-      }
-    }
-  }
-  keep_last_whole_steps(own, trace_steps_);
-  shift_spans(own, offset);
+  const std::vector<TraceTrack> own = times_.own_tracks(offset);
   Trace out;
   guarded([&] { out.tracks = gather_trace_tracks(*group_, own); });
   for (TraceTrack& track : out.tracks) {
