@@ -364,14 +364,16 @@ TEST(Cli, InterruptedRunCheckpointsAndResumesExactly) {
   for (const int signal : {SIGINT, SIGTERM}) {
     const std::string tag = std::to_string(signal);
     const std::string interrupted = (dir / ("interrupted-" + tag + ".st")).string();
-    // A loaded machine may deliver the signal before the first step: a checkpoint of step 0.
+    // A loaded machine may deliver the signal before the first step: a checkpoint of step 0, and
+    // the run is tried again later, replacing that checkpoint (--force: the output rule refuses an
+    // existing --save otherwise).
     const auto before_a_step = [&] {
       cnnbench::Model model(cnnbench::ModelKind::fc3);
       return !fs::exists(interrupted) || cnnbench::load_checkpoint(interrupted, model).global_step == 0;
     };
     const int status = signalled_run(dir, {"--model", "fc3", "--synthetic", "512", "--batch", "8", "--steps",
-                                           "100000000", "--quiet", "--save", interrupted}, {signal},
-                                     before_a_step);
+                                           "100000000", "--quiet", "--save", interrupted, "--force"},
+                                     {signal}, before_a_step);
     ASSERT_TRUE(WIFEXITED(status)) << "killed by the signal instead of stopping cleanly";
     ASSERT_EQ(WEXITSTATUS(status), 128 + signal);
     ASSERT_TRUE(fs::exists(interrupted));
