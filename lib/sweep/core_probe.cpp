@@ -27,6 +27,7 @@ constexpr int runs_per_rate = 3;
 // with the mean of the trips it made.
 constexpr int handoff_round_trips = 2000;
 constexpr double handoff_run_limit_s = 0.02;
+constexpr double handoff_give_up_s = 1;
 
 volatile float compute_sink = 0;
 volatile std::uint64_t stream_sink = 0;
@@ -115,7 +116,14 @@ Handoff CoreProbe::handoff(int core, int partner, double slowdown) {
       for (int i = 0; i < 64 && made < trips; ++i, ++made) {
         const std::uint32_t sent = line.value.load(std::memory_order_relaxed) + 1;  // odd
         line.value.store(sent, std::memory_order_release);
-        while (line.value.load(std::memory_order_acquire) == sent) {
+        for (std::uint32_t spins = 1; line.value.load(std::memory_order_acquire) == sent; ++spins) {
+          // A partner that a higher-priority process keeps off its core never answers.
+          if (spins % 65536 == 0 && seconds_since(start) > handoff_give_up_s) {
+            stop.stop.store(true, std::memory_order_relaxed);
+            answering.join();
+            fail("core " + std::to_string(partner) + " did not answer the handoff probe in " +
+                 std::to_string(static_cast<int>(handoff_give_up_s)) + " s");
+          }
         }
       }
       seconds = seconds_since(start);
