@@ -201,6 +201,36 @@ TEST(SweepAnalysis, OneCorePointFasterThanSerialIsABaselineWarning) {
   EXPECT_FALSE(report.contains("baseline_warning"));
 }
 
+// The pairs ran on core 1, which took 13% longer than core 0 (the baseline's fastest) over the
+// sweep: every point paired there is named, with the core and how much; pairs on core 0, or a
+// core within 5%, are not.
+TEST(SweepAnalysis, PairsOnASlowerCoreAreAPairCoreWarning) {
+  nlohmann::json report = sweep_report(1.0);
+  report["allreduce"] = nullptr;
+  const auto series = [](int core, double seconds) {
+    return nlohmann::json{{"core", core}, {"times_s", {seconds, seconds * 1.01, seconds * 0.99}},
+                          {"images_per_s", {{"median", 1.0}, {"min", 1.0}, {"max", 1.0}, {"mean", 1.0}, {"mad", 0.0}}}};
+  };
+  report["points"][0]["baseline_cores"] = {{"chosen", 0}, {"per_core", {series(0, 1.00), series(1, 1.13)}}};
+  report["points"][1]["paired_baseline"] = {{"core", 1}, {"ratios", {1.70, 1.72, 1.68}}};
+  add_scaling_analysis(report);
+  ASSERT_TRUE(report.contains("pair_core_warning")) << report.dump(1);
+  const auto& warning = report["pair_core_warning"];
+  ASSERT_EQ(warning["points"].size(), 1u);
+  EXPECT_EQ(warning["points"][0]["id"], "fc3/stream/n1c2");
+  const std::string message = warning["message"].get<std::string>();
+  EXPECT_NE(message.find("core 1, whose serial repetitions took 13% longer than core 0's"), std::string::npos)
+      << message;
+
+  report["points"][1]["paired_baseline"]["core"] = 0;
+  add_scaling_analysis(report);
+  EXPECT_FALSE(report.contains("pair_core_warning"));
+  report["points"][1]["paired_baseline"]["core"] = 1;
+  report["points"][0]["baseline_cores"]["per_core"][1] = series(1, 1.04);
+  add_scaling_analysis(report);
+  EXPECT_FALSE(report.contains("pair_core_warning"));
+}
+
 TEST(SweepCompare, TwiceSlowerIsARegressionAndItselfIsNot) {
   const auto base = write("base.json", sweep_report(1.0).dump());
   const auto slow = write("slow.json", sweep_report(2.0).dump());

@@ -168,7 +168,8 @@ const auto sweep_fields = std::tuple{
     field("context", &W::context), field("config", &W::config), field("features", &W::features),
     field("allreduce", &W::allreduce), field("points", &W::points), field("amdahl", &W::amdahl),
     field("scaling_prediction", &W::scaling_prediction),
-    optional_field("baseline_warning", &W::baseline_warning), optional_field("core_probes", &W::core_probes),
+    optional_field("baseline_warning", &W::baseline_warning),
+    optional_field("pair_core_warning", &W::pair_core_warning), optional_field("core_probes", &W::core_probes),
     optional_field("elapsed_s", &W::elapsed_s)};
 
 const auto summary_fields =

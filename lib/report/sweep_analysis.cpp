@@ -2,6 +2,7 @@
 // per series, and the cluster scaling prediction from the measured step time and allreduce cost.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -118,6 +119,50 @@ std::optional<BaselineWarningRecord> baseline_warning(const std::vector<PointRec
   return warning;
 }
 
+// The sweep decides the core its pairs run on from the first rounds (the faster core then) and
+// keeps it; a core that is slower over the whole sweep than the baseline's fastest by more than
+// this flatters every speedup paired on it by as much.
+constexpr double pair_core_margin = 0.05;
+
+std::optional<BaselineWarningRecord> pair_core_warning(const std::vector<PointRecord>& points) {
+  BaselineWarningRecord warning;
+  warning.margin = pair_core_margin;
+  std::string causes, ids;
+  for (const PointRecord& serial : points) {
+    if (serial.strategy != "serial" || !serial.measured() || !serial.baseline_cores) continue;
+    const BaselineCoresRecord& cores = *serial.baseline_cores;
+    const auto median_of = [&](int core) -> std::optional<double> {
+      for (const CoreSeriesRecord& s : cores.per_core) {
+        if (s.core == core && !s.times_s.empty()) return summarize(s.times_s).median;
+      }
+      return std::nullopt;
+    };
+    const std::optional<double> fastest = median_of(cores.chosen);
+    if (!fastest || *fastest <= 0) continue;
+    std::vector<int> slow_cores;
+    for (const PointRecord& p : points) {
+      if (p.model != serial.model || p.strategy == "serial" || !p.measured() || !p.speedup) continue;
+      if (!p.paired_baseline || !p.paired_baseline->core || *p.paired_baseline->core == cores.chosen) continue;
+      const int core = *p.paired_baseline->core;
+      const std::optional<double> paired = median_of(core);
+      if (!paired || *paired / *fastest - 1 <= pair_core_margin) continue;
+      warning.points.push_back({p.id, *p.speedup});
+      ids += (ids.empty() ? "" : ", ") + p.id;
+      if (std::find(slow_cores.begin(), slow_cores.end(), core) != slow_cores.end()) continue;
+      slow_cores.push_back(core);
+      char text[200];
+      std::snprintf(text, sizeof text, "%s's pairs ran on core %d, whose serial repetitions took %.0f%% longer than core %d's",
+                    serial.model.c_str(), core, 100 * (*paired / *fastest - 1), cores.chosen);
+      causes += (causes.empty() ? "" : "; ") + std::string(text);
+    }
+  }
+  if (warning.points.empty()) return std::nullopt;
+  warning.message = causes + " over the sweep (the pairs' core is decided in the first rounds, when it was the "
+                    "faster): the paired speedups of " + ids + " are flattered by as much; speedup_unpaired "
+                    "(against the fastest core's repetitions) is the fairer figure";
+  return warning;
+}
+
 // Every point's images/s against PyTorch on one thread (pytorch/n1c1) of the same model: how a
 // strategy compares with the framework a user already has.
 void add_pytorch_ratios(SweepRecord& sweep) {
@@ -158,6 +203,7 @@ void add_scaling_analysis(SweepRecord& sweep) {
     sweep.scaling_prediction.push_back(scaling_prediction(sweep, kind, serial));
   }
   sweep.baseline_warning = baseline_warning(sweep.points);
+  sweep.pair_core_warning = pair_core_warning(sweep.points);
   add_cluster_predictions(sweep);
 }
 

@@ -217,6 +217,10 @@ struct SweepRecord {
   std::vector<AmdahlRecord> amdahl;
   std::vector<ScalingPredictionRecord> scaling_prediction;
   std::optional<BaselineWarningRecord> baseline_warning;
+  // Points whose pairs ran on a core whose serial repetitions were, over the whole sweep, slower
+  // than the baseline's fastest core by more than `margin` (each point's `speedup` here is its
+  // speedup as paired; the message says by how much the pairs' core flatters it).
+  std::optional<BaselineWarningRecord> pair_core_warning;
   std::optional<CoreProbesRecord> core_probes;  // none when the sweep took no round
   std::optional<double> elapsed_s;
 
