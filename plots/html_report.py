@@ -323,6 +323,22 @@ def status_counts(report):
     return ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
 
 
+def sweep_warnings(report):
+    """What the sweep itself warned of that makes its speedups less sure, as it printed it."""
+    found = []
+    for key, label in (("pair_core_warning", "Pairs on a slower core"),
+                       ("baseline_warning", "Serial is not the fastest one-core path")):
+        message = obj(report.get(key)).get("message")
+        if message:
+            found.append(el("li", el("strong", f"{label}: "), text_of(message)))
+    slow = sum(len(items(p.get("slow_core_warnings"))) for p in all_points(report))
+    if slow:
+        found.append(el("li", el("strong", "Slow cores: "),
+                        f"{slow} repetitions ran next to a core probe below its usual speed and were "
+                        "taken again (each point's slow_core_warnings)"))
+    return el("ul", found, class_="warnings", aria_label="The sweep's warnings") if found else ""
+
+
 def summary_section(report):
     best = best_points(report)
     parallel = [p for p in best if (num(p.get("p")) or 0) > 1 and is_number(p.get("speedup"))]
@@ -360,7 +376,7 @@ def summary_section(report):
         if with_peers:
             cells.append(cell(number(p.get("vs_pytorch_1thread")), p.get("vs_pytorch_1thread"), True))
         rows.append((None, cells))
-    return join([el("p", f"{first} {second}"),
+    return join([el("p", f"{first} {second}"), sweep_warnings(report),
                  table(headers, rows, "The fastest strategy per model and core count (highest paired speedup over "
                        "serial)")])
 
