@@ -420,6 +420,7 @@ def points_table(report):
         tta_text, tta_sort = time_to_accuracy_text(p)
         name = join([point_link(p), " (PyTorch peer)" if is_peer(p) else ""])
         noisy = " (noisy)" if p.get("noise_warning") else ""
+        noisy += " (wide)" if p.get("spread_warning") else ""
         cells = [cell(name), cell("ok" + noisy),
                  cell(number(t.get("median"), 4), t.get("median"), True),
                  cell(f"{number(low, 4)}\u2013{number(high, 4)}",
@@ -545,6 +546,7 @@ def point_section(point, report, commands, out):
              ("final loss", number(point.get("final_loss"))),
              ("straggler", straggler_text(point)),
              ("noise", text_of(point.get("noise_warning")) if point.get("noise_warning") else None),
+             ("spread", text_of(point.get("spread_warning")) if point.get("spread_warning") else None),
              ("pinning", pin_text(point)), ("trace", trace_link(point, out))]
     for key, value in obj(point.get("peer_info")).items():
         pairs.append((f"peer: {key}", value if isinstance(value, str) else json.dumps(value)))

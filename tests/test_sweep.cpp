@@ -231,6 +231,27 @@ TEST(SweepAnalysis, PairsOnASlowerCoreAreAPairCoreWarning) {
   EXPECT_FALSE(report.contains("pair_core_warning"));
 }
 
+// A point whose paired ratios' middle half spans more than a tenth of their median says so (the
+// two-rank LeNet-5 point of one sweep: 1.34, 1.34, 1.37, 1.49, 1.55); a narrow one, or one of
+// fewer than 5 pairs, does not.
+TEST(SweepAnalysis, AWideMiddleOfThePairedRatiosIsASpreadWarning) {
+  nlohmann::json report = sweep_report(1.0);
+  report["allreduce"] = nullptr;
+  report["points"][1]["paired_baseline"] = {{"ratios", {1.37, 1.55, 1.34, 1.49, 1.34}}};
+  add_scaling_analysis(report);
+  ASSERT_TRUE(report["points"][1].contains("spread_warning")) << report["points"][1].dump();
+  const std::string text = report["points"][1]["spread_warning"].get<std::string>();
+  EXPECT_NE(text.find("spans 1.34-1.49, 11% of their median 1.37"), std::string::npos) << text;
+  EXPECT_NE(text.find("no core probe fell"), std::string::npos) << text;
+
+  report["points"][1]["paired_baseline"]["ratios"] = {1.31, 1.50, 1.46, 1.53, 1.52};
+  add_scaling_analysis(report);
+  EXPECT_FALSE(report["points"][1].contains("spread_warning"));
+  report["points"][1]["paired_baseline"]["ratios"] = {1.0, 1.5, 1.2};
+  add_scaling_analysis(report);
+  EXPECT_FALSE(report["points"][1].contains("spread_warning"));
+}
+
 TEST(SweepCompare, TwiceSlowerIsARegressionAndItselfIsNot) {
   const auto base = write("base.json", sweep_report(1.0).dump());
   const auto slow = write("slow.json", sweep_report(2.0).dump());

@@ -10,6 +10,7 @@
 #include "cnnbench/cluster_prediction.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/models.hpp"
+#include "cnnbench/quantile.hpp"
 #include "cnnbench/records.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/sweep.hpp"
@@ -163,6 +164,28 @@ std::optional<BaselineWarningRecord> pair_core_warning(const std::vector<PointRe
   return warning;
 }
 
+// A point whose paired ratios' middle half spans more than this fraction of their median has a
+// median known to no better, whatever made the repetitions differ.
+constexpr double spread_warning_fraction = 0.10;
+constexpr std::size_t spread_warning_min_pairs = 5;
+
+std::optional<std::string> spread_warning(const PointRecord& p) {
+  if (!p.paired_baseline || p.paired_baseline->ratios.size() < spread_warning_min_pairs) return std::nullopt;
+  const std::vector<double>& ratios = p.paired_baseline->ratios;
+  const double low = quantile(ratios, 0.25), high = quantile(ratios, 0.75), middle = median(ratios);
+  if (!(middle > 0) || (high - low) / middle <= spread_warning_fraction) return std::nullopt;
+  char text[400];
+  std::snprintf(text, sizeof text,
+                "the middle half of its %zu paired ratios spans %.2f-%.2f, %.0f%% of their median %.2f, %s: "
+                "its speedup is known to no better than that; more --repeat narrows it",
+                ratios.size(), low, high, 100 * (high - low) / middle, middle,
+                p.slow_core_warnings.empty()
+                    ? "while no core probe fell below its usual speed (the repetitions differ among "
+                      "themselves; a launched point's each is a new launch)"
+                    : "with repetitions next to a slow core (slow_core_warnings)");
+  return std::string(text);
+}
+
 // Every point's images/s against PyTorch on one thread (pytorch/n1c1) of the same model: how a
 // strategy compares with the framework a user already has.
 void add_pytorch_ratios(SweepRecord& sweep) {
@@ -196,6 +219,7 @@ void add_scaling_analysis(SweepRecord& sweep) {
       }
       p.speedup = s;
       p.speedup_unpaired = unpaired;
+      p.spread_warning = spread_warning(p);
       p.efficiency = efficiency(s, p.p);
       p.karp_flatt = p.p > 1 ? std::optional<double>(karp_flatt(s, p.p)) : std::nullopt;
     }

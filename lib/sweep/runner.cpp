@@ -338,12 +338,14 @@ void SweepRunner::print_point(const PointRecord& p) const {
   }
   if (p.rounds_done) std::fprintf(stderr, ", %d of %d rounds", *p.rounds_done, options_.repeat);
   if (p.noise_warning) std::fprintf(stderr, ", NOISY");
+  if (p.spread_warning) std::fprintf(stderr, ", WIDE");
   if (!p.slow_core_warnings.empty()) std::fprintf(stderr, ", SLOW CORE");
   std::fprintf(stderr, "\n");
   if (p.noise_warning) {
     std::fprintf(stderr, "    warning: %s: its times measure the machine's load as much as the strategy\n",
                  p.noise_warning->c_str());
   }
+  if (p.spread_warning) std::fprintf(stderr, "    warning: %s\n", p.spread_warning->c_str());
   if (p.time.median < short_repetition_s) {
     std::fprintf(stderr, "    warning: a repetition takes %.0f ms, under %.0f ms: too short to time "
                          "reliably; raise --steps, or leave it out to calibrate to --min-time\n",

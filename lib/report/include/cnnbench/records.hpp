@@ -109,6 +109,9 @@ struct PointRecord {
   std::optional<int> median_repetition;
   nlohmann::json time_breakdown, straggler;
   std::optional<std::string> noise_warning;  // noise_warning(time_breakdown), when it warns
+  // When the middle half of its paired ratios spans more than a tenth of their median (5 or more
+  // pairs): how wide, and what the probes said meanwhile (the analysis, sweep_analysis.cpp).
+  std::optional<std::string> spread_warning;
   std::optional<std::string> trace;           // sweep --trace-dir: the point's Chrome trace file
   std::optional<BaselineCoresRecord> baseline_cores;
   std::optional<PairedBaselineRecord> paired_baseline;
