@@ -78,6 +78,16 @@ struct alignas(64) HandoffStop {
   std::atomic<bool> stop{false};
 };
 
+// Stops the answering thread and joins it when the probe leaves, by its end or an error.
+struct StopAndJoin {
+  HandoffStop& stop;
+  std::thread& thread;
+  ~StopAndJoin() {
+    stop.stop.store(true, std::memory_order_relaxed);
+    if (thread.joinable()) thread.join();
+  }
+};
+
 }  // namespace
 
 Handoff CoreProbe::handoff(int core, int partner, double slowdown) {
@@ -100,9 +110,9 @@ Handoff CoreProbe::handoff(int core, int partner, double slowdown) {
       if (v & 1u) line.value.store(v + 1, std::memory_order_release);
     }
   });
+  const StopAndJoin finish{stop, answering};
   while (partner_state.load(std::memory_order_acquire) == 0) std::this_thread::yield();
   if (partner_state.load(std::memory_order_acquire) < 0) {
-    answering.join();
     fail("could not pin a thread to core " + std::to_string(partner) + " for the handoff probe");
   }
   // With a slowdown, `slowdown` trips count as one.
@@ -119,8 +129,6 @@ Handoff CoreProbe::handoff(int core, int partner, double slowdown) {
         for (std::uint32_t spins = 1; line.value.load(std::memory_order_acquire) == sent; ++spins) {
           // A partner that a higher-priority process keeps off its core never answers.
           if (spins % 65536 == 0 && seconds_since(start) > handoff_give_up_s) {
-            stop.stop.store(true, std::memory_order_relaxed);
-            answering.join();
             fail("core " + std::to_string(partner) + " did not answer the handoff probe in " +
                  std::to_string(static_cast<int>(handoff_give_up_s)) + " s");
           }
@@ -131,8 +139,6 @@ Handoff CoreProbe::handoff(int core, int partner, double slowdown) {
     }
     best_ns = std::min(best_ns, seconds / made * slowdown * 1e9);
   }
-  stop.stop.store(true, std::memory_order_relaxed);
-  answering.join();
   return {best_ns};
 }
 

@@ -116,11 +116,8 @@ SweepRecord SweepRunner::run() {
   report_.complete = !report_.interrupted && failed == 0;
   report_.elapsed_s = now_seconds() - start_s_;
   save();
-  if (!options_.quiet && report_.pair_core_warning) {
-    std::fprintf(stderr, "warning: %s\n", report_.pair_core_warning->message.c_str());
-  }
-  if (!options_.quiet && report_.baseline_warning) {
-    std::fprintf(stderr, "warning: %s\n", report_.baseline_warning->message.c_str());
+  for (const auto& warning : {report_.pair_core_warning, report_.baseline_warning}) {
+    if (!options_.quiet && warning) std::fprintf(stderr, "warning: %s\n", warning->message.c_str());
   }
   if (!options_.quiet) {
     for (const PointRun& run : runs_) {
