@@ -17,6 +17,7 @@
 #include "cnnbench/checkpoint.hpp"
 #include "cnnbench/safetensors.hpp"
 #include "cnnbench/sweep.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -69,7 +70,7 @@ TEST(FuzzRegressions, IdxCorpusLoadsOrIsRefused) {
 }
 
 TEST(FuzzRegressions, SafetensorsCorpusLoadsOrIsRefused) {
-  const fs::path rewritten = fs::temp_directory_path() / "cnnbench-test-fuzz-rewritten.safetensors";
+  const fs::path rewritten = cnnbench::test::fresh_temp_dir("fuzz") / "rewritten.safetensors";
   int loaded = 0, refused = 0;
   for (const fs::path& file : corpus_files("safetensors")) {
     const Outcome outcome = replay(file, [&] {

@@ -19,6 +19,7 @@
 #include "cnnbench/train.hpp"
 #include "equivalence.hpp"
 #include "error_message.hpp"
+#include "temp_dir.hpp"
 
 namespace cnnbench {
 namespace {
@@ -346,7 +347,8 @@ TEST(StreamStrategy, FissionRerunsAreBitIdentical) {
 }
 
 TEST(StreamStrategy, GraphFileShowsThePartition) {
-  const auto path = std::filesystem::temp_directory_path() / "cnnbench_stream_test_graph.dot";
+  const test::TempDir dir;
+  const auto path = dir.path() / "graph.dot";
   TrainConfig config = config_for(ModelKind::lenet5, 2, "strict", 4);
   config.options["graph"] = path.string();
   auto strategy = make_strategy("stream");
@@ -367,7 +369,6 @@ TEST(StreamStrategy, GraphFileShowsThePartition) {
   paper_dot << paper.rdbuf();
   EXPECT_NE(paper_dot.str().find("c1.k1.c0.fwd"), std::string::npos);
   EXPECT_EQ(paper_dot.str().find("s0."), std::string::npos);
-  std::filesystem::remove(path);
 }
 
 }  // namespace

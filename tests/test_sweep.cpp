@@ -22,6 +22,7 @@
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
 #include "../lib/sweep/runner.hpp"
+#include "temp_dir.hpp"
 
 namespace cnnbench {
 namespace {
@@ -135,9 +136,9 @@ TEST(SweepScalingModel, StrongScalingPrediction) {
 
 // ---- reports and compare ---------------------------------------------------------------------
 
+// One folder for this binary's report files, removed when it exits.
 std::filesystem::path scratch_dir() {
-  const auto dir = std::filesystem::temp_directory_path() / ("cnnbench-test-sweep-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  static const std::filesystem::path dir = test::fresh_temp_dir("sweep");
   return dir;
 }
 
@@ -459,6 +460,45 @@ TEST(SweepPlan, SerialFirstAndClusterGridWithinTheMachine) {
   EXPECT_EQ(std::find(ids.begin(), ids.end(), "fc3/cluster/n2c2"), ids.end());
   EXPECT_GT(estimate_point_bytes({ModelKind::lenet5, "cluster", 1, 4}, 64, 60000, 10000),
             estimate_point_bytes({ModelKind::lenet5, "cluster", 1, 1}, 64, 60000, 10000));
+}
+
+// A sweep killed with SIGKILL cannot remove its scratch folder; the next sweep removes the folders
+// of sweeps whose process is gone, and leaves those of running ones (and anything not named like
+// a sweep's).
+TEST(SweepRunner, RemovesTheScratchOfASweepThatIsGone) {
+  const test::TempDir temp;
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  const auto gone = temp.path() / ("cnnbench-sweep-" + std::to_string(child));
+  const auto running = temp.path() / ("cnnbench-sweep-" + std::to_string(::getppid()));
+  const auto other = temp.path() / "cnnbench-sweep-12x";
+  for (const auto& dir : {gone, running, other}) {
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "job.log") << "a line\n";
+  }
+  const char* before = std::getenv("TMPDIR");
+  const std::string saved = before ? before : "";
+  ::setenv("TMPDIR", temp.path().c_str(), 1);
+  {
+    SweepOptions options;
+    options.models = {ModelKind::fc3};
+    options.strategies = {"serial"};
+    options.quiet = true;
+    const SweepRunner runner(options);
+    EXPECT_FALSE(std::filesystem::exists(gone));
+    EXPECT_TRUE(std::filesystem::exists(running / "job.log"));
+    EXPECT_TRUE(std::filesystem::exists(other / "job.log"));
+    EXPECT_TRUE(std::filesystem::is_directory(temp.path() / ("cnnbench-sweep-" + std::to_string(::getpid()))));
+  }
+  // Its own goes when it ends.
+  EXPECT_FALSE(std::filesystem::exists(temp.path() / ("cnnbench-sweep-" + std::to_string(::getpid()))));
+  if (before) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
 }
 
 // The PyTorch peers: pytorch at every core count, pytorch-ddp at every node count with one thread

@@ -2,12 +2,16 @@
 // point. How one point is measured is measure.cpp's.
 #include "runner.hpp"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <string_view>
+#include <system_error>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/report.hpp"
@@ -29,6 +33,36 @@ std::string duration_text(double seconds) {
   }
   return text;
 }
+
+namespace {
+
+constexpr std::string_view scratch_prefix = "cnnbench-sweep-";
+
+// The scratch folders of sweeps that ended without removing theirs (killed with SIGKILL, as an
+// out-of-memory kill or a CI timeout does): a folder named after a process that no longer exists
+// goes. One whose process number was taken again by another process stays (it is small, and the
+// next sweep after that process looks again).
+void remove_stale_scratch(const std::filesystem::path& temp, bool quiet) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(temp, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(scratch_prefix, 0) != 0) continue;
+    const std::string digits = name.substr(scratch_prefix.size());
+    if (digits.empty() || digits.size() > 9 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    if (std::filesystem::remove_all(entry.path(), ignored) > 0 && !ignored && !quiet) {
+      std::fprintf(stderr, "removed %s, the scratch folder of a sweep that is gone (process %d)\n",
+                   printable_text(entry.path().string()).c_str(), static_cast<int>(pid));
+    }
+  }
+}
+
+}  // namespace
 
 SweepRunner::SweepRunner(const SweepOptions& options)
     : options_(options),
@@ -59,8 +93,9 @@ SweepRunner::SweepRunner(const SweepOptions& options)
       fail("--strategies: unknown strategy '" + s + "' (known: " + known + ")");
     }
   }
-  scratch_ = std::filesystem::temp_directory_path() /
-             ("cnnbench-sweep-" + std::to_string(::getpid()));
+  const std::filesystem::path temp = std::filesystem::temp_directory_path();
+  remove_stale_scratch(temp, options.quiet);
+  scratch_ = temp / (std::string(scratch_prefix) + std::to_string(::getpid()));
   std::filesystem::create_directories(scratch_);
   // A peer asked for but not runnable here is skipped with the reason, as a gpu point without a
   // device is.

@@ -86,6 +86,7 @@ killed_sweep() {
   sleep 1
   # The point's processes outlive the sweep; they are not what this test is about, and go after it.
   mapfile -t orphans < <(descendants "$sweep_pid")
+  scratch+=("${TMPDIR:-/tmp}/cnnbench-sweep-$sweep_pid")  # the next sweep would remove it; none runs here
   kill -9 "$sweep_pid"
   wait "$sweep_pid" 2>/dev/null || true
   sweep_pid=""
