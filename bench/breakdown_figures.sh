@@ -13,6 +13,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root=$(dirname "$here")
 source "$root/scripts/check_args.sh"
+answer_help "$@"
 cli="$root/build/ci/apps/cnnbench"
 out="$root/plots"
 work=""

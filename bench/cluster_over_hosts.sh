@@ -16,6 +16,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root=$(dirname "$here")
 source "$root/scripts/check_args.sh"
+answer_help "$@"
 cli=""
 rounds=3
 models="lenet5 fc3"

@@ -18,6 +18,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root=$(dirname "$here")
 source "$root/scripts/check_args.sh"
+answer_help "$@"
 cli="$root/build/ci/apps/cnnbench"
 reps=5
 models="lenet5 fc3"

@@ -3,6 +3,8 @@
 # under qemu-user, testing the NEON kernels on x86-64. Usage: scripts/check-aarch64.sh [gtest args]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/check_args.sh"
+answer_help "$@"
 cd "$root"
 build=build/aarch64
 jobs=2

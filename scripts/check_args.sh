@@ -43,3 +43,16 @@ check_decimal() {
 check_has_value() {
   (($2 >= 2)) || check_args_fail "$1 needs a value"
 }
+
+# FILE: prints FILE's opening comment (after the #! line, up to the first line that is not a
+# comment) without its '# ', as a script's answer to -h/--help.
+script_help() {
+  sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$1"
+}
+
+# ARGS...: a first argument of -h or --help prints the script's opening comment and exits 0.
+answer_help() {
+  case ${1:-} in
+    -h | --help) script_help "$0"; exit 0 ;;
+  esac
+}

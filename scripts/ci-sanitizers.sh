@@ -6,6 +6,8 @@
 # Environment: FUZZ_SECONDS (default 30) per fuzzer; ASAN_OPTIONS, UBSAN_OPTIONS, TSAN_OPTIONS.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/check_args.sh"
+answer_help "$@"
 cd "$root"
 jobs=$(nproc)
 fuzz_seconds=${FUZZ_SECONDS:-30}

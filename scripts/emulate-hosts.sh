@@ -71,6 +71,7 @@ set -euo pipefail
 readonly step_timeout=20  # seconds any one command may take
 check_args_script=emulate-hosts
 source "$(dirname "${BASH_SOURCE[0]}")/check_args.sh"
+answer_help "$@"
 
 usage() {
   sed -n '5,16p' "$0" | sed 's/^# \{0,1\}//' >&2

@@ -9,11 +9,14 @@
 # default 1 in a dry run, else 0), GPU_CHECK_DEPS (the .deb folder), DEPS_PREFIX (/tmp/deps),
 # WORK_DIR, BUILD_DIR, JOBS, CUDA_ARCHS, PYTHON, GPU_CHECK_BUILD_LIMIT (the build's own cap, 480 s).
 set -uo pipefail
-
+check_args_script=gpu-check
+source "$(dirname "${BASH_SOURCE[0]}")/check_args.sh"
+answer_help "$@"
 if [[ $# -ne 1 ]]; then
-  echo "usage: $0 OUTDIR" >&2
+  echo "usage: $0 OUTDIR (-h: what it does)" >&2
   exit 2
 fi
+[[ $1 != -* ]] || check_args_fail "unknown option '$(check_args_shown "$1")' (usage: $0 OUTDIR)"
 START=$(date +%s)
 OUTDIR=$(mkdir -p "$1" && cd "$1" && pwd) || { echo "gpu-check: error: cannot create OUTDIR $1" >&2; exit 2; }
 SOURCE=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -27,8 +30,6 @@ BUILD_DIR=${BUILD_DIR:-$WORK/build}
 JOBS=${JOBS:-$(nproc)}
 CUDA_ARCHS=${CUDA_ARCHS:-90}
 PYTHON=${PYTHON:-python3}
-check_args_script=gpu-check
-source "$SOURCE/scripts/check_args.sh"
 check_int GPU_CHECK_DEADLINE "$DEADLINE_S" 1 86400
 check_int JOBS "$JOBS" 1 1024
 DEADLINE_AT=$(( START + DEADLINE_S ))

@@ -4,9 +4,24 @@
 # ignored folder (default .gpu-deps/) that travels with the working tree; gpu-check.sh unpacks
 # them with dpkg -x into a private prefix, never into /. Needs apt-get and a Debian/Ubuntu mirror.
 #   usage: scripts/gpu-deps.sh [DIR]
+# A DIR that exists must be one this script made (it holds its .gpu-deps-folder mark): it is
+# emptied and filled again; any other folder is refused, never deleted.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+check_args_script=gpu-deps
+source "$root/scripts/check_args.sh"
+answer_help "$@"
+(($# <= 1)) || check_args_fail "takes one folder at most (usage: scripts/gpu-deps.sh [DIR])"
+[[ ${1:-} != -* ]] || check_args_fail "unknown option '$(check_args_shown "$1")' (usage: scripts/gpu-deps.sh [DIR])"
 dir=${1:-$root/.gpu-deps}
+mark=.gpu-deps-folder
+if [[ -e $dir || -L $dir ]]; then
+  [[ -d $dir && ! -L $dir ]] || check_args_fail "$(check_args_shown "$dir") exists and is not a folder; give a new folder"
+  # The default folder is this script's by its name, mark or not (older copies have none).
+  if [[ -n $(ls -A "$dir") && ! -f $dir/$mark && $dir != "$root/.gpu-deps" ]]; then
+    check_args_fail "$(check_args_shown "$dir") is a folder this script did not make (no $mark in it), so it is not emptied; give a new or empty folder"
+  fi
+fi
 
 # What the configure needs (nlohmann_json, CLI11, Highway, OpenBLAS through pkg-config, GTest),
 # with the run-time libraries behind them, and pkg-config itself. CMake, g++ and the CUDA toolkit
@@ -33,8 +48,10 @@ if [[ $rel != "$dir" ]] && ! grep -qxF "/$rel/" "$exclude" 2>/dev/null; then
   echo "gpu-deps: added /$rel/ to $exclude"
 fi
 
-rm -rf "$dir"
 mkdir -p "$dir"
+find "$dir" -mindepth 1 -maxdepth 1 -name '*.deb' -delete
+rm -f "$dir/SHA256SUMS"
+touch "$dir/$mark"
 (cd "$dir" && apt-get download "${packages[@]}") \
   || { echo "gpu-deps: error: apt-get download failed in $dir (run apt-get update?)" >&2; exit 1; }
 count=$(find "$dir" -maxdepth 1 -name '*.deb' | wc -l)

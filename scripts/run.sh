@@ -4,8 +4,12 @@
 # 1..min(4, nproc); the PyTorch peers too when python3-torch is installed) with time to 90%
 # accuracy, writing results/sweep.json, its plots and results/report.html, the whole sweep on one
 # page.
+# Usage: scripts/run.sh (no arguments)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/check_args.sh"
+answer_help "$@"
+(($# == 0)) || check_args_fail "takes no arguments, not '$(check_args_shown "$1")' (-h: what it does)"
 cd "$root"
 
 ./scripts/setup.sh

@@ -9,6 +9,7 @@ set -euo pipefail
 for_tests=0
 case "${1:-}" in
   --tests) for_tests=1 ;;
+  -h | --help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
   "") ;;
   *) echo "setup: unknown argument '$1' (only --tests)" >&2; exit 2 ;;
 esac

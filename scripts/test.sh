@@ -2,8 +2,11 @@
 # Runs cnnbench's whole test suite from a fresh clone: installs what is missing, builds with
 # warnings as errors, fetches MNIST, runs every CTest test (unit, MPI, MNIST, Python checks).
 # Extra arguments go to ctest (e.g. -L unit, -R layers).
+# Usage: scripts/test.sh [CTEST ARGUMENTS]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+source "$root/scripts/check_args.sh"
+answer_help "$@"
 cd "$root"
 jobs=$(nproc)
 

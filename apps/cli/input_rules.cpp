@@ -126,15 +126,14 @@ void add_common_flags(CLI::App* cmd, CommonArgs& a, OptionFlags which) {
       ->check(input_path_rule(PathKind::folder, false));
   CLI::Option* synthetic = add_number_option(cmd, g::synthetic, a.synthetic)->excludes(data);
   CLI::Option* epochs = add_number_option(cmd, train ? g::train_epochs : g::sweep_epochs, a.epochs);
-  CLI::Option* steps =
-      add_number_option(cmd, train ? g::train_steps : g::sweep_steps, a.steps)->excludes(epochs);
+  // The sweep's --steps shows no default: without it each point calibrates its steps to --min-time.
+  add_number_option(cmd, train ? g::train_steps : g::sweep_steps, a.steps)->excludes(epochs);
   if (train) {
     data->capture_default_str();
     epochs->capture_default_str();
   } else {
     synthetic->description("synthetic training samples when --data is not given")
         ->capture_default_str();
-    steps->capture_default_str();
   }
   add_number_option(cmd, g::batch, a.batch)->capture_default_str();
   add_number_option(cmd, g::lr, a.lr)->capture_default_str();

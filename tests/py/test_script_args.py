@@ -5,7 +5,9 @@ bash's 64-bit arithmetic would wrap into range, control bytes) is refused with e
 naming the option and its bounds, no raw control byte reaches the terminal, and nothing is
 written; a leading zero is decimal, not octal. Runs datasets/shard.sh on a tiny IDX set of its
 own, and the argument checks of scripts/emulate-hosts.sh (which refuse before they need root) and
-of the bench scripts (which refuse before they look for a cnnbench)."""
+of the bench scripts (which refuse before they look for a cnnbench). Every script answers -h and
+--help with what it does and starts nothing; scripts that take no options refuse one, and
+scripts/gpu-deps.sh never empties a folder it did not make."""
 import os
 import struct
 import subprocess
@@ -84,6 +86,36 @@ def main():
             for value in ("0", "abc", "18446744073709551617", "\x1b]0;x\x07"):
                 result = run([str(bench / script), "--cli", args.cli, option, value], work)
                 refused_cleanly(result, f"{script} {option} {value!r}", option, bounds, work, before)
+
+        # -h/--help answers on every script a user runs, and starts nothing: no install, no build,
+        # no test run, no folder named "--help".
+        runnable = sorted(p for folder in ("scripts", "bench", "datasets")
+                          for p in (source / folder).glob("*.sh") if os.access(p, os.X_OK))
+        check(len(runnable) >= 15, f"{len(runnable)} runnable scripts found")
+        for script in runnable:
+            for flag in ("-h", "--help"):
+                result = run([str(script), flag], work)
+                out = result.stdout.decode(errors="replace")
+                check(result.returncode == 0 and len(out.strip().splitlines()) >= 2,
+                      f"{script.relative_to(source)} {flag}: exit 0 and what it does "
+                      f"(got {result.returncode}: {out[:80]!r} {result.stderr[:120]!r})")
+        check(sorted(os.listdir(work)) == before, "--help wrote nothing")
+        result = run([str(source / "scripts" / "run.sh"), "now"], work)
+        refused_cleanly(result, "run.sh now", None, None, work, before, "takes no arguments, not 'now'")
+        deps = str(source / "scripts" / "gpu-deps.sh")
+        result = run([deps, "--all"], work)
+        refused_cleanly(result, "gpu-deps.sh --all", None, None, work, before, "unknown option '--all'")
+        # A folder it did not make is never emptied: not the data, not the checkout.
+        (work / "mnist" / "keep").write_text("mine")
+        before = sorted(os.listdir(work))
+        for folder in (work / "mnist", source):
+            result = run([deps, str(folder)], work)
+            refused_cleanly(result, f"gpu-deps.sh {folder.name}", None, None, work, before,
+                            "is a folder this script did not make")
+        check((work / "mnist" / "keep").read_text() == "mine", "gpu-deps.sh left mnist/ as it was")
+        result = run([str(source / "scripts" / "gpu-check.sh"), "--out"], work)
+        refused_cleanly(result, "gpu-check.sh --out", None, None, work, before, "unknown option '--out'")
+        check(not (work / "--out").exists(), "gpu-check.sh made no folder '--out'")
     return exit_code()
 
 
