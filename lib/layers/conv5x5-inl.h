@@ -1,6 +1,7 @@
-// What the direct 5x5 convolutions (conv5x5_pad2.cpp, conv5x5_to16.cpp) share on each Highway
-// target: the register budget that sizes their blocks and the small vector helpers both use.
-// Included once per target from inside those two files only (its helpers have internal linkage).
+// What the direct 5x5 convolutions, c1 (conv5x5_pad2.cpp) and c2 (conv5x5_to16.cpp and its
+// backward pass), share on each Highway target: the register budget that sizes their blocks and
+// the small vector helpers both use. Included once per target from inside those files and their
+// own -inl.h headers only (its helpers have internal linkage).
 #ifndef CNNBENCH_LAYERS_CONV5X5_ONCE
 #define CNNBENCH_LAYERS_CONV5X5_ONCE
 namespace cnnbench::conv5x5 {
