@@ -1,5 +1,5 @@
 // When the GPU strategy launches a step part as a CUDA graph and when eagerly, written once for
-// any runtime Api: the CUDA one in gpu_strategy.cpp and a fake in tests/test_gpu_runtime.cpp.
+// any runtime Api: the CUDA one in gpu_strategy_steps.cpp and a fake in tests/test_gpu_runtime.cpp.
 // A capture that fails at any point (begin, the enqueue, end, instantiate) turns graphs off for
 // the rest of the run and keeps the reason; the run itself goes on eagerly.
 #pragma once
