@@ -413,11 +413,12 @@ TEST(SweepCompare, MalformedReportsGetAClearError) {
   EXPECT_EQ(run_cli("compare " + base.string() + " /nonexistent/report.json", "absent.log"), 1);
 }
 
-// The typed records hold every field a sweep writes: the committed reference report reads into a
+// The typed records hold every field a sweep writes: a fixed report (tests/data/sweep-2core.json,
+// the 2-core sweep of 2026-12-03, kept as it was made while results/ is remade) reads into a
 // SweepRecord and back to the same JSON, and the analysis run again on it gives back its numbers
 // (to the last bits: the report was written by an earlier build).
 TEST(SweepRecords, ReportsReadBackUnchanged) {
-  const nlohmann::json committed = read_report(CNNBENCH_SOURCE_DIR "/results/sweep-2core.json");
+  const nlohmann::json committed = read_report(CNNBENCH_SOURCE_DIR "/tests/data/sweep-2core.json");
   const nlohmann::json again = committed.get<SweepRecord>();
   // The report predates vs_pytorch_1thread, which every point now carries: null, as the report has
   // no pytorch point. Nothing else may change.

@@ -311,7 +311,7 @@ def main():
     args = parse_arguments()
     started = time.monotonic()
     cli = str(Path(args.cli).resolve())
-    reference_path = Path(args.source) / "results/sweep-2core.json"
+    reference_path = Path(args.source) / "tests/data/sweep-2core.json"
     reference = json.loads(reference_path.read_text())
     fields = len(list(leaf_paths(reference)))
     objects = len(list(object_paths(reference)))

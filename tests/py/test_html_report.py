@@ -285,7 +285,7 @@ def main():
               "checked in a browser; scripts/setup.sh --tests installs it (apt-get install chromium)")
         return 77
     source = Path(args.source)
-    reference_path = source / "results/sweep-2core.json"
+    reference_path = source / "tests/data/sweep-2core.json"
     reference = json.loads(reference_path.read_text())
     with tempfile.TemporaryDirectory() as scratch:
         tmp = Path(scratch)

@@ -306,7 +306,7 @@ def main():
         check_slow_handoff(args, validator, tmp)
         check_interrupted_rounds(args, validator, tmp)
 
-    reference = source / "results/sweep-2core.json"
+    reference = source / "tests/data/sweep-2core.json"
     if reference.exists():
         errors = errors_of(validator, json.loads(reference.read_text()))
         check(not errors, "the committed reference sweep validates")

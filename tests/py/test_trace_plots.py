@@ -111,9 +111,9 @@ def check_gantt(cli, tmp):
 
 def check_breakdown(cli, source, tmp):
     """The committed reference report, its points given breakdowns whose stacks are known."""
-    report = json.loads((source / "results/sweep-2core.json").read_text())
+    report = json.loads((source / "tests/data/sweep-2core.json").read_text())
     plots = tmp / "plots"
-    drawn = plot(cli, source / "results/sweep-2core.json", "--out", plots)
+    drawn = plot(cli, source / "tests/data/sweep-2core.json", "--out", plots)
     check(drawn.returncode == 0 and image_ok(plots / "breakdown.png"),
           "a report without breakdowns still gets breakdown.png (saying so)")
     with_breakdowns = copy.deepcopy(report)
