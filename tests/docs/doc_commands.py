@@ -26,7 +26,7 @@ Markers are HTML comments (invisible in the rendered page) on the lines just bef
   <!-- doc-test skip-line 'TEXT' REASON --> lines holding TEXT do not run, for REASON
   <!-- doc-test expect 'TEXT' -->         the block's output must contain TEXT
 
-The sandbox: a fresh folder holding links to scripts/, bench/, datasets/, docs/ and tests/ of the
+The sandbox, one for each block: a fresh folder holding links to scripts/, bench/, datasets/, docs/ and tests/ of the
 checkout, copies of results/ and plots/ (commands write there with --force), build/release and
 build/ci pointing at the build under test, `cnnbench` on PATH, and a cache folder of its own; no
 command writes into the checkout. A command needing a program this machine lacks (man, dot,
@@ -51,7 +51,7 @@ COMMAND_START = re.compile(
 INLINE_START = re.compile(r"^(cnnbench\s+[a-z]|\$cli\s|\.?/?(scripts|bench|datasets)/\S+\.sh\b)")
 SCRIPT_PATH = re.compile(r"(?:^|[\s;&|(])\.?/?((?:scripts|bench|datasets)/[\w.-]+\.sh)\b")
 FLAG = re.compile(r"(?<![\w-])(--[a-z0-9][a-z0-9-]*)")
-TIMEOUT_S = 300
+TIMEOUT_S = 600
 
 
 class Block:
@@ -70,9 +70,26 @@ class Block:
                 if line.strip() and not line.strip().startswith("#")]
 
 
-def markers_of(comment):
-    words = shlex.split(comment)
-    return [(words[0], words[1:])] if words else []
+MARKER_FORMS = {
+    "skip": re.compile(r"^(.+)$", re.S),
+    "synopsis": re.compile(r"^$"),
+    "output": re.compile(r"^$"),
+    "replace": re.compile(r"^'([^']*)'\s+'([^']*)'$"),
+    "skip-line": re.compile(r"^'([^']*)'\s+(.+)$", re.S),
+    "expect": re.compile(r"^'([^']*)'$"),
+    "timeout": re.compile(r"^(\d+)$"),
+}
+
+
+def markers_of(comment, where):
+    """[(name, [arguments])] of one doc-test comment; a malformed one stops the test."""
+    name, _, rest = comment.strip().partition(" ")
+    form = MARKER_FORMS.get(name)
+    match = form.match(rest.strip()) if form else None
+    if match is None:
+        raise SystemExit(f"FAIL {where}: a doc-test marker this test does not read: '{comment}' "
+                         f"(forms: {', '.join(MARKER_FORMS)}; quote text with single quotes)")
+    return [(name, list(match.groups()))]
 
 
 def code_blocks(path, name):
@@ -84,7 +101,7 @@ def code_blocks(path, name):
         line = lines[i]
         marker = re.match(r"\s*<!--\s*doc-test\s+(.*?)\s*-->\s*$", line)
         if marker:
-            pending += markers_of(marker.group(1))
+            pending += markers_of(marker.group(1), f"{name}:{i + 1}")
             i += 1
             continue
         fence = re.match(r"^\s*```(\w*)\s*$", line)
@@ -232,6 +249,11 @@ def scale(command):
             sub(call, r"\1 --warmup 0")
         if "--target-accuracy" in out and "--tta-max-steps" not in out:
             sub(call, r"\1 --tta-max-steps 20 --eval-every 10")
+        # The default grid is 1..nproc cores and 1..min(4, nproc) nodes: two of each here.
+        if "--cores" not in out:
+            sub(call, r"\1 --cores 1,2")
+        if "--nodes" not in out:
+            sub(call, r"\1 --nodes 1,2")
     if re.search(r"(cnnbench|\$cli)\s+tune\b", out):
         sub(r"--budget \d+", "--budget 20")
         sub(r"--repeat \d+", "--repeat 1")
@@ -269,15 +291,31 @@ BUILTINS = {"source", ".", "for", "do", "done", "if", "then", "fi", "set", "cd",
             "env", "timeout", "[[", "resume=()", "echo"}
 
 
+def program_words(command):
+    """The first word of each simple command in a line: after a pipe, ;, && or ||, and
+    inside $( ) or <( ); comments left out."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.commenters = "#"
+    lexer.wordchars += "$/.-=~:,[]{}@%+"
+    words, at_start = [], True
+    try:
+        for token in lexer:
+            if token and set(token) <= set("|;&()<>"):
+                at_start = token not in (">", "<", ">>", "<<")
+                continue
+            if at_start:
+                words.append(token)
+            at_start = False
+    except ValueError:  # an unbalanced quote: nothing to say about its programs
+        pass
+    return words
+
+
 def missing_programs(commands, folder):
     missing = set()
     for command in commands:
-        for part in re.split(r"\|\||&&|[|;&]|\$\(|<\(", command):
-            words = part.split()
-            if not words or "=" in words[0] or words[0] in BUILTINS or words[0].startswith("$"):
-                continue
-            word = words[0]
-            if "/" in word:
+        for word in program_words(command):
+            if "=" in word or word in BUILTINS or word.startswith("$") or "/" in word:
                 continue
             if shutil.which(word) is None and not (folder / "bin" / word).exists():
                 missing.add(word)
@@ -286,7 +324,7 @@ def missing_programs(commands, folder):
 
 def run_block(block, assignments, env, folder, stats, problems):
     commands = block.commands()
-    skip_lines = [(args[0], " ".join(args[1:])) for name, args in block.markers if name == "skip-line"]
+    skip_lines = [(args[0], args[1]) for name, args in block.markers if name == "skip-line"]
     script_lines = []
     for command in commands:
         held = next((reason for text, reason in skip_lines if text in command), None)
@@ -363,8 +401,6 @@ def main():
     stats = {"run": 0, "scaled": 0, "scaled_markers": 0, "skipped": 0, "synopsis": 0, "output": 0,
              "inline": 0, "flags": 0, "reasons": []}
     with tempfile.TemporaryDirectory(prefix="cnnbench-docs-") as tmp:
-        folder = Path(tmp)
-        env = sandbox(folder, args.cli, source)
         for path in files:
             name = str(path.relative_to(source))
             assignments = []
@@ -384,11 +420,16 @@ def main():
                 skip = next((args for marker, args in block.markers if marker == "skip"), None)
                 if skip is not None:
                     stats["skipped"] += len(commands)
-                    stats["reasons"].append(f"{block.where}: {' '.join(skip)}")
+                    stats["reasons"].append(f"{block.where}: {skip[0]}")
                 elif args.list:
                     print(f"{block.where}: would run {len(commands)} command(s)")
                 else:
+                    # Each block in a sandbox of its own: the docs' examples are read one by one,
+                    # and one's outputs must not stand in the way of another's.
+                    folder = Path(tempfile.mkdtemp(dir=tmp))
+                    env = sandbox(folder, args.cli, source)
                     run_block(block, assignments, env, folder, stats, problems)
+                    shutil.rmtree(folder, ignore_errors=True)
                 assignments += [c for c in commands if re.match(r"^\w+=\S+$", c)]
             for where, span in inline_commands(path, name):
                 stats["inline"] += 1
