@@ -51,12 +51,13 @@ run_asan() {
   cmake --build --preset asan -j"$jobs"
 
   step "ASan + UBSan: unit tests"
-  # The Python checks only drive the CLI through cases the unit tests already cover, and the
-  # install check builds a downstream project: both stay in the regular build.
+  # The Python checks and the docs' commands only drive the CLI through cases the unit tests
+  # already cover, and the install check builds a downstream project: they stay in the regular
+  # build.
   # Leak checking stays on; OpenBLAS's thread pool lives until exit and is not a leak of ours.
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-    ctest --preset asan -L unit -E "^(install_downstream|py_.*)$" -j"$jobs"
+    ctest --preset asan -L unit -E "^(install_downstream|docs_commands|py_.*)$" -j"$jobs"
 }
 
 # One fuzzer for fuzz_seconds on the committed corpus; new inputs go to a scratch folder.
