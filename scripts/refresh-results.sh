@@ -8,7 +8,8 @@
 #   report    plots/report-screenshot.png: the headline sweep's page in headless Chromium
 # Each report carries the machine it ran on (CPU family and model, cores, OPENBLAS_CORETYPE as it
 # was set) and the commit. Run it on a quiet machine: the sweeps take about 15 minutes on 2 cores.
-# Usage: scripts/refresh-results.sh [--cli PATH] [--parts "sweep peers accuracy report"]
+# Usage: scripts/refresh-results.sh --force [--cli PATH] [--parts "sweep peers accuracy report"]
+#   --force  required: the parts replace committed files (without it nothing runs)
 #   --cli    the cnnbench to run (default: build/release/apps/cnnbench, built first); a
 #            sanitizer build is refused
 #   --parts  which of the four to make again (default: all, in that order)
@@ -20,11 +21,13 @@ answer_help "$@"
 cd "$root"
 
 cli=""
+force=0
 parts="sweep peers accuracy report"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --cli) check_has_value "$1" "$#"; cli=$2; shift 2 ;;
     --parts) check_has_value "$1" "$#"; parts=$2; shift 2 ;;
+    --force) force=1; shift ;;
     *) check_args_fail "unknown argument '$(check_args_shown "$1")' (-h: usage)" ;;
   esac
 done
@@ -34,6 +37,7 @@ for part in $parts; do
     *) check_args_fail "--parts: unknown part '$(check_args_shown "$part")' (sweep, peers, accuracy, report)" ;;
   esac
 done
+((force == 1)) || check_args_fail "replaces the committed results, plots and README tables: pass --force to do so"
 wants() { [[ " $parts " == *" $1 "* ]]; }
 
 say() { echo "refresh-results: $*"; }

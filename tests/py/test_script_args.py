@@ -113,6 +113,9 @@ def main():
             refused_cleanly(result, f"gpu-deps.sh {folder.name}", None, None, work, before,
                             "is a folder this script did not make")
         check((work / "mnist" / "keep").read_text() == "mine", "gpu-deps.sh left mnist/ as it was")
+        result = run([str(source / "scripts" / "refresh-results.sh"), "--cli", args.cli], work)
+        refused_cleanly(result, "refresh-results.sh without --force", None, None, work, before,
+                        "pass --force to do so")
         result = run([str(source / "scripts" / "gpu-check.sh"), "--out"], work)
         refused_cleanly(result, "gpu-check.sh --out", None, None, work, before, "unknown option '--out'")
         check(not (work / "--out").exists(), "gpu-check.sh made no folder '--out'")
