@@ -288,7 +288,7 @@ def sandbox(folder, cli, source):
 
 
 BUILTINS = {"source", ".", "for", "do", "done", "if", "then", "fi", "set", "cd", "export", "true",
-            "env", "timeout", "[[", "resume=()", "echo"}
+            "env", "timeout", "[[", "echo"}
 
 
 def program_words(command):
