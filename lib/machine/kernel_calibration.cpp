@@ -33,9 +33,12 @@ using L = Lenet5Sizes;
 using F = Fc3Sizes;
 
 // Buffers of one step of both models, filled with values in [-1, 1) (fixed seed: the timing
-// must not depend on data, and no kernel here branches on it except ReLU and max-pool).
+// must not depend on data, and no kernel here branches on it except ReLU and max-pool), 64-byte
+// aligned as the models' own buffers are. Misaligned ones (std::vector's 16 bytes) made every
+// 512-bit access of SGD cross a cache line, so AVX2 won SGD by 10-14% here that it does not win
+// in a step, and a loaded machine, which hides that margin, chose differently.
 struct Buffers {
-  std::vector<std::vector<float>> floats;
+  std::vector<aligned_vector<float>> floats;
   float* take(std::size_t n) {
     Rng rng(7 + floats.size());
     floats.emplace_back(n);

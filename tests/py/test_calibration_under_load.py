@@ -30,9 +30,10 @@ from harness import FAILURES, check, parse_arguments  # noqa: E402
 ROUNDS = 10
 TIE = 0.02
 # A quiet choice at least 0.85 of the default's time on its family may fall back to the default
-# under load. SGD, the family that sits near the margin (0.86-0.97 of the default between quiet
-# runs on a Zen 5), is a tenth of a serial FC-3 step and less of LeNet-5's (47 of 455 us and 15
-# of 989 us in the sweeps of 2026-12-06), so such a fallback costs a step at most 1.5%.
+# under load. SGD, the family that sits nearest the margin (0.97-1.00 of the default between
+# quiet runs on a Zen 5 with the models' 64-byte aligned buffers), is a tenth of a serial FC-3
+# step and less of LeNet-5's (47 of 455 us and 15 of 989 us in the sweeps of 2026-12-06), so such
+# a fallback costs a step at most 1.5%.
 FALLBACK = 0.15
 
 
@@ -121,7 +122,7 @@ def run(args, work):
         print("skip: the machine was too busy for a reference calibration in 3 tries")
         return 77
     # A second quiet reference: a family on which the two quiet ones differ
-    # (SGD's memory-bound kernels moved from 0.86 to 0.97 of the default between quiet runs) has
+    # (a memory-bound family such as SGD can sit within the noise of the default) has
     # no single quiet choice, and either is one.
     with RunnableSampler(spinning=False) as sampler:
         after = calibrate(args.cli, work / "reference-after")
