@@ -22,6 +22,7 @@
 #include "cnnbench/topology.hpp"
 #include "cnnbench/train.hpp"
 #include "../lib/sweep/runner.hpp"
+#include "../lib/sweep/subprocess.hpp"
 #include "temp_dir.hpp"
 
 namespace cnnbench {
@@ -461,6 +462,21 @@ TEST(SweepPlan, SerialFirstAndClusterGridWithinTheMachine) {
   EXPECT_EQ(std::find(ids.begin(), ids.end(), "fc3/cluster/n2c2"), ids.end());
   EXPECT_GT(estimate_point_bytes({ModelKind::lenet5, "cluster", 1, 4}, 64, 60000, 10000),
             estimate_point_bytes({ModelKind::lenet5, "cluster", 1, 1}, 64, 60000, 10000));
+}
+
+// A failed job's reason is its own error line, not Open MPI's notes after it; without one, the
+// last non-empty line.
+TEST(SweepRunner, AFailedJobIsExplainedByItsOwnErrorLine) {
+  const test::TempDir temp;
+  const auto log = temp.path() / "job.log";
+  std::ofstream(log) << "ORTE was unable to reliably start one or more daemons.\n"
+                     << "cnnbench: error: lost contact with rank 1 (host h1) during a sum\n"
+                     << "[vm:1] 2 more processes have sent help message help-mpi-api.txt\n\n";
+  EXPECT_EQ(last_line(log), "cnnbench: error: lost contact with rank 1 (host h1) during a sum");
+  std::ofstream(log) << "a line\nthe last line\n  \n";
+  EXPECT_EQ(last_line(log), "the last line");
+  std::ofstream(log).close();
+  EXPECT_EQ(last_line(log), "(no output)");
 }
 
 // A sweep killed with SIGKILL cannot remove its scratch folder; the next sweep removes the folders

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -110,6 +111,23 @@ std::unique_ptr<RankGroup> make_mpi_rank_group();
 bool started_by_mpi_launcher();
 // The tasks of the srun step this process is one of; 0 outside a step (single_rank_group.cpp).
 int srun_step_tasks();
+// What a rank knows of its run when the job ends because another rank is lost, whichever layer
+// noticed first (--comm-timeout, or the launcher's SIGTERM after Open MPI lost a daemon or a
+// socket): run_training opens a scope for the run and notes each checkpoint on every rank.
+class JobNotesScope {
+ public:
+  explicit JobNotesScope(std::function<bool()> stop_requested);
+  ~JobNotesScope();
+  JobNotesScope(const JobNotesScope&) = delete;
+  JobNotesScope& operator=(const JobNotesScope&) = delete;
+};
+// Whether the run was asked to stop (SIGINT or SIGTERM); false outside a run.
+bool job_stop_requested();
+// The run's checkpoint at `step` is in `file` (written by the primary rank, or resumed from).
+void note_checkpoint(const std::string& file, std::int64_t step);
+// "the last checkpoint is FILE (step S)", or "no checkpoint was written".
+std::string last_checkpoint_text();
+
 // The host this rank runs on, as the reports and the lost-rank message name it: CNNBENCH_HOST
 // when set (emulated hosts on one machine set it), else the machine's name.
 std::string this_rank_host();

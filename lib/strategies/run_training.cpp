@@ -10,6 +10,7 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/layers.hpp"
 #include "cnnbench/train.hpp"
+#include "rank_group.hpp"
 
 namespace cnnbench {
 
@@ -193,6 +194,8 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
                (config.steps >= 0 ? "--steps" : "--epochs") + ")");
   }
 
+  const JobNotesScope job_notes(options.stop_requested);
+  if (options.resume) note_checkpoint(options.resume->string(), progress.global_step);
   strategy->prepare(result.model, train, config);
   if (options.trace_steps > 0) strategy->keep_trace(options.trace_steps);
   const bool primary = strategy->is_primary();
@@ -254,6 +257,7 @@ RunResult run_training(const TrainConfig& config, const Dataset& train, const Ru
     const bool checkpoint_due = checkpoint_is_due(options, progress.global_step, total_steps);
     if (hook_due || checkpoint_due) strategy->sync_to(result.model);
     if (checkpoint_due && primary) save_checkpoint(*options.save, result.model, progress);
+    if (checkpoint_due) note_checkpoint(options.save->string(), progress.global_step);
     if (hook_due && options.on_every_steps(progress.global_step, result.model)) break;
   }
   if (epoch_record.steps > 0) result.epochs.push_back(epoch_record);  // stopped inside an epoch

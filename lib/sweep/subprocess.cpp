@@ -27,11 +27,12 @@ std::string last_line(const std::filesystem::path& log) {
     return "(no output)";
   }
   std::istringstream lines(text);
-  std::string line, last = "(no output)";
+  std::string line, last = "(no output)", error;
   while (std::getline(lines, line)) {
     if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+    if (line.starts_with("cnnbench: error: ")) error = line;
   }
-  return last;
+  return error.empty() ? last : error;
 }
 
 int run_logged(const std::vector<std::string>& args, const std::filesystem::path& log,

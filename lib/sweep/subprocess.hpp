@@ -14,7 +14,9 @@ namespace cnnbench {
 int run_logged(const std::vector<std::string>& args, const std::filesystem::path& log,
                const std::function<bool()>& stop_requested);
 
-// The last non-empty line of a log ("(no output)" when there is none), to say why a job failed.
+// Why a job failed, from its log: the last `cnnbench: error:` line, else the last non-empty
+// line ("(no output)" when there is none). An MPI job's log ends in Open MPI's own notes (its
+// help aggregation, a page blaming the daemons' start) after the line that names a lost rank.
 std::string last_line(const std::filesystem::path& log);
 
 }  // namespace cnnbench

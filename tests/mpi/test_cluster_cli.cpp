@@ -483,7 +483,9 @@ TEST(ClusterCli, AStoppedRankEndsTheJobAfterCommTimeoutAndTheCheckpointResumes) 
                              << " s after rank 2 stopped\n" << log;
   EXPECT_NE(ended.exit_code, 0) << log;
   EXPECT_NE(log.find("cnnbench: error: lost contact with rank 2 (host "), std::string::npos) << log;
-  EXPECT_NE(log.find("no reply within --comm-timeout 3 s; ending the job"), std::string::npos)
+  EXPECT_NE(log.find("no reply within --comm-timeout 3 s; the last checkpoint is " +
+                     checkpoint.string() + " (step "),
+            std::string::npos)
       << log;
   EXPECT_FALSE(fs::exists(dir / "run.json")) << "a failed job wrote a report";
   std::cout << "[ info ] the job ended " << ended.seconds << " s after rank 2 stopped\n";
@@ -493,6 +495,9 @@ TEST(ClusterCli, AStoppedRankEndsTheJobAfterCommTimeoutAndTheCheckpointResumes) 
   const TrainProgress progress = load_checkpoint(checkpoint, model);
   EXPECT_GT(progress.global_step, 0);
   EXPECT_EQ(progress.global_step % 10, 0);
+  EXPECT_NE(log.find("(step " + std::to_string(progress.global_step) + "); ending the job"),
+            std::string::npos)
+      << "the line names another checkpoint than the last one\n" << log;
   run_ok(train_command({"--strategy", "cluster", "--steps", std::to_string(progress.global_step + 5),
                         "--resume", checkpoint.string(), "--save", (dir / "resumed.safetensors").string()}),
          dir / "resumed.log");

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -257,15 +258,25 @@ class MpiRankGroup final : public RankGroup {
   }
 
   // Tests the requests until all are done. Past --comm-timeout, finds which ranks stopped
-  // answering and ends the job naming them (it does not return then).
+  // answering and ends the job naming them (it does not return then). So it does too when the
+  // run is asked to stop while this collective is stuck (it waited 4 times the longest wait that
+  // finished, and 1 s): Open MPI's launcher, having lost the daemon or socket of a cut host
+  // first, sends SIGTERM and a SIGKILL 1 s later, and its own page blames the daemons' start.
   void wait_until_done(std::vector<MPI_Request>& requests, const char* operation) {
     const double start = now_seconds();
     for (;;) {
       int done = 0;
       MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE);
-      if (done != 0) return;
       const double waited = now_seconds() - start;
-      if (comm_timeout_s_ > 0 && waited > comm_timeout_s_) end_job_for_silent_ranks(operation);
+      if (done != 0) {
+        longest_wait_s_ = std::max(longest_wait_s_, waited);
+        return;
+      }
+      if (comm_timeout_s_ > 0 && waited > comm_timeout_s_) end_job_for_silent_ranks(operation, waited, false);
+      if (!probed_after_stop_ && waited > std::max(1.0, 4 * longest_wait_s_) && job_stop_requested()) {
+        probed_after_stop_ = true;
+        end_job_for_silent_ranks(operation, waited, true);  // returns when every rank answers
+      }
       pause_while_waiting(waited);
     }
   }
@@ -305,16 +316,26 @@ class MpiRankGroup final : public RankGroup {
     return silent;
   }
 
-  [[noreturn]] void end_job_for_silent_ranks(const char* operation) {
+  // Past --comm-timeout (`stopping` false), or asked to stop while stuck (`stopping` true: the
+  // launcher ends the job; then it returns when every rank answers, an ordinary stop).
+  void end_job_for_silent_ranks(const char* operation, double waited, bool stopping) {
     // A quarter of the timeout, 0.5 to 2 s: live ranks reach their deadlines within about a
-    // step of each other, and the job must end soon after --comm-timeout.
-    const double grace = std::clamp(comm_timeout_s_ / 4, 0.5, 2.0);
+    // step of each other, and the job must end soon after --comm-timeout. A stop leaves 1 s
+    // before the launcher's SIGKILL, and its SIGTERM reached every live rank at once.
+    const double grace = stopping ? 0.3 : std::clamp(comm_timeout_s_ / 4, 0.5, 2.0);
     const std::vector<int> silent = silent_ranks(grace);
-    // The lowest rank that still answers speaks for all; the others give it time to end the job
-    // first, so that one line says what happened, and speak only if it did not.
+    if (stopping && silent.empty()) return;
+    // The lowest rank that still answers speaks for all, so that one line says what happened;
+    // the others give it time to end the job, then end it quietly (it answered just now, and
+    // mpirun may take seconds to stop a job that lost a host).
     int speaker = 0;
     while (std::find(silent.begin(), silent.end(), speaker) != silent.end()) ++speaker;
-    if (speaker != rank_) std::this_thread::sleep_for(std::chrono::seconds(2));
+    if (speaker != rank_) {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+      if (stopping) std::_Exit(1);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+      std::abort();
+    }
     std::string line = "cnnbench: error: ";
     if (silent.empty()) {
       line += "rank " + std::to_string(rank_) + " waited more than --comm-timeout " +
@@ -327,11 +348,19 @@ class MpiRankGroup final : public RankGroup {
         line += (i > 0 ? ", rank " : "rank ") + std::to_string(silent[i]) + " (host " +
                 (r < hosts_.size() ? hosts_[r] : "unknown") + ")";
       }
-      line += " during " + std::string(operation) + ": no reply within --comm-timeout " +
-              seconds_text(comm_timeout_s_) + " s; ending the job";
+      line += " during " + std::string(operation) + ": no reply ";
+      line += stopping ? "for " + seconds_text(std::round(waited * 10) / 10) +
+                             " s when the launcher stopped the job (Open MPI's messages about it follow from this)"
+                       : "within --comm-timeout " + seconds_text(comm_timeout_s_) + " s";
+      line += "; " + last_checkpoint_text() + "; ending the job";
     }
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
+    if (stopping) {
+      // The launcher is ending the job already and may not answer an abort: leave at once.
+      remove_output_in_progress();
+      std::_Exit(1);
+    }
     MPI_Abort(MPI_COMM_WORLD, 1);
     std::abort();  // MPI_Abort does not return
   }
@@ -341,6 +370,8 @@ class MpiRankGroup final : public RankGroup {
   MPI_Comm probe_ = MPI_COMM_NULL;  // MPI_COMM_WORLD's ranks, for finding silent ones
   std::vector<std::string> hosts_;  // by rank
   double comm_timeout_s_ = 0;       // 0: wait as long as it takes
+  double longest_wait_s_ = 0;       // of the collectives that finished
+  bool probed_after_stop_ = false;  // a stop probes once: every rank answered it
   bool any_thread_may_call_ = false;
   std::vector<MPI_Request> requests_;  // sums started and not yet waited for
   std::vector<float> float_scratch_;
