@@ -9,6 +9,8 @@ cannot disagree. Each generated part of README.md sits between two markers,
 and is made from results/ alone:
   headline-sweep  results/sweep-2core.json: where and how it was made, and its table of points
   peers           results/sweep-2core-peers.json: cnnbench against PyTorch's own parallelism
+  peers-5rep      results/sweep-2core-peers-5rep.json: the same with 5 repetitions, both models
+  serial-limit    results/serial-limit.json: serial against the core's sgemm peak and PyTorch
   accuracy        results/accuracy-*.json: five epochs of MNIST per model and strategy
 
 Usage: scripts/readme_tables.py [--check | --write] [--readme FILE] [--results DIR]
@@ -41,7 +43,8 @@ def load(path):
 
 
 def machine(report):
-    """'AMD EPYC family 26 model 2 (Zen 5), 2 cores' from a report's context."""
+    """'AMD EPYC family 26 model 2 (Zen 5), 2 cores' from a report's context (the machine's
+    cores, `machine_cores`, where the report's runs were pinned to fewer)."""
     context = report.get("context", {})
     cpu = context.get("cpu") or {}
     if cpu.get("family") is not None:
@@ -50,7 +53,7 @@ def machine(report):
             text += f" ({cpu['microarchitecture']})"
     else:  # reports before the CPU's identity was recorded name the model string only
         text = str(context.get("cpu_model", "an unnamed CPU"))
-    cores = context.get("cores")
+    cores = report.get("machine_cores", context.get("cores"))
     if isinstance(cores, dict):
         cores = cores.get("physical", cores.get("logical"))
     return text + (f", {cores} cores" if isinstance(cores, int) else "")
@@ -103,8 +106,8 @@ def headline_sweep(results):
     return "\n".join(lines)
 
 
-def peers(results):
-    report = load(results / "sweep-2core-peers.json")
+def peers_comparison(report, name, intro):
+    """Where cnnbench stands against PyTorch in a sweep with the peers: `intro` names the file."""
     points = {p["id"]: p for p in report.get("points", []) if p.get("status") == "ok"}
 
     def rate(point_id):
@@ -120,16 +123,14 @@ def peers(results):
         torch1, serial = rate(f"{model}/pytorch/n1c1"), rate(f"{model}/serial/n1c1")
         best = best_two_core(model)
         if None in (torch1, serial) or best is None:
-            fail(f"sweep-2core-peers.json lacks {model}'s serial, pytorch 1-thread or 2-core points")
+            fail(f"{name} lacks {model}'s serial, pytorch 1-thread or 2-core points")
         parts.append((model, torch1, serial, best, rate(f"{model}/pytorch/n1c2"), rate(f"{model}/pytorch-ddp/n2c1")))
     (m1, t1, s1, b1, p1, d1), (m2, t2, s2, b2, p2, d2) = parts
 
     def ratio(a, b):
         return "?" if a is None or b is None else f"{a / b:.2f}x"
 
-    return textwrap.fill(
-           f"`results/sweep-2core-peers.json` is `scripts/run.sh`'s sweep ({machine(report)}, "
-            f"{provenance(report)}; plots in `plots/peers/`). Where cnnbench stands: PyTorch on one "
+    return (f"{intro} Where cnnbench stands: PyTorch on one "
             f"thread trains {MODEL_NAMES[m1]} at {t1:,.0f} images/s and {MODEL_NAMES[m2]} at {t2:,.0f}; "
             f"our serial reference does {s1:,.0f} ({s1 / t1:.2f}x) and {s2:,.0f} ({s2 / t2:.2f}x), and our "
             f"best 2-core points {b1['images_per_s']['median']:,.0f} ({b1['strategy']}, "
@@ -137,8 +138,69 @@ def peers(results):
             f"{b2['images_per_s']['median']:,.0f} ({b2['strategy']}, {b2['images_per_s']['median'] / t2:.2f}x). "
             f"PyTorch's own parallelism on these two cores: 2 intra-op threads ran at {ratio(p1, t1)} "
             f"({MODEL_NAMES[m1]}) and {ratio(p2, t2)} ({MODEL_NAMES[m2]}) of its one thread, "
-            f"DistributedDataParallel over 2 gloo ranks at {ratio(d1, t1)} and {ratio(d2, t2)}.",
-        width=100, break_long_words=False, break_on_hyphens=False)
+            f"DistributedDataParallel over 2 gloo ranks at {ratio(d1, t1)} and {ratio(d2, t2)}.")
+
+
+def fill(text):
+    return textwrap.fill(text, width=100, break_long_words=False, break_on_hyphens=False)
+
+
+def peers(results):
+    report = load(results / "sweep-2core-peers.json")
+    return fill(peers_comparison(report, "sweep-2core-peers.json",
+                                 f"`results/sweep-2core-peers.json` is `scripts/run.sh`'s sweep ({machine(report)}, "
+                                 f"{provenance(report)}; plots in `plots/peers/`)."))
+
+
+def peers_5rep(results):
+    report = load(results / "sweep-2core-peers-5rep.json")
+    config = report.get("config", {})
+    command = (f"sweep --model {','.join(config.get('models', []))} --strategies "
+               f"{','.join(config.get('strategies', []))} --cores {','.join(map(str, config.get('cores', [])))} "
+               f"--repeat {config.get('repeat', '?')}")
+    text = peers_comparison(report, "sweep-2core-peers-5rep.json",
+                            f"`results/sweep-2core-peers-5rep.json` is the same comparison with "
+                            f"{config.get('repeat', '?')} repetitions, `{command}` ({machine(report)}, "
+                            f"{provenance(report)}).")
+    # A harness that shares no code with the peer: bench/serial_vs_pytorch.sh's PyTorch, where both
+    # ran under the same OPENBLAS_CORETYPE.
+    limit_path = results / "serial-limit.json"
+    coretype = (report.get("context", {}).get("environment") or {}).get("OPENBLAS_CORETYPE")
+    if limit_path.exists() and not coretype:
+        limit = load(limit_path)
+        torch = (limit.get("pytorch") or {}).get("models", {})
+        points = {p["id"]: p for p in report.get("points", []) if p.get("status") == "ok"}
+        pairs = [(MODEL_NAMES[m], points[f"{m}/pytorch/n1c1"]["images_per_s"]["median"], torch[m]["pytorch"])
+                 for m in ("lenet5", "fc3") if m in torch and f"{m}/pytorch/n1c1" in points]
+        if pairs:
+            text += (" Its pytorch 1-thread points against the plain PyTorch runs of "
+                     "`bench/serial_vs_pytorch.sh --batches 64` in `results/serial-limit.json` ("
+                     f"{str(limit.get('context', {}).get('date', '?'))[:10]}): "
+                     + " and ".join(f"{ours:,.0f} against {plain:,.0f} images/s ({name})" for name, ours, plain in pairs)
+                     + ".")
+    return fill(text)
+
+
+def serial_limit(results):
+    report = load(results / "serial-limit.json")
+    torch = (report.get("pytorch") or {}).get("models", {})
+    lines = [fill(f"Made on {machine(report)}, {provenance(report).split(', `OPENBLAS')[0]}: "
+                  f"`{report.get('command', '?')}`, medians of {report.get('runs', '?')} runs per row, the rows "
+                  f"taken in turns (`bench/serial_limit.py`); PyTorch: "
+                  f"`{(report.get('pytorch') or {}).get('command', 'not measured')}`."), "",
+             "| `OPENBLAS_CORETYPE` | OpenBLAS kernels | model | images/s | GFLOP/s | one-core sgemm peak | "
+             "share of peak (range) | vs PyTorch 1 thread |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in report.get("rows", []):
+        share_low, share_high = row.get("peak_fraction_range", [row["peak_fraction"]] * 2)
+        versus = torch.get(row["model"]) if row.get("openblas_coretype") == "unset" else None
+        versus_text = f"{versus['ratio']:.2f}x" if versus else ""
+        kernels = (row.get("openblas") or {}).get("core_type") or "?"
+        lines.append(f"| {row.get('openblas_coretype')} | {kernels} | {MODEL_NAMES.get(row['model'], row['model'])} | "
+                     f"{row['images_per_s']:,.0f} | {row['gflops']:.1f} | {row['sgemm_peak_gflops']:.1f} GFLOP/s | "
+                     f"{row['peak_fraction']:.0%} ({share_low:.0%}-{share_high:.0%}) | "
+                     f"{versus_text} |")
+    return "\n".join(lines)
 
 
 def accuracy(results):
@@ -164,7 +226,8 @@ def accuracy(results):
     return "\n".join(lines + [row for _, row in sorted(rows)])
 
 
-PARTS = {"headline-sweep": headline_sweep, "peers": peers, "accuracy": accuracy}
+PARTS = {"headline-sweep": headline_sweep, "peers": peers, "peers-5rep": peers_5rep,
+         "serial-limit": serial_limit, "accuracy": accuracy}
 
 
 def splice(readme, generated):

@@ -4,15 +4,20 @@
 #   sweep     results/sweep-2core.json and plots/*.png|svg: the README's headline sweep
 #   peers     results/sweep-2core-peers.json and plots/peers/: the sweep with PyTorch's own
 #             parallelism beside ours (needs python3-torch)
+#   peers5    results/sweep-2core-peers-5rep.json: the same comparison, 5 repetitions of both
+#             models, with OPENBLAS_CORETYPE unset (the peers part runs as the machine is set)
+#   limit     results/serial-limit.json: serial against the core's sgemm peak, OPENBLAS_CORETYPE
+#             unset and Haswell, and against PyTorch (bench/serial_limit.py)
 #   accuracy  results/accuracy-*.json: five epochs of MNIST per model and strategy
 #   report    plots/report-screenshot.png: the headline sweep's page in headless Chromium
 # Each report carries the machine it ran on (CPU family and model, cores, OPENBLAS_CORETYPE as it
-# was set) and the commit. Run it on a quiet machine: the sweeps take about 15 minutes on 2 cores.
-# Usage: scripts/refresh-results.sh --force [--cli PATH] [--parts "sweep peers accuracy report"]
+# was set) and the commit. Run it on a quiet machine: the parts take about 30 minutes on 2 cores.
+# Usage: scripts/refresh-results.sh --force [--cli PATH]
+#                                   [--parts "sweep peers peers5 limit accuracy report"]
 #   --force  required: the parts replace committed files (without it nothing runs)
 #   --cli    the cnnbench to run (default: build/release/apps/cnnbench, built first); a
 #            sanitizer build is refused
-#   --parts  which of the four to make again (default: all, in that order)
+#   --parts  which to make again (default: all, in that order)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 check_args_script=refresh-results
@@ -22,7 +27,7 @@ cd "$root"
 
 cli=""
 force=0
-parts="sweep peers accuracy report"
+parts="sweep peers peers5 limit accuracy report"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --cli) check_has_value "$1" "$#"; cli=$2; shift 2 ;;
@@ -33,8 +38,8 @@ while [[ $# -gt 0 ]]; do
 done
 for part in $parts; do
   case "$part" in
-    sweep | peers | accuracy | report) ;;
-    *) check_args_fail "--parts: unknown part '$(check_args_shown "$part")' (sweep, peers, accuracy, report)" ;;
+    sweep | peers | peers5 | limit | accuracy | report) ;;
+    *) check_args_fail "--parts: unknown part '$(check_args_shown "$part")' (sweep, peers, peers5, limit, accuracy, report)" ;;
   esac
 done
 ((force == 1)) || check_args_fail "replaces the committed results, plots and README tables: pass --force to do so"
@@ -82,6 +87,22 @@ if wants peers; then
     --out results/sweep-2core-peers.json --force
   "$cli" plot results/sweep-2core-peers.json --out plots/peers --force
   stage_done peers
+fi
+
+if wants peers5; then
+  "$python" -c 'import torch' 2>/dev/null ||
+    check_args_fail "the peers5 part needs python3-torch for $python (apt-get install python3-torch), or leave it out with --parts"
+  say "the peers sweep with 5 repetitions, OPENBLAS_CORETYPE unset (results/sweep-2core-peers-5rep.json)"
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$cli" sweep --model fc3,lenet5 \
+    --strategies serial,stream,cluster,blas,pytorch,pytorch-ddp --cores 1,2 --repeat 5 \
+    --out results/sweep-2core-peers-5rep.json --force
+  stage_done peers5
+fi
+
+if wants limit; then
+  say "serial against the core's limit and PyTorch (results/serial-limit.json)"
+  "$python" bench/serial_limit.py --cli "$cli" --out results/serial-limit.json --force
+  stage_done limit
 fi
 
 if wants accuracy; then

@@ -142,7 +142,16 @@ def check_slow_handoff(args, validator, tmp):
           "every probe of a core past the first has its round trip with core 0, the first core none")
     warnings = [w for p in report["points"] for w in p.get("slow_core_warnings", [])
                 if w["core"] == slow and w["probe"] == 1]
-    check(bool(warnings) and all("handoff" in w["dropped"] and w["handoff_drop"] > 0.5
+    # The hook triples one round trip; against a median of steady ones that is a drop of 2/3. A
+    # busy core 0 (another job's loop) stretches every round trip by its scheduling, and the
+    # median with it: then the drop is smaller, and only its naming is this test's to check.
+    others = [p["handoff_ns"] for p in probes if p["core"] == slow and p["probe"] != 1]
+    steady = bool(others) and max(others) <= 1.5 * min(others)
+    least = 0.5 if steady else 0.2
+    if not steady:
+        print(f"note: the unslowed round trips of core {slow} ranged {min(others):.0f}-{max(others):.0f} ns: "
+              f"a busy machine; the drop is only required above {least}")
+    check(bool(warnings) and all("handoff" in w["dropped"] and w["handoff_drop"] > least
                                  and "cache line" in w["message"] for w in warnings),
           f"the repetitions next to the slowed handoff name it ({warnings[:1]})")
 
