@@ -61,6 +61,13 @@ case "$torch_coretype" in
   unset) torch_env+=(-u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE) ;;
   *) torch_env+=(OPENBLAS_CORETYPE="$torch_coretype") ;;
 esac
+# glibc's malloc hands PyTorch's large per-step buffers back to the OS and maps them again every
+# step unless told to keep them: a plain loop then ran at 6-14k images/s from one process to the
+# next instead of 13-14k (docs/design.md, "Peer strategies"). The peer keeps them, and so does the
+# PyTorch side here (unless the environment set these itself).
+torch_env+=(MALLOC_MMAP_THRESHOLD_="${MALLOC_MMAP_THRESHOLD_:-33554432}"
+            MALLOC_TRIM_THRESHOLD_="${MALLOC_TRIM_THRESHOLD_:-4000000000}"
+            MALLOC_TOP_PAD_="${MALLOC_TOP_PAD_:-268435456}")
 case "$torch_isa" in
   unset) ;;
   avx2) torch_env+=(DNNL_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2) ;;
@@ -85,7 +92,7 @@ median() {
 echo "cnnbench: $cli"
 cpu_field() { grep -m1 "^$1" /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'; }
 echo "machine: $(nproc) cores, $(cpu_field 'model name'), family $(cpu_field 'cpu family') model $(cpu_field 'model') stepping $(cpu_field 'stepping')"
-echo "cnnbench --isa $isa; PyTorch OPENBLAS_CORETYPE: $torch_coretype (environment: ${OPENBLAS_CORETYPE:-unset}), PyTorch ISA cap: $torch_isa"
+echo "cnnbench --isa $isa; PyTorch OPENBLAS_CORETYPE: $torch_coretype (environment: ${OPENBLAS_CORETYPE:-unset}), PyTorch ISA cap: $torch_isa, PyTorch malloc keeps freed memory (MALLOC_MMAP_THRESHOLD_ ${MALLOC_MMAP_THRESHOLD_:-33554432})"
 printf '%-7s %5s %14s %14s %8s\n' model batch cnnbench_img/s pytorch_img/s ratio
 for model in $models; do
   for batch in $batches; do

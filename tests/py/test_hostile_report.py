@@ -5,7 +5,8 @@ field at a time, each hostile payload: markup, a script block's end, an attribut
 javascript: URL, control bytes, 100,000 characters, a number where text belongs and text where a
 number belongs; and every object gets a key that is markup. `cnnbench compare` (against the
 original) runs on each variant of every field with markup, control bytes, 100,000 characters and
-the other type (a field of the points on one point per payload, the points in turn).
+the other type (a field of the points on one point per payload, the points in turn), and on the
+same variants of a run report (a 2-core stream run's, made by the test).
 `cnnbench report` and `cnnbench plot` are slow (matplotlib), so they run on grouped files, where
 every field gets every payload: per payload, one with it in every text field a page shows as text, one
 with it in every other field (the point's identity and every number), one with every object's
@@ -251,11 +252,11 @@ def browser_problems(chromium, page, tmp, name):
     return problems
 
 
-def check_compare(cli, reference_path, reference, tmp):
-    """compare ORIGINAL VARIANT on every variant; returns the count."""
+def check_compare(cli, reference_path, reference, tmp, what="sweep"):
+    """compare ORIGINAL VARIANT on every variant of a `what` report; returns the count."""
     def one(index, item):
         field, name, report = item
-        path = tmp / f"variant-{index}.json"
+        path = tmp / f"variant-{what}-{index}.json"
         path.write_text(json.dumps(report))
         run = run_cli(cli, "compare", reference_path, path)
         path.unlink()
@@ -265,9 +266,20 @@ def check_compare(cli, reference_path, reference, tmp):
         for field, name, problems in pool.map(lambda pair: one(*pair), enumerate(variants(reference))):
             count += 1
             if problems:
-                check(False, f"compare, {field} <- {name}: {'; '.join(problems)}")
-    check(count > 0, f"compare ran on {count} variants")
+                check(False, f"compare ({what} report), {field} <- {name}: {'; '.join(problems)}")
+    check(count > 0, f"compare ran on {count} variants of a {what} report")
     return count
+
+
+def run_report(cli, tmp):
+    """A run report with most of what one holds: a 2-core stream run's actors, shares, breakdown,
+    pins and trace summary, made here (the reader of run reports is compare)."""
+    path = tmp / "run.json"
+    made = run_cli(cli, "train", "--model", "lenet5", "--strategy", "stream", "--cores", "2",
+                   "--synthetic", "256", "--steps", "4", "--quiet", "--report", path)
+    if made.returncode != 0:
+        raise SystemExit(f"FAIL cannot make a run report: {made.stderr.strip()}")
+    return path, json.loads(path.read_text())
 
 
 def check_groups(cli, reference, tmp):
@@ -320,6 +332,9 @@ def main():
         groups, pages = check_groups(cli, reference, tmp)
         grouped_s = time.monotonic() - started
         compared = check_compare(cli, reference_path, reference, tmp)
+        run_path, run = run_report(cli, tmp)
+        run_fields, run_objects = len(list(leaf_paths(run))), len(list(object_paths(run)))
+        compared_runs = check_compare(cli, run_path, run, tmp, "run")
         compared_s = time.monotonic() - started - grouped_s
         chromium = find_chromium()
         worst = [page for label, name, page in pages if name in ("markup", "script end", "quote breaker",
@@ -330,10 +345,11 @@ def main():
         for index, page in enumerate(worst):
             problems = browser_problems(chromium, page, tmp, f"page-{index}")
             check(not problems, f"Chromium, {page.parent.name}: no payload ran ({'; '.join(problems)})")
-    print(f"{fields} fields and {objects} objects x {len(PAYLOADS)} payloads: compare on {compared} variants, "
-          f"report and plot on {groups} grouped files, {len(pages)} pages checked statically, {len(worst)} in "
-          f"Chromium, in {time.monotonic() - started:.0f} s (report and plot {grouped_s:.0f} s, compare "
-          f"{compared_s:.0f} s)")
+    print(f"sweep report: {fields} fields and {objects} objects x {len(PAYLOADS)} payloads: compare on {compared} "
+          f"variants, report and plot on {groups} grouped files, {len(pages)} pages checked statically, "
+          f"{len(worst)} in Chromium; run report: {run_fields} fields and {run_objects} objects, compare on "
+          f"{compared_runs} variants; in {time.monotonic() - started:.0f} s (report and plot {grouped_s:.0f} s, "
+          f"compare {compared_s:.0f} s)")
     return exit_code()
 
 
