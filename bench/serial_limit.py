@@ -2,9 +2,9 @@
 """Serial training against the core's limit, with OPENBLAS_CORETYPE unset and set to Haswell:
 each model's images/s, GFLOP/s and share of one core's sgemm peak (measured in the same process
 right after training), pinned to one core, RUNS runs per model and setting taken in turns (so a
-slow period of the machine lands in every row), medians; then serial against PyTorch on one
-thread at batch 64 (bench/serial_vs_pytorch.sh --pairs PAIRS, OPENBLAS_CORETYPE unset on both
-sides). Writes one JSON file (the README's "Against the core's limit" table is generated from it
+slow period of the machine lands in every row; the order rotates by one a run), medians; then
+serial against PyTorch on one thread at batch 64 (bench/serial_vs_pytorch.sh --pairs PAIRS,
+OPENBLAS_CORETYPE unset on both sides). Writes one JSON file (the README's "Against the core's limit" table is generated from it
 by scripts/readme_tables.py).
 
 Usage: bench/serial_limit.py --out FILE [--force] [--cli PATH] [--runs 5] [--steps 1000]
@@ -118,13 +118,17 @@ def main():
     prefix = pinned(core)
 
     reports = {(s, m): [] for s in SETTINGS for m in MODELS}
+    order = list(reports)
     for run in range(args.runs):
-        for setting in SETTINGS:
-            for model in MODELS:
-                report = train(args.cli, prefix, model, args.steps, setting)
-                reports[(setting, model)].append(report)
-                print(f"serial_limit: run {run + 1}/{args.runs}, OPENBLAS_CORETYPE {setting}, {model}: "
-                      f"{report['metrics']['images_per_s']:,.0f} images/s", file=sys.stderr)
+        # The order rotates by one a run, so that no row always runs first or after the same one
+        # (with a fixed order, Haswell's FC-3 ran ahead of unset's in 5 pairs of 5, and in turns
+        # the two were equal).
+        shift = run % len(order)
+        for setting, model in order[shift:] + order[:shift]:
+            report = train(args.cli, prefix, model, args.steps, setting)
+            reports[(setting, model)].append(report)
+            print(f"serial_limit: run {run + 1}/{args.runs}, OPENBLAS_CORETYPE {setting}, {model}: "
+                  f"{report['metrics']['images_per_s']:,.0f} images/s", file=sys.stderr)
     rows = []
     for (setting, model), runs in reports.items():
         metrics = [r["metrics"] for r in runs]
