@@ -65,6 +65,11 @@ def pinned(core):
     return prefix
 
 
+def shown(prefix):
+    """The pinning prefix as a reader would type it (program names without their folders)."""
+    return " ".join(os.path.basename(word) for word in prefix)
+
+
 def train(cli, prefix, model, steps, setting):
     command = prefix + [cli, "train", "--model", model, "--strategy", "serial", "--steps", str(steps),
                         "--synthetic", "4096", "--quiet", "--report", "-"]
@@ -87,8 +92,7 @@ def pytorch_ratios(cli, prefix, pairs):
         words = line.split()
         if len(words) == 5 and words[0] in MODELS and words[1] == "64" and words[4] != "-":
             rows[words[0]] = {"cnnbench": float(words[2]), "pytorch": float(words[3]), "ratio": float(words[4])}
-    shown = [os.path.basename(word) for word in prefix]
-    return {"command": " ".join(shown) + f" bench/serial_vs_pytorch.sh --pairs {pairs} --batches 64 "
+    return {"command": shown(prefix) + f" bench/serial_vs_pytorch.sh --pairs {pairs} --batches 64 "
                        "--torch-coretype unset (OPENBLAS_CORETYPE unset)", "models": rows}
 
 
@@ -104,6 +108,8 @@ def main():
     parser.add_argument("--pairs", type=bounded(0, 100), default=5)
     parser.add_argument("--core", type=bounded(0, 1 << 20), default=1)
     args = parser.parse_args()
+    if args.out.exists() and os.path.exists(args.cli) and os.path.samefile(args.out, args.cli):
+        fail(f"--out {args.out}: is the --cli it runs, an input; name another file", 2)
     if args.out.exists() and not args.force:
         fail(f"--out {args.out}: exists; pass --force to replace it", 2)
     if not args.out.parent.is_dir():
@@ -144,7 +150,7 @@ def main():
     out = {"kind": "serial-limit", "schema_version": 1,
            "context": reports[("unset", MODELS[0])][0]["context"],
            "machine_cores": len(os.sched_getaffinity(0)),
-           "command": " ".join([os.path.basename(word) for word in prefix] + ["cnnbench", "train", "--model", "M", "--strategy", "serial",
+           "command": shown(prefix) + " " + " ".join(["cnnbench", "train", "--model", "M", "--strategy", "serial",
                                          "--steps", str(args.steps), "--synthetic", "4096", "--report", "r.json"]),
            "runs": args.runs, "core": core, "rows": rows}
     if args.pairs > 0:

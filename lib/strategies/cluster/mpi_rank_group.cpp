@@ -332,9 +332,7 @@ class MpiRankGroup final : public RankGroup {
     while (std::find(silent.begin(), silent.end(), speaker) != silent.end()) ++speaker;
     if (speaker != rank_) {
       std::this_thread::sleep_for(std::chrono::seconds(2));
-      if (stopping) std::_Exit(1);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-      std::abort();
+      end_this_rank(stopping);
     }
     std::string line = "cnnbench: error: ";
     if (silent.empty()) {
@@ -356,8 +354,13 @@ class MpiRankGroup final : public RankGroup {
     }
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
+    end_this_rank(stopping);
+  }
+
+  // Ends the job from this rank: MPI_Abort, or, when the launcher is ending the job already
+  // (`stopping`) and may not answer an abort, leaving at once.
+  [[noreturn]] static void end_this_rank(bool stopping) {
     if (stopping) {
-      // The launcher is ending the job already and may not answer an abort: leave at once.
       remove_output_in_progress();
       std::_Exit(1);
     }
