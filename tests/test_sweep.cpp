@@ -464,6 +464,39 @@ TEST(SweepPlan, SerialFirstAndClusterGridWithinTheMachine) {
             estimate_point_bytes({ModelKind::lenet5, "cluster", 1, 1}, 64, 60000, 10000));
 }
 
+// A deadline (`tune --budget`) ends the rounds where the next would end after it: the first round
+// always runs, the points keep the rounds they took, and the sweep is not complete.
+TEST(SweepRunner, ADeadlineEndsTheRoundsAfterTheFirst) {
+  SweepOptions options;
+  options.models = {ModelKind::fc3};
+  options.strategies = {"serial", "stream"};
+  options.cores = {1};
+  options.nodes = {1};
+  options.repeat = 3;
+  options.warmup = 0;
+  options.steps = 3;
+  options.synthetic_samples = 256;
+  options.pin = false;
+  options.quiet = true;
+  options.deadline_s = now_seconds();  // passed before the first round ends
+  const SweepRecord cut = run_sweep(options);
+  EXPECT_FALSE(cut.complete);
+  EXPECT_FALSE(cut.interrupted);
+  ASSERT_EQ(cut.points.size(), 2u);
+  for (const PointRecord& p : cut.points) {
+    ASSERT_TRUE(p.measured()) << p.id << ": " << p.reason;
+    EXPECT_EQ(p.rounds, (std::vector<int>{0})) << p.id;
+    EXPECT_EQ(p.rounds_done, 1) << p.id;
+  }
+  options.deadline_s = now_seconds() + 3600;
+  const SweepRecord whole = run_sweep(options);
+  EXPECT_TRUE(whole.complete);
+  for (const PointRecord& p : whole.points) {
+    EXPECT_EQ(p.rounds, (std::vector<int>{0, 1, 2})) << p.id;
+    EXPECT_FALSE(p.rounds_done) << p.id;
+  }
+}
+
 // A failed job's reason is its own error line, not Open MPI's notes after it; without one, the
 // last non-empty line.
 TEST(SweepRunner, AFailedJobIsExplainedByItsOwnErrorLine) {

@@ -66,8 +66,9 @@ const OptionSpec repeat = whole("repeat", "measured repetitions per point", 1, 1
 const OptionSpec tune_cores = whole("cores", "the cores of the node to tune for", 1, 4096, "in 1..4096");
 const OptionSpec tune_nodes = whole("nodes", "nodes to tune for (tune measures one node)", 1, 65536, "in 1..65536");
 const OptionSpec tune_budget = real(
-    "budget", "seconds the whole tune may take, profile and measurements; each strategy's default "
-    "and predicted best are measured whatever it is", 0, true, 604800, "in (0, 604800]", "SECONDS");
+    "budget", "seconds the whole tune may take, profile and measurements: no round starts that would "
+    "end after it; the profile and one round of each strategy's default and predicted best run "
+    "whatever it is", 0, true, 604800, "in (0, 604800]", "SECONDS");
 const OptionSpec warmup = whole("warmup", "unmeasured repetitions before them", 0, 1000, "in 0..1000");
 const OptionSpec eval_every = whole(
     "eval-every", "time to accuracy: steps between test evaluations", 1, std::nullopt, ">= 1");

@@ -91,6 +91,14 @@ void print_table(const nlohmann::json& report, std::FILE* to) {
   std::fprintf(to, "planner error over %d measured: median %s, largest %s\n", error.at("points").get<int>(),
                number(error.at("median_abs_relative_error"), "%.0f%%", 100).c_str(),
                number(error.at("max_abs_relative_error"), "%.0f%%", 100).c_str());
+  if (report.contains("budget")) {
+    const nlohmann::json& b = report.at("budget");
+    std::fprintf(to, "budget %.0f s: used %.0f s (planned %.0f s), %d of %d rounds%s\n",
+                 b.at("seconds").get<double>(), b.at("used_s").get<double>(), b.at("planned_s").get<double>(),
+                 b.at("rounds_done").get<int>(), b.at("rounds").get<int>(),
+                 b.at("cut").get<bool>() ? ": the budget ended the rounds, so each speedup rests on fewer repetitions"
+                                         : "");
+  }
 }
 
 int run_tune_command(const TuneArgs& a) {

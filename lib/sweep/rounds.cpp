@@ -65,7 +65,17 @@ void SweepRunner::run_plan(const std::vector<PointSpec>& plan, const std::map<st
   probes_ = CoreProbesRecord{};
   probes_.threshold = slow_core_threshold;
   probe_cores(0);
+  double last_round_s = 0;
   for (int round = 0; round < options_.repeat; ++round) {
+    if (round > 0 && options_.deadline_s > 0 && now_seconds() + last_round_s > options_.deadline_s) {
+      rounds_cut_ = true;
+      if (!options_.quiet) {
+        std::fprintf(stderr, "the deadline ends the rounds after %d of %d (a round takes %s)\n", round,
+                     options_.repeat, duration_text(last_round_s).c_str());
+      }
+      break;
+    }
+    const double round_start = now_seconds();
     if (!options_.quiet) {
       const double left = eta();
       std::fprintf(stderr, "round %d/%d %s\n", round + 1, options_.repeat,
@@ -74,9 +84,10 @@ void SweepRunner::run_plan(const std::vector<PointSpec>& plan, const std::map<st
     take_round(round);
     probe_cores(round + 1);
     update_report();
+    last_round_s = now_seconds() - round_start;
   }
   find_slow_repetitions();
-  retry_slow_repetitions();
+  if (options_.deadline_s <= 0 || now_seconds() < options_.deadline_s) retry_slow_repetitions();
   update_report();
 }
 

@@ -148,7 +148,7 @@ SweepRecord SweepRunner::run() {
   // Complete only when every point of the plan ran and none failed: a resumed run measures the
   // failed ones again.
   const std::size_t failed = report_.failed_points().size();
-  report_.complete = !report_.interrupted && failed == 0;
+  report_.complete = !report_.interrupted && !rounds_cut_ && failed == 0;
   report_.elapsed_s = now_seconds() - start_s_;
   save();
   for (const auto& warning : {report_.pair_core_warning, report_.baseline_warning}) {

@@ -197,6 +197,7 @@ class SweepRunner {
   std::vector<PointRun> runs_;
   int rounds_done_ = 0;
   double start_s_ = 0;
+  bool rounds_cut_ = false;  // options_.deadline_s ended the rounds before the last
   double cost_total_ = 0, cost_done_ = 0, seconds_done_ = 0;
   std::unique_ptr<CoreProbe> core_probe_;
   CoreProbesRecord probes_;

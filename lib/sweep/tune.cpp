@@ -291,6 +291,8 @@ json run_tune(const TuneOptions& o) {
   s.self = o.self;
   s.quiet = o.quiet;
   s.stop_requested = o.stop_requested;
+  // The budget holds for the rounds: none starts that would end after it (the first always runs).
+  s.deadline_s = start + o.budget_s;
   s.plan.emplace_back(o.model, "serial", 1, 1);
   for (std::size_t k = 0; k < chosen.size(); ++k) {
     const TuneCandidate& c = candidates[chosen[k]];
@@ -373,6 +375,14 @@ json run_tune(const TuneOptions& o) {
                                                                        : json(*std::max_element(errors.begin(), errors.end()))}};
   report["interrupted"] = sweep.interrupted;
   report["elapsed_s"] = now_seconds() - start;
+  // The rounds every measured point took: fewer than --repeat where the budget ended them.
+  int rounds_done = 0;
+  for (const PointRecord& p : sweep.points) {
+    if (p.measured()) rounds_done = std::max(rounds_done, static_cast<int>(p.rounds.size()));
+  }
+  report["budget"] = {{"seconds", o.budget_s}, {"planned_s", profiled_s + planned},
+                      {"used_s", report["elapsed_s"]}, {"rounds", o.repeat}, {"rounds_done", rounds_done},
+                      {"cut", !sweep.interrupted && rounds_done < o.repeat}};
   return report;
 }
 

@@ -19,7 +19,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp, "tune.json")
         run = subprocess.run([args.cli, "tune", "--model", "fc3", "--cores", "1", "--strategies",
-                              "stream,cluster,blas", "--budget", "1", "--repeat", "1", "--warmup", "0",
+                              "stream,cluster,blas", "--budget", "1", "--repeat", "3", "--warmup", "0",
                               "--min-time", "0.02", "--synthetic", "256", "--quiet", "--out", str(out)],
                              capture_output=True, text=True, timeout=600)
         check(run.returncode == 0, f"tune exits 0 ({run.returncode}: {run.stderr[-500:]})")
@@ -48,6 +48,13 @@ def main():
         check(all(m["id"] in run.stdout for m in measured), "the table names every measured point")
         check("winner stream" in run.stdout and "planner error" in run.stdout,
               "the table ends with the winners and the planner's error")
+        # The profile alone takes longer than --budget 1: the first round runs (every candidate
+        # has a repetition) and no other starts.
+        budget = report["budget"]
+        check(budget["rounds"] == 3 and budget["rounds_done"] == 1 and budget["cut"],
+              f"the budget ends the rounds after the first ({budget})")
+        check("1 of 3 rounds: the budget ended the rounds" in run.stdout,
+              "the table says the budget ended the rounds")
 
         for name, breaking in [
             ("measured as text", lambda r: r.update(measured="none")),
@@ -55,6 +62,7 @@ def main():
             ("an unknown strategy", lambda r: r["candidates"][0].update(strategy="quantum")),
             ("a speedup as text", lambda r: r["measured"][0].update(speedup="fast")),
             ("two nodes", lambda r: r["config"].update(nodes=2)),
+            ("a budget without its rounds", lambda r: r["budget"].pop("rounds_done")),
         ]:
             broken = copy.deepcopy(report)
             breaking(broken)

@@ -251,6 +251,11 @@ struct SweepOptions {
   bool quiet = false;
   std::optional<ProbeSlowdown> probe_slowdown;  // tests only
   std::function<bool()> stop_requested;  // Ctrl-C: finish nothing more, mark incomplete
+  // A now_seconds() time (0: none; `cnnbench tune --budget`): no round starts that would end after
+  // it, judged by the last round's length, and no slow repetition is retried past it. The first
+  // round always runs, so every point has a repetition; the points of a sweep its deadline cut
+  // carry rounds_done, and the sweep is not complete.
+  double deadline_s = 0;
   // Not empty: exactly these points, in this order, instead of the grid of models x strategies x
   // cores x nodes (their serial baselines among them; `cnnbench tune`).
   std::vector<PointSpec> plan;
