@@ -15,36 +15,22 @@ Usage: bench/serial_limit.py --out FILE [--force] [--cli PATH] [--runs 5] [--ste
   --steps  steps per run, batch 64 on 4,096 synthetic images (10-1000000)
   --pairs  PyTorch pairs per model; 0 leaves PyTorch out (0-100)
   --core   the core to pin to (the first of the process's cores when it is not one of them)"""
-import argparse
 import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from bench_common import bounded, check_run_args, failer, parser_of, write_json
 
 HERE = Path(__file__).resolve().parent
 MODELS = ("lenet5", "fc3")
 SETTINGS = ("unset", "Haswell")
 
 
-def fail(message, code=1):
-    print(f"serial_limit: {message}", file=sys.stderr)
-    sys.exit(code)
-
-
-def bounded(low, high):
-    def parse(text):
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number")
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{value} is outside {low:,}..{high:,}")
-        return value
-    return parse
+fail = failer("serial_limit")
 
 
 def environment(setting):
@@ -97,9 +83,7 @@ def pytorch_ratios(cli, prefix, pairs):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\nUsage: ")[0],
-                                     usage=__doc__.split("Usage: ")[1].split("\n  --")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = parser_of(__doc__)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--force", action="store_true")
     parser.add_argument("--cli", default=str(HERE.parent / "build/release/apps/cnnbench"))
@@ -108,17 +92,7 @@ def main():
     parser.add_argument("--pairs", type=bounded(0, 100), default=5)
     parser.add_argument("--core", type=bounded(0, 1 << 20), default=1)
     args = parser.parse_args()
-    if args.out.exists() and os.path.exists(args.cli) and os.path.samefile(args.out, args.cli):
-        fail(f"--out {args.out}: is the --cli it runs, an input; name another file", 2)
-    if args.out.exists() and not args.force:
-        fail(f"--out {args.out}: exists; pass --force to replace it", 2)
-    if not args.out.parent.is_dir():
-        fail(f"--out {args.out}: no folder {args.out.parent}", 2)
-    if not (os.path.isfile(args.cli) and os.access(args.cli, os.X_OK)):
-        fail(f"--cli {args.cli}: not an executable (build it, or pass --cli)", 2)
-    version = subprocess.run([args.cli, "--version"], capture_output=True, text=True).stdout
-    if "sanitizers" in version:
-        fail(f"--cli {args.cli} is a sanitizer build: its times would measure the sanitizer", 2)
+    check_run_args(fail, args.out, args.force, args.cli)
     cores = sorted(os.sched_getaffinity(0))
     core = args.core if args.core in cores else cores[0]
     prefix = pinned(core)
@@ -155,16 +129,7 @@ def main():
            "runs": args.runs, "core": core, "rows": rows}
     if args.pairs > 0:
         out["pytorch"] = pytorch_ratios(args.cli, prefix, args.pairs)
-    fd, temp = tempfile.mkstemp(dir=args.out.parent, prefix=f".{args.out.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(out, f, indent=1)
-            f.write("\n")
-        os.chmod(temp, 0o644)
-        os.replace(temp, args.out)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    write_json(args.out, out)
     print(f"serial_limit: wrote {args.out}")
     return 0
 

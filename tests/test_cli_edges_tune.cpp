@@ -23,6 +23,7 @@ const std::vector<Edge> kTuneEdges = {
     {"TuneBudgetZero", tune + " --budget 0", 2, "--budget: 0: expected a finite number in (0, 604800]"},
     {"TuneBudgetNan", tune + " --budget nan", 2, "--budget: nan: expected a finite number"},
     {"TuneBudgetWords", tune + " --budget soon", 2, "--budget: soon: expected a finite number"},
+    {"TuneExhaustiveHasNoBudget", tune + " --exhaustive --budget 60", 2, "--budget excludes --exhaustive"},
     {"TuneUnknownStrategy", tune + " --strategies stream,quantum", 2, "--strategies"},
     {"TuneSerialIsNoCandidate", tune + " --strategies serial", 2, "--strategies"},
     {"TuneSeveralNodes", tune + " --nodes 2", 2, "--nodes: 2: tune measures one node"},

@@ -21,6 +21,7 @@ struct TuneArgs {
   int nodes = 1;
   std::vector<std::string> strategies = {"stream", "cluster", "blas"};
   double budget = 300;
+  bool exhaustive = false;
   int repeat = 3, warmup = 1;
   double min_time = 0.2;
   std::string isa = "best";
@@ -110,6 +111,7 @@ int run_tune_command(const TuneArgs& a) {
   o.cores = a.cores;
   o.strategies = a.strategies;
   o.budget_s = a.budget;
+  o.exhaustive = a.exhaustive;
   o.repeat = a.repeat;
   o.warmup = a.warmup;
   o.min_time = a.min_time;
@@ -153,7 +155,10 @@ void add_tune_command(CLI::App& root, Runner& runner) {
       ->delimiter(',')
       ->check(CLI::IsMember(tunable_strategies()))
       ->capture_default_str();
-  add_number_option(cmd, g::tune_budget, args->budget)->capture_default_str();
+  CLI::Option* budget = add_number_option(cmd, g::tune_budget, args->budget)->capture_default_str();
+  cmd->add_flag("--exhaustive", args->exhaustive,
+                "measure every candidate, with no budget: the ground truth the planner is judged by")
+      ->excludes(budget);
   add_number_option(cmd, g::repeat, args->repeat)->capture_default_str();
   add_number_option(cmd, g::warmup, args->warmup)->capture_default_str();
   add_number_option(cmd, g::min_time, args->min_time)

@@ -258,13 +258,18 @@ json run_tune(const TuneOptions& o) {
   double fixed = runs * 2.0 * static_cast<double>(steps) * serial_step + 0.5 * (o.repeat + 1);
   if (wants(o, "cluster")) fixed += allreduce_bench_s;
   const double left = o.budget_s - profiled_s - fixed;
-  const std::vector<std::size_t> chosen = choose_measured(candidates, cost, left);
+  std::vector<std::size_t> chosen;
+  if (o.exhaustive) {
+    for (std::size_t i = 0; i < candidates.size(); ++i) chosen.push_back(i);
+  } else {
+    chosen = choose_measured(candidates, cost, left);
+  }
   double planned = fixed;
   for (std::size_t i : chosen) planned += cost(candidates[i]);
   say("profiled in " + duration_text(profiled_s) + "; " + std::to_string(candidates.size()) +
       " candidates predicted, measuring " + std::to_string(chosen.size()) + " (about " +
-      duration_text(planned) + " of the " + duration_text(o.budget_s) + " budget)");
-  if (profiled_s + planned > o.budget_s) {
+      duration_text(planned) + (o.exhaustive ? ", every one: --exhaustive)" : " of the " + duration_text(o.budget_s) + " budget)"));
+  if (!o.exhaustive && profiled_s + planned > o.budget_s) {
     say("warning: the budget is too small for each strategy's default and predicted best; "
         "measuring them anyway");
   }
@@ -292,7 +297,7 @@ json run_tune(const TuneOptions& o) {
   s.quiet = o.quiet;
   s.stop_requested = o.stop_requested;
   // The budget holds for the rounds: none starts that would end after it (the first always runs).
-  s.deadline_s = start + o.budget_s;
+  if (!o.exhaustive) s.deadline_s = start + o.budget_s;
   s.plan.emplace_back(o.model, "serial", 1, 1);
   for (std::size_t k = 0; k < chosen.size(); ++k) {
     const TuneCandidate& c = candidates[chosen[k]];
@@ -358,7 +363,7 @@ json run_tune(const TuneOptions& o) {
     winners[strategy] = w;
   }
   report["config"] = {{"model", model_name(o.model)}, {"cores", o.cores}, {"nodes", 1},
-                      {"strategies", o.strategies}, {"budget_s", o.budget_s}, {"repeat", o.repeat},
+                      {"strategies", o.strategies}, {"budget_s", o.budget_s}, {"exhaustive", o.exhaustive}, {"repeat", o.repeat},
                       {"warmup", o.warmup}, {"min_time_s", o.min_time}, {"steps", steps},
                       {"batch", o.batch}, {"lr", float_setting(o.lr)}, {"momentum", float_setting(o.momentum)},
                       {"seed", o.seed}, {"pin", o.pin}, {"isa", o.isa},
@@ -380,7 +385,7 @@ json run_tune(const TuneOptions& o) {
   for (const PointRecord& p : sweep.points) {
     if (p.measured()) rounds_done = std::max(rounds_done, static_cast<int>(p.rounds.size()));
   }
-  report["budget"] = {{"seconds", o.budget_s}, {"planned_s", profiled_s + planned},
+  if (!o.exhaustive) report["budget"] = {{"seconds", o.budget_s}, {"planned_s", profiled_s + planned},
                       {"used_s", report["elapsed_s"]}, {"rounds", o.repeat}, {"rounds_done", rounds_done},
                       {"cut", !sweep.interrupted && rounds_done < o.repeat}};
   return report;

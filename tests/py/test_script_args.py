@@ -87,6 +87,25 @@ def main():
                 result = run([str(bench / script), "--cli", args.cli, option, value], work)
                 refused_cleanly(result, f"{script} {option} {value!r}", option, bounds, work, before)
 
+        # The Python bench scripts (argparse, bench/bench_common.py): exit 2, the option and its
+        # bounds named, no raw control byte, nothing written.
+        for script, option, bounds in (("serial_limit.py", "--runs", "1..50"),
+                                       ("tune_vs_exhaustive.py", "--repeat", "1..100")):
+            for value in ("0", "abc", "18446744073709551617", "\x1b]0;x\x07"):
+                result = run([sys.executable, str(bench / script), "--out", str(work / "out.json"),
+                              "--cli", args.cli, option, value], work)
+                err = result.stderr.decode(errors="replace")
+                what = f"{script} {option} {value!r}"
+                check(result.returncode == 2, f"{what}: exit 2 (got {result.returncode})")
+                check(f"argument {option}:" in err and ("is outside " + bounds in err or "is not a whole number" in err),
+                      f"{what}: names {option} and why: {err[-200:]!r}")
+                raw = [b for b in result.stdout + result.stderr if b < 0x20 and b not in (0x0A,)]
+                check(not raw, f"{what}: no raw control byte on stdout or stderr ({raw[:4]})")
+                check(sorted(os.listdir(work)) == before, f"{what}: nothing written")
+            result = run([sys.executable, str(bench / script), "-h"], work)
+            check(result.returncode == 0 and b"Usage" not in result.stderr and len(result.stdout.splitlines()) >= 3,
+                  f"{script} -h: exit 0 and what it does")
+
         # -h/--help answers on every script a user runs, and starts nothing: no install, no build,
         # no test run, no folder named "--help".
         runnable = sorted(p for folder in ("scripts", "bench", "datasets")

@@ -95,6 +95,9 @@ struct TuneOptions {
   int cores = 1;
   std::vector<std::string> strategies = {"stream", "cluster", "blas"};
   double budget_s = 300;  // the whole tune: the profile and the measurements
+  // Measure every candidate, not only the most promising, with no budget: the ground truth that
+  // the planner's choice and error are judged by (docs/tune.md).
+  bool exhaustive = false;
   int repeat = 3, warmup = 1;
   double min_time = 0.2;  // the serial repetition's length the steps per repetition are set for
   int batch = 64;
