@@ -147,6 +147,28 @@ TEST(TunePlanner, ClusterThreadsHalveComputeButNotTheUpdate) {
   }
 }
 
+// The winner is the default unless a candidate beat it in every repetition: a higher median with
+// a repetition below the default's median is luck, not a winner.
+TEST(TuneWinners, TheDefaultUnlessACandidateBeatItInEveryRepetition) {
+  const auto entry = [](const char* id, bool is_default, double speedup, double low, double high) {
+    return nlohmann::json{{"id", id}, {"strategy", "stream"}, {"status", "ok"}, {"label", id},
+                          {"options", nlohmann::json::object()}, {"default", is_default}, {"speedup", speedup},
+                          {"speedup_range", {low, high}}, {"measured_step_s", 1e-3}, {"command", {"cnnbench"}}};
+  };
+  nlohmann::json measured = {entry("default", true, 1.50, 1.45, 1.55), entry("lucky", false, 1.70, 1.40, 1.90),
+                             entry("steady", false, 1.60, 1.52, 1.65), entry("steadier", false, 1.58, 1.56, 1.60)};
+  nlohmann::json winners = tune_winners(measured, {"stream", "cluster"});
+  EXPECT_EQ(winners.at("stream").at("id"), "steady");  // the higher median of the two that clear
+  EXPECT_EQ(winners.at("stream").at("default_speedup"), 1.50);
+  EXPECT_TRUE(winners.at("cluster").is_null());
+  measured.erase(2);  // without "steady"
+  EXPECT_EQ(tune_winners(measured, {"stream"}).at("stream").at("id"), "steadier");
+  measured.erase(2);  // only the lucky one beside the default
+  EXPECT_EQ(tune_winners(measured, {"stream"}).at("stream").at("id"), "default");
+  measured[0]["status"] = "failed";  // no default measured: the highest median
+  EXPECT_EQ(tune_winners(measured, {"stream"}).at("stream").at("id"), "lucky");
+}
+
 TEST(TunePlanner, BlasMatchesItsProfiledEnds) {
   TuneProfile p = linear_profile(ModelKind::fc3, 4, {{"f1", 1e-6}}, 0, 0);
   p.blas_step_1_s = 4e-3;

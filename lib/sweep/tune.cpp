@@ -219,6 +219,34 @@ std::vector<std::string> tune_command(const TuneOptions& o, const TuneCandidate&
   return words;
 }
 
+json tune_winners(const json& measured, const std::vector<std::string>& strategies) {
+  json winners = json::object();
+  for (const std::string& strategy : strategies) {
+    const json* fallback = nullptr;
+    for (const json& m : measured) {
+      if (m.at("strategy") == strategy && m.at("status") == "ok" && m.at("default").get<bool>()) fallback = &m;
+    }
+    const json* best = nullptr;  // the highest of the candidates that clear the default
+    for (const json& m : measured) {
+      if (m.at("strategy") != strategy || m.at("status") != "ok" || &m == fallback) continue;
+      const bool clears = fallback == nullptr ||
+                          (m.contains("speedup_range") && m.at("speedup_range")[0].get<double>() > fallback->at("speedup").get<double>());
+      if (clears && (best == nullptr || m.at("speedup").get<double>() > best->at("speedup").get<double>())) best = &m;
+    }
+    if (best == nullptr) best = fallback;
+    if (best == nullptr) {
+      winners[strategy] = nullptr;
+      continue;
+    }
+    json w = {{"id", best->at("id")}, {"label", best->at("label")}, {"options", best->at("options")},
+              {"default", best->at("default")}, {"speedup", best->at("speedup")},
+              {"measured_step_s", best->at("measured_step_s")}, {"command", best->at("command")}};
+    w["default_speedup"] = fallback ? fallback->at("speedup") : json(nullptr);
+    winners[strategy] = w;
+  }
+  return winners;
+}
+
 json run_tune(const TuneOptions& o) {
   const double start = now_seconds();
   const auto say = [&o](const std::string& line) {
@@ -308,7 +336,7 @@ json run_tune(const TuneOptions& o) {
   }
   const SweepRecord sweep = run_sweep(s);
 
-  json measured = json::array(), all = json::array(), winners = json::object();
+  json measured = json::array(), all = json::array();
   std::vector<double> errors;
   for (const TuneCandidate& c : candidates) all.push_back(candidate_json(c));
   const PointRecord* serial = sweep.find_measured(s.plan.front().id());
@@ -343,25 +371,7 @@ json run_tune(const TuneOptions& o) {
     if (point->images_per_s) entry["images_per_s"] = point->images_per_s->median;
     measured.push_back(entry);
   }
-  // Each strategy's winner: the measured candidate of the highest paired speedup.
-  for (const std::string& strategy : o.strategies) {
-    const json* best = nullptr;
-    const json* fallback = nullptr;
-    for (const json& m : measured) {
-      if (m["strategy"] != strategy || m["status"] != "ok") continue;
-      if (m["default"].get<bool>()) fallback = &m;
-      if (best == nullptr || m["speedup"].get<double>() > (*best)["speedup"].get<double>()) best = &m;
-    }
-    if (best == nullptr) {
-      winners[strategy] = nullptr;
-      continue;
-    }
-    json w = {{"id", (*best)["id"]}, {"label", (*best)["label"]}, {"options", (*best)["options"]},
-              {"default", (*best)["default"]}, {"speedup", (*best)["speedup"]},
-              {"measured_step_s", (*best)["measured_step_s"]}, {"command", (*best)["command"]}};
-    w["default_speedup"] = fallback ? (*fallback)["speedup"] : json(nullptr);
-    winners[strategy] = w;
-  }
+  const json winners = tune_winners(measured, o.strategies);
   report["config"] = {{"model", model_name(o.model)}, {"cores", o.cores}, {"nodes", 1},
                       {"strategies", o.strategies}, {"budget_s", o.budget_s}, {"exhaustive", o.exhaustive}, {"repeat", o.repeat},
                       {"warmup", o.warmup}, {"min_time_s", o.min_time}, {"steps", steps},

@@ -119,6 +119,12 @@ struct TuneOptions {
 // tune-report.schema.json). A stop request ends it early with "interrupted": true.
 nlohmann::json run_tune(const TuneOptions& options);
 
+// Each strategy's winner from the tune report's `measured` entries (strategy, status, default,
+// speedup, speedup_range, ...): its default, unless a candidate measured faster than the default
+// in every repetition (each paired ratio above the default's median speedup); of those, the one of
+// the highest median. null for a strategy with nothing measured.
+nlohmann::json tune_winners(const nlohmann::json& measured, const std::vector<std::string>& strategies);
+
 // The `cnnbench train` command that runs a candidate again for `steps` steps.
 std::vector<std::string> tune_command(const TuneOptions& options, const TuneCandidate& candidate,
                                       std::int64_t steps);
