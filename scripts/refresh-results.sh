@@ -8,12 +8,14 @@
 #             models, with OPENBLAS_CORETYPE unset (the peers part runs as the machine is set)
 #   limit     results/serial-limit.json: serial against the core's sgemm peak, OPENBLAS_CORETYPE
 #             unset and Haswell, and against PyTorch (bench/serial_limit.py)
+#   tune      results/tune-vs-exhaustive-2core*.json: `cnnbench tune` against every candidate
+#             measured, both models on 2 cores (bench/tune_vs_exhaustive.py; docs/tune.md)
 #   accuracy  results/accuracy-*.json: five epochs of MNIST per model and strategy
 #   report    plots/report-screenshot.png: the headline sweep's page in headless Chromium
 # Each report carries the machine it ran on (CPU family and model, cores, OPENBLAS_CORETYPE as it
-# was set) and the commit. Run it on a quiet machine: the parts take about 30 minutes on 2 cores.
+# was set) and the commit. Run it on a quiet machine: the parts take about 50 minutes on 2 cores.
 # Usage: scripts/refresh-results.sh --force [--cli PATH]
-#                                   [--parts "sweep peers peers5 limit accuracy report"]
+#                                   [--parts "sweep peers peers5 limit tune accuracy report"]
 #   --force  required: the parts replace committed files (without it nothing runs)
 #   --cli    the cnnbench to run (default: build/release/apps/cnnbench, built first); a
 #            sanitizer build is refused
@@ -27,7 +29,7 @@ cd "$root"
 
 cli=""
 force=0
-parts="sweep peers peers5 limit accuracy report"
+parts="sweep peers peers5 limit tune accuracy report"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --cli) check_has_value "$1" "$#"; cli=$2; shift 2 ;;
@@ -38,8 +40,8 @@ while [[ $# -gt 0 ]]; do
 done
 for part in $parts; do
   case "$part" in
-    sweep | peers | peers5 | limit | accuracy | report) ;;
-    *) check_args_fail "--parts: unknown part '$(check_args_shown "$part")' (sweep, peers, peers5, limit, accuracy, report)" ;;
+    sweep | peers | peers5 | limit | tune | accuracy | report) ;;
+    *) check_args_fail "--parts: unknown part '$(check_args_shown "$part")' (sweep, peers, peers5, limit, tune, accuracy, report)" ;;
   esac
 done
 ((force == 1)) || check_args_fail "replaces the committed results, plots and README tables: pass --force to do so"
@@ -103,6 +105,15 @@ if wants limit; then
   say "serial against the core's limit and PyTorch (results/serial-limit.json)"
   "$python" bench/serial_limit.py --cli "$cli" --out results/serial-limit.json --force
   stage_done limit
+fi
+
+if wants tune; then
+  say "the tuner against every candidate measured (results/tune-vs-exhaustive-2core.json)"
+  "$python" bench/tune_vs_exhaustive.py --cli "$cli" --cores 2 --repeat 5 --budget 120 \
+    --out results/tune-vs-exhaustive-2core.json --force
+  "$python" bench/tune_vs_exhaustive.py --cli "$cli" --models fc3 --cores 2 --repeat 5 --budget 45 \
+    --out results/tune-vs-exhaustive-2core-fc3-45s.json --force
+  stage_done tune
 fi
 
 if wants accuracy; then
