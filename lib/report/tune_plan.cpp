@@ -6,9 +6,9 @@
 #include <set>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/stream_options.hpp"
 #include "cnnbench/train.hpp"
 #include "cnnbench/tune.hpp"
-#include "../strategies/stream/widths.hpp"
 
 namespace cnnbench {
 

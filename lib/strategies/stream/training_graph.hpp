@@ -1,8 +1,8 @@
 // FC-3 and LeNet-5 as stream graphs: a source of micro-batches, forward layers expanded by
 // splitjoins into parameter blocks, the loss actor, backward layers, and a sink that ends a step;
 // a link carries each copy's loss to the sink, and a feedback edge the sink's credits back to the
-// source. The parts: widths.hpp (the shape choices), training_run.hpp (the plan and the
-// flow-control table), param_block.hpp, actors.hpp, and builder.cpp, which wires them.
+// source. The parts: cnnbench/stream_options.hpp (the shape choices), training_run.hpp (the plan
+// and the flow-control table), param_block.hpp, actors.hpp, and builder.cpp, which wires them.
 #pragma once
 
 #include <memory>
@@ -10,9 +10,9 @@
 
 #include "actors.hpp"
 #include "cnnbench/stream.hpp"
+#include "cnnbench/stream_options.hpp"
 #include "param_block.hpp"
 #include "training_run.hpp"
-#include "widths.hpp"
 
 namespace cnnbench {
 

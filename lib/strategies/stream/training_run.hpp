@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include "cnnbench/stream_options.hpp"
 #include "cnnbench/train.hpp"
-#include "widths.hpp"
 
 namespace cnnbench {
 

@@ -1,5 +1,6 @@
-// The stream strategy's shape choices: the consistency mode and how many blocks each layer's
-// splitjoins expand into (--widths), with the defaults per model and core count.
+// The stream strategy's public pieces: its shape choices, the consistency mode and how many blocks
+// each layer's splitjoins expand into (--widths), with the defaults per model and core count. The
+// strategy builds its graph from them; the tuner's planner (lib/report) enumerates them.
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
 // Parsing --consistency and --widths, and the default widths: the paper's graph, or one copy of
 // LeNet-5 per core (sample fission).
-#include "widths.hpp"
+#include "cnnbench/stream_options.hpp"
 
 #include <algorithm>
 #include <string>
