@@ -113,19 +113,36 @@ TEST(TunePlanner, ALargeUpdateKeepsFc3InOneCopyWithF1Split) {
   EXPECT_TRUE(best.label.starts_with("s=1 f1=2")) << best.label;
 }
 
-TEST(TunePlanner, FiringCostComesBackFromTheProfileRun) {
-  TuneProfile p = linear_profile(ModelKind::fc3, 2, {{"f1", 1e-6}, {"f2", 1e-7}, {"f3", 1e-8}, {"loss", 1e-8}},
-                                 1e-8, 1e-5);
-  p.stream_firing_s = 3e-6;
-  // Predict the profile run's own graph (every width 1, one micro-batch, one core), then take
-  // the firing cost back from that step.
-  TuneCandidate one;
-  one.strategy = "stream";
-  one.cores = 1;
-  one.options = {{"widths", "s=1,f1=1,f2=1,f3=1"}, {"microbatches", "1"}};
-  predict_step(p, one);
-  EXPECT_NEAR(stream_firing_seconds(p, one.predicted_step_s), 3e-6, 1e-12);
-  EXPECT_EQ(stream_firing_seconds(p, 0.0), 0.0);  // never negative
+TEST(TunePlanner, FiringAndFixedCostsComeBackFromTheTwoProfileRuns) {
+  for (ModelKind model : {ModelKind::fc3, ModelKind::lenet5}) {
+    TuneProfile p = linear_profile(model, 2,
+                                   model == ModelKind::fc3
+                                       ? std::map<std::string, double>{{"f1", 1e-6}, {"f2", 1e-7}, {"f3", 1e-8}, {"loss", 1e-8}}
+                                       : std::map<std::string, double>{{"c1", 1e-6}, {"c2", 2e-6}, {"f1", 1e-7}, {"f2", 1e-8}, {"f3", 1e-8}, {"loss", 1e-8}},
+                                   1e-8, 1e-5);
+    p.stream_firing_s = 3e-6;
+    p.stream_fixed_s = 40e-6;
+    // Predict the profile runs' own graphs (every width 1 on one core, in 1 and 4 micro-batches),
+    // then take both costs back from those two steps.
+    const int m = stream_profile_microbatches(p.batch);
+    EXPECT_EQ(m, 4);
+    TuneCandidate one = stream_profile_graph(model, 1), four = stream_profile_graph(model, m);
+    predict_step(p, one);
+    predict_step(p, four);
+    EXPECT_GT(four.predicted_step_s, one.predicted_step_s);  // more firings, the same samples
+    const StreamCosts costs = stream_costs(p, one.predicted_step_s, m, four.predicted_step_s);
+    EXPECT_NEAR(costs.firing_s, 3e-6, 1e-12);
+    EXPECT_NEAR(costs.fixed_s, 40e-6, 1e-12);
+    // Never negative: a faster second run than the first gives no firing cost.
+    const StreamCosts none = stream_costs(p, one.predicted_step_s, m, one.predicted_step_s * 0.5);
+    EXPECT_EQ(none.firing_s, 0.0);
+    EXPECT_GE(none.fixed_s, 0.0);
+    // One run only (an odd batch): all of its excess goes on the firings.
+    EXPECT_EQ(stream_profile_microbatches(63), 1);
+    p.stream_fixed_s = 0;
+    predict_step(p, one);
+    EXPECT_NEAR(stream_costs(p, one.predicted_step_s, 1, 0).firing_s, 3e-6, 1e-12);
+  }
 }
 
 TEST(TunePlanner, ClusterThreadsHalveComputeButNotTheUpdate) {
@@ -145,6 +162,40 @@ TEST(TunePlanner, ClusterThreadsHalveComputeButNotTheUpdate) {
       EXPECT_GT(c.predicted_step_s, candidates.front().predicted_step_s);  // the one-thread point
     }
   }
+}
+
+TEST(TunePlanner, CrossCoreCostComesBackFromTheProfileRunAndFallsOnTheClustersThreads) {
+  TuneProfile p = linear_profile(ModelKind::fc3, 2, {{"f1", 1e-6}, {"f2", 1e-7}, {"f3", 1e-8}, {"loss", 1e-8}},
+                                 1e-8, 1e-5);
+  p.cluster_update_s = 1e-5;
+  p.cluster_fixed_s = 2e-6;
+  auto cluster = tune_candidates(ModelKind::fc3, "cluster", 2, 64);
+  auto stream = tune_candidates(ModelKind::fc3, "stream", 2, 64);
+  std::vector<double> before;
+  for (auto* list : {&cluster, &stream}) {
+    for (TuneCandidate& c : *list) {
+      predict_step(p, c);
+      before.push_back(c.predicted_step_s);
+    }
+  }
+  // The default on both cores measured 50 us above its prediction: two threads cross the whole
+  // parameter set once (each sums half of the other's gradient and reads back half the weights).
+  // The stream's copies are left to their update's model.
+  const auto is_default = [](const TuneCandidate& c) { return c.is_default; };
+  const TuneCandidate profiled = *std::find_if(cluster.begin(), cluster.end(), is_default);
+  p.cross_core_s = cross_core_seconds(p, profiled.predicted_step_s + 50e-6);
+  EXPECT_NEAR(p.cross_core_s, 50e-6, 1e-12);
+  std::size_t k = 0;
+  for (auto* list : {&cluster, &stream}) {
+    for (TuneCandidate& c : *list) {
+      predict_step(p, c);
+      const bool shares = c.strategy == "cluster" && c.cores > 1;
+      EXPECT_NEAR(c.predicted_step_s - before[k++], shares ? 50e-6 : 0.0, 1e-12) << c.label;
+    }
+  }
+  EXPECT_EQ(cross_core_seconds(p, 0.0), 0.0);  // never negative
+  p.cores = 1;
+  EXPECT_EQ(cross_core_seconds(p, 1.0), 0.0);  // one core crosses nothing
 }
 
 // The winner is the default unless a candidate beat it in every repetition: a higher median with

@@ -173,16 +173,11 @@ double busiest_core(std::vector<double> units, int cores) {
   return *std::max_element(load.begin(), load.end());
 }
 
-// The firings of one micro-batch through one copy: a forward and a backward actor per block, a
-// split and a join each way per split layer, the loss and the gather; and the source and sink.
-double copy_firings(ModelKind model, const LayerWidths& w) {
-  double firings = 2;  // loss, gather
-  for (const SplitLayer& l : split_layers(model)) {
-    const int width = w.*(l.width);
-    firings += 2.0 * width + (width > 1 ? 4 : 0);
-  }
-  return firings;
-}
+// How many times a step moves the whole parameter set between cores when k threads of one rank
+// each compute on their own slice of the batch: every thread sums the others' gradients for its
+// part of the parameters ((k - 1) / k of them from other cores) and reads back the weights the
+// others stepped (as many again).
+double crossings(int k) { return k > 1 ? 2.0 * (k - 1) / k : 0.0; }
 
 // A copy's step, its firings and the bound that set it, from the profile (docs/tune.md).
 void predict_stream(const TuneProfile& p, TuneCandidate& cand) {
@@ -222,7 +217,9 @@ void predict_stream(const TuneProfile& p, TuneCandidate& cand) {
   // A micro-batch passes the chain of layers in order; the other M - 1 follow it through the
   // pipeline at the busiest core's pace, and the blocks' updates end the step.
   const double piped = chain + (m - 1.0) / m * busiest + update_total / c;
-  cand.predicted_step_s = std::max(busiest, piped);
+  // The copies' cross-core traffic is left to the update's (s + 2) n: the cluster's cross-core
+  // cost put on them overshot their measurement (docs/tune.md, "What the cores cost each other").
+  cand.predicted_step_s = std::max(busiest, piped) + p.stream_fixed_s;
   cand.bound = busiest >= piped ? "busiest core" : "chain";
 }
 
@@ -237,7 +234,8 @@ void predict_cluster(const TuneProfile& p, TuneCandidate& cand) {
   // buffers themselves up to 2 threads ((T + 2) n), past that a reduce-scatter first (about
   // 4.5n); slices sum and step their slice (n + 2n / T).
   const double moved = slices ? 1 + 2.0 / t : t <= 2 ? t + 2.0 : 4.5;
-  cand.predicted_step_s = compute + p.cluster_fixed_s + p.cluster_update_s * moved / 3.0;
+  cand.predicted_step_s = compute + p.cluster_fixed_s + p.cluster_update_s * moved / 3.0 +
+                          p.cross_core_s * crossings(t);
   cand.bound = "compute + update";
 }
 
@@ -330,13 +328,61 @@ std::vector<int> tune_profile_batches(const std::vector<TuneCandidate>& candidat
   return {batches.rbegin(), batches.rend()};
 }
 
-double stream_firing_seconds(const TuneProfile& p, double measured_step_s) {
-  const BatchProfile& full = p.full_batch();
-  double work = full.data_s + full.update_s;
-  for (const auto& [layer, seconds] : full.layer_s) work += seconds;
-  // One micro-batch through one copy, plus the source and the sink.
-  const double firings = copy_firings(p.model, LayerWidths{}) + 2;
-  return std::max(0.0, (measured_step_s - work) / firings);
+TuneCandidate stream_profile_graph(ModelKind model, int microbatches) {
+  TuneCandidate graph;
+  graph.strategy = "stream";
+  graph.cores = 1;
+  graph.options = {{"widths", widths_text(model, LayerWidths{})},
+                   {"microbatches", std::to_string(microbatches)},
+                   {"consistency", "strict"}};
+  graph.label = "profile m=" + std::to_string(microbatches);
+  return graph;
+}
+
+int stream_profile_microbatches(int batch) {
+  for (int m : {4, 2}) {
+    if (batch % m == 0) return m;
+  }
+  return 1;
+}
+
+StreamCosts stream_costs(const TuneProfile& p, double step_1_s, int microbatches, double step_m_s) {
+  // The planner's step of a profile graph is linear in the two costs: its value at zero cost
+  // and its slope in the cost per firing (the fixed cost adds itself).
+  const auto predicted = [&p](int m, double firing_s) {
+    TuneProfile at = p;
+    at.stream_firing_s = firing_s;
+    at.stream_fixed_s = 0;
+    TuneCandidate graph = stream_profile_graph(p.model, m);
+    predict_stream(at, graph);
+    return graph.predicted_step_s;
+  };
+  constexpr double unit = 1e-6;
+  const double base_1 = predicted(1, 0), slope_1 = (predicted(1, unit) - base_1) / unit;
+  StreamCosts costs;
+  if (microbatches <= 1) {
+    costs.firing_s = std::max(0.0, (step_1_s - base_1) / slope_1);
+    return costs;
+  }
+  const double base_m = predicted(microbatches, 0);
+  const double slope_m = (predicted(microbatches, unit) - base_m) / unit;
+  costs.firing_s = std::max(0.0, ((step_m_s - base_m) - (step_1_s - base_1)) / (slope_m - slope_1));
+  costs.fixed_s = std::max(0.0, step_1_s - base_1 - slope_1 * costs.firing_s);
+  return costs;
+}
+
+double cross_core_seconds(const TuneProfile& p, double measured_step_s) {
+  if (p.cores < 2) return 0;
+  const std::vector<TuneCandidate> candidates = cluster_candidates(p.cores);
+  const auto profiled = std::find_if(candidates.begin(), candidates.end(),
+                                     [](const TuneCandidate& c) { return c.is_default; });
+  CNNBENCH_CHECK(profiled != candidates.end(), "tune: the cluster has no default on " +
+                                                   std::to_string(p.cores) + " cores");
+  TuneProfile without = p;
+  without.cross_core_s = 0;
+  TuneCandidate predicted = *profiled;
+  predict_cluster(without, predicted);
+  return std::max(0.0, (measured_step_s - predicted.predicted_step_s) / crossings(p.cores));
 }
 
 void predict_step(const TuneProfile& profile, TuneCandidate& candidate) {

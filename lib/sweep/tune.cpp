@@ -109,6 +109,29 @@ bool wants(const TuneOptions& o, const std::string& strategy) {
   return std::find(o.strategies.begin(), o.strategies.end(), strategy) != o.strategies.end();
 }
 
+// One run of the cluster strategy, in a process of its own: a cluster run here would initialise
+// MPI in this process, and the mpirun of the measured cluster points would then inherit its
+// singleton's environment. Its report's metrics.
+json cluster_profile_run(const TuneOptions& o, const TuneCandidate& candidate, std::int64_t steps) {
+  const std::filesystem::path folder = std::filesystem::temp_directory_path() /
+                                       ("cnnbench-tune-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  std::vector<std::string> args = tune_command(o, candidate, steps);
+  args[0] = o.self.string();
+  args.insert(args.end(), {"--quiet", "--report", (folder / "cluster.json").string()});
+  const int code = run_logged(args, folder / "cluster.log", o.stop_requested);
+  const std::string why = last_line(folder / "cluster.log");
+  json run;
+  if (code == 0) run = json::parse(read_file(folder / "cluster.json"), nullptr, false);
+  std::error_code ignored;
+  std::filesystem::remove_all(folder, ignored);
+  if (o.stop_requested && o.stop_requested()) throw SweepInterrupted{};
+  CNNBENCH_CHECK(code == 0 && run.is_object() && run.contains("metrics"),
+                 "tune: the cluster's profile run on " + std::to_string(candidate.cores) +
+                     " thread(s) failed: " + why);
+  return run.at("metrics");
+}
+
 TuneProfile profile_step(const TuneOptions& o, const Dataset& train,
                          const std::vector<TuneCandidate>& candidates) {
   Profiler profiler(o, train);
@@ -126,32 +149,24 @@ TuneProfile profile_step(const TuneOptions& o, const Dataset& train,
   const double serial_step = p.full_batch().step_s;
   p.copy_bytes_per_s = copy_rate();
   if (wants(o, "stream")) {
-    TrainConfig config = base_config(o, "stream", 1);
-    config.options = {{"widths", o.model == ModelKind::fc3 ? "s=1,f1=1,f2=1,f3=1" : "s=1,c1k=1,c2c=1,f1=1,f2=1,f3=1"},
-                      {"microbatches", "1"}, {"consistency", "strict"}};
-    p.stream_firing_s = stream_firing_seconds(p, profiler.step_of(config, serial_step));
+    // The paper's graph on one core in one micro-batch and in several: what more firings of the
+    // same samples cost, and what the step costs beyond that.
+    const auto graph_step = [&](int microbatches) {
+      TrainConfig config = base_config(o, "stream", 1);
+      config.options = stream_profile_graph(o.model, microbatches).options;
+      return profiler.step_of(config, serial_step);
+    };
+    const int m = stream_profile_microbatches(o.batch);
+    const double step_1 = graph_step(1);
+    const StreamCosts costs = stream_costs(p, step_1, m, m > 1 ? graph_step(m) : step_1);
+    p.stream_firing_s = costs.firing_s;
+    p.stream_fixed_s = costs.fixed_s;
   }
   if (wants(o, "cluster")) {
-    // In a process of its own: a cluster run here would initialise MPI in this process, and the
-    // mpirun of the measured cluster points would then inherit its singleton's environment.
     TuneCandidate one;
     one.strategy = "cluster";
     const std::int64_t steps = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(profile_run_s / serial_step)), 20, 20000);
-    const std::filesystem::path folder = std::filesystem::temp_directory_path() /
-                                         ("cnnbench-tune-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(folder);
-    std::vector<std::string> args = tune_command(o, one, steps);
-    args[0] = o.self.string();
-    args.insert(args.end(), {"--quiet", "--report", (folder / "cluster.json").string()});
-    const int code = run_logged(args, folder / "cluster.log", o.stop_requested);
-    const std::string why = last_line(folder / "cluster.log");
-    json run;
-    if (code == 0) run = json::parse(read_file(folder / "cluster.json"), nullptr, false);
-    std::error_code ignored;
-    std::filesystem::remove_all(folder, ignored);
-    if (o.stop_requested && o.stop_requested()) throw SweepInterrupted{};
-    CNNBENCH_CHECK(code == 0 && run.is_object(), "tune: the cluster's profile run failed: " + why);
-    const json& metrics = run.at("metrics");
+    const json metrics = cluster_profile_run(o, one, steps);
     const double n = metrics.at("steps").get<double>();
     const BatchProfile& full = p.full_batch();
     double work = full.data_s;
@@ -159,6 +174,16 @@ TuneProfile profile_step(const TuneOptions& o, const Dataset& train,
     const json& breakdown = metrics.value("time_breakdown", json());
     p.cluster_update_s = breakdown.is_object() ? breakdown.at("update_s").get<double>() / n : full.update_s;
     p.cluster_fixed_s = std::max(0.0, metrics.at("train_seconds").get<double>() / n - work - p.cluster_update_s);
+    if (o.cores > 1) {
+      // The cluster's default on every core: what its threads cost each other beyond the
+      // one-core profile.
+      TuneCandidate all;
+      all.strategy = "cluster";
+      all.cores = o.cores;
+      const json on_all = cluster_profile_run(o, all, steps);
+      p.cross_core_s = cross_core_seconds(
+          p, on_all.at("train_seconds").get<double>() / on_all.at("steps").get<double>());
+    }
   }
   if (wants(o, "blas")) {
     p.blas_step_1_s = profiler.step_of(base_config(o, "blas", 1), serial_step);
@@ -176,9 +201,11 @@ json profile_json(const TuneProfile& p, double seconds) {
   return {{"seconds", seconds},
           {"serial", serial},
           {"stream_firing_s", p.stream_firing_s},
+          {"stream_fixed_s", p.stream_fixed_s},
           {"copy_bytes_per_s", p.copy_bytes_per_s},
           {"cluster_update_s", p.cluster_update_s},
           {"cluster_fixed_s", p.cluster_fixed_s},
+          {"cross_core_s", p.cross_core_s},
           {"blas_step_1_s", p.blas_step_1_s},
           {"blas_step_p_s", p.blas_step_p_s}};
 }

@@ -6,6 +6,7 @@ measurements, the planner's error over them, and a command that runs each candid
 timing is asserted: the machine may be busy."""
 import copy
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -60,6 +61,22 @@ def main():
               f"the budget ends the rounds after the first ({budget})")
         check("1 of 3 rounds: the budget ended the rounds" in run.stdout,
               "the table says the budget ended the rounds")
+        check(report["profile"]["cross_core_s"] == 0, "one core costs no other core anything")
+        if (os.cpu_count() or 1) >= 2:
+            # On two cores the profile also runs the cluster's default on both (cross_core_s).
+            two = Path(tmp, "tune2.json")
+            run2 = subprocess.run([args.cli, "tune", "--model", "fc3", "--cores", "2", "--strategies",
+                                   "cluster", "--budget", "1", "--repeat", "1", "--warmup", "0",
+                                   "--min-time", "0.02", "--synthetic", "256", "--quiet", "--out",
+                                   str(two)], capture_output=True, text=True, timeout=600)
+            check(run2.returncode == 0, f"a 2-core tune exits 0 ({run2.returncode}: {run2.stderr[-500:]})")
+            if run2.returncode == 0:
+                report2 = json.loads(two.read_text())
+                check(validator.is_valid(report2), "the 2-core tune report validates")
+                cross = report2["profile"]["cross_core_s"]
+                pairs = [c for c in report2["candidates"] if c["cores"] == 2]
+                check(cross >= 0 and len(pairs) == 4,
+                      f"the 2-core profile has its cross-core cost ({cross}) and 4 two-thread candidates")
 
         for name, breaking in [
             ("measured as text", lambda r: r.update(measured="none")),

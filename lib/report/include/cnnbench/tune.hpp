@@ -37,14 +37,20 @@ struct TuneProfile {
   int cores = 1;
   // Serial at every per-worker batch a candidate gives a worker (the batch, its halves, ...).
   std::vector<BatchProfile> serial;
-  // The stream runtime's cost per actor firing beyond the layer's own work: the paper's graph
-  // with every width 1 on one core against serial, over the firings the planner counts for it.
-  double stream_firing_s = 0;
+  // The stream runtime's costs beyond the layers' own work (stream_costs): per actor firing, and
+  // per step whatever the firings are (the step's start and end, its layers' other costs).
+  double stream_firing_s = 0, stream_fixed_s = 0;
   // Bytes per second of a copy between tokens (a splitjoin's split and join).
   double copy_bytes_per_s = 1e10;
   // The cluster strategy on one rank of one thread: its update per step and what its step costs
   // beyond serial's layers and gathering besides the update (dispatch, clearing the gradient).
   double cluster_update_s = 0, cluster_fixed_s = 0;
+  // What a rank's threads on two or more cores cost each other in a step when the whole parameter
+  // set crosses between them once (gradients summed from the other cores' buffers, weights read
+  // back after another core stepped them): the cluster's default on `cores` threads, profiled,
+  // beyond its prediction without this term (cross_core_seconds). The one-core profile cannot
+  // see it.
+  double cross_core_s = 0;
   // The blas strategy's step at 1 thread and at `cores` threads.
   double blas_step_1_s = 0, blas_step_p_s = 0;
 
@@ -74,10 +80,25 @@ std::vector<TuneCandidate> tune_candidates(ModelKind model, const std::string& s
                                            int batch);
 // The batch sizes a worker of any candidate computes: the profile needs serial at each.
 std::vector<int> tune_profile_batches(const std::vector<TuneCandidate>& candidates, int batch);
-// The stream's cost per firing from `measured_step_s`, the step of its paper graph with every
-// width 1 and one micro-batch on one core: what that step costs beyond serial's layers,
-// gathering and update, over the firings the planner counts for that graph (>= 0).
-double stream_firing_seconds(const TuneProfile& profile, double measured_step_s);
+// The stream's profile runs: its paper graph with every width 1 on one core, in `microbatches`
+// micro-batches (strict consistency).
+TuneCandidate stream_profile_graph(ModelKind model, int microbatches);
+// The micro-batches of the second profile run for `batch`: 4, else 2, else 1 (no second run).
+int stream_profile_microbatches(int batch);
+// The stream's cost per firing and per step from the measured steps of the two profile graphs:
+// one micro-batch (step_1_s) and `microbatches` of them (step_m_s, the same samples through more
+// firings). What the extra firings add is the cost per firing; what the one-micro-batch step
+// costs beyond the planner's prediction of it with those firings is the fixed cost. Both >= 0;
+// with microbatches 1 there is one run, and all of its excess is put on the firings.
+struct StreamCosts {
+  double firing_s = 0, fixed_s = 0;
+};
+StreamCosts stream_costs(const TuneProfile& profile, double step_1_s, int microbatches,
+                         double step_m_s);
+// The cross-core cost from `measured_step_s`, the step of the cluster's default on profile.cores
+// threads: what it costs beyond the prediction without the term, per crossing of the whole
+// parameter set (>= 0; 0 on one core).
+double cross_core_seconds(const TuneProfile& profile, double measured_step_s);
 // Fills predicted_step_s and bound. Error when the profile lacks what the candidate needs.
 void predict_step(const TuneProfile& profile, TuneCandidate& candidate);
 
