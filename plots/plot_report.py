@@ -854,9 +854,15 @@ def draw_figures(report, models, out, names=None):
         return out
     JOB = (report, models, None if isinstance(out, dict) else out)
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        for result in pool.map(draw_page, tasks):
-            if isinstance(out, dict):
-                out.update(result)
+        pages = [pool.submit(draw_page, task) for task in tasks]
+        # Every page is waited for and none is cancelled, even after one has failed: on CPython
+        # before 3.12 a cancelled future can leave the pool's shutdown waiting for ever (CPython
+        # issue 94440), and map() cancels what is left when a result raises.
+        concurrent.futures.wait(pages)
+    for page in pages:
+        result = page.result()  # the first failed page's error, in the pages' order
+        if isinstance(out, dict):
+            out.update(result)
     return out
 
 

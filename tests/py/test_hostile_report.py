@@ -178,8 +178,13 @@ def output_problems(run):
 
 
 def run_cli(cli, *words, cwd=None):
-    return subprocess.run([cli, *map(str, words)], capture_output=True, text=True, errors="replace",
-                          timeout=300, cwd=cwd)
+    """The command's run; one that has not finished after 300 s is killed and comes back with the
+    return code "timeout", which fails its check by name instead of ending the test."""
+    try:
+        return subprocess.run([cli, *map(str, words)], capture_output=True, text=True, errors="replace",
+                              timeout=300, cwd=cwd)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(e.cmd, "timeout", "", "no end after 300 s: killed")
 
 
 class PageParts(html.parser.HTMLParser):
