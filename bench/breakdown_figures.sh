@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The committed "where the time goes" figures: a sweep of both models (serial, stream, cluster at
-# 1-2 cores and 1-2 ranks) with a trace of every point, then `plot` draws breakdown.png/.svg from
-# the sweep and a Gantt chart of one step of each of the four traces the docs show (LeNet-5 stream
-# P=2, cluster 1x2 and 2x1, FC-3 cluster 1x2) into OUT.
+# The committed one-step Gantt charts of "where the time goes": a sweep of both models (serial,
+# stream, cluster at 1-2 cores and 1-2 ranks) with a trace of every point, then `plot` draws one
+# step of each of the four traces the README shows (LeNet-5 stream P=2, cluster 1x2 and 2x1, FC-3
+# cluster 1x2) into OUT. The bars of plots/breakdown.png are the headline sweep's
+# (scripts/refresh-results.sh --parts sweep), so that figure and the README's table come from one run.
 #
 # usage: bench/breakdown_figures.sh [--cli PATH] [--out DIR] [--work DIR] [--repeat N]
 #                                   [--chrt PRIORITY]
@@ -42,9 +43,7 @@ mkdir -p "$out" "$work"
 "${chrt_prefix[@]}" "$cli" sweep --model lenet5,fc3 --strategies serial,stream,cluster \
   --cores 1,2 --nodes 1,2 --repeat "$repeat" --out "$work/sweep.json" \
   --trace-dir "$work/traces" --force
-# --force: the figures are remade over the committed ones (and a --work folder's of a last run).
-"$cli" plot "$work/sweep.json" --out "$work/plots" --force
-cp "$work/plots/breakdown.png" "$work/plots/breakdown.svg" "$out/"
+# --force: the charts are remade over the committed ones.
 for point in lenet5-stream-n1c2 lenet5-cluster-n1c2 lenet5-cluster-n2c1 fc3-cluster-n1c2; do
   "$cli" plot --trace "$work/traces/$point.json" --out "$out" --force
 done
