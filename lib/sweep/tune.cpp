@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdint>
 #include <cstring>
 
 #include <unistd.h>
@@ -97,10 +96,8 @@ double copy_rate() {
   // its speed when the destination lies a few bytes past the source modulo 4 KiB, which two heap
   // buffers may (where they land depends on what ran before), and the rate would then measure the heap.
   constexpr std::size_t count = 64 * 1024;
-  constexpr std::size_t line = 64 / sizeof(float);
-  std::vector<float> block(2 * count + line, 1.0f);
+  aligned_vector<float> block(2 * count, 1.0f);
   float* from = block.data();
-  while (reinterpret_cast<std::uintptr_t>(from) % 64 != 0) ++from;
   float* to = from + count;
   double best = 0;
   for (int trial = 0; trial < 5; ++trial) {
