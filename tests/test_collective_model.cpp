@@ -477,6 +477,28 @@ TEST(CollectiveModel, StepOverATokenBucketIsSimulated) {
   EXPECT_NEAR(hidden.step_s, 0.01 + 0.5 * p.communication_s, 1e-12);
 }
 
+// The update every node runs over all parameters is not divided by the nodes, and ranks that share
+// a machine's cores compute slower by the share they get.
+TEST(CollectiveModel, StepPredictionReplicatedWorkAndCoreShare) {
+  StepModel model{.serial_step_s = 0.1, .bucket_bytes = {1e6}, .hidden_fraction = 0.5};
+  model.replicated_s = 0.02;
+  const HierarchicalFabric fabric = nodes_over(4, cost);
+  StepPrediction strong = predict_step(model, Scaling::strong, fabric);
+  EXPECT_NEAR(strong.compute_s, 0.08 / 4 + 0.02, 1e-15);
+  EXPECT_NEAR(strong.step_s, 0.04 + 0.845e-3, 1e-12);
+  EXPECT_NEAR(predict_step(model, Scaling::weak, fabric).compute_s, 0.1, 1e-15);
+  model.core_share = 0.5;  // 4 ranks on 2 cores
+  strong = predict_step(model, Scaling::strong, fabric);
+  EXPECT_NEAR(strong.compute_s, 0.08, 1e-15);
+  EXPECT_NEAR(strong.step_s, 0.08 + 0.845e-3, 1e-12);
+  EXPECT_NEAR(strong.efficiency, 0.1 / (4 * strong.step_s), 1e-12);
+  model.core_share = 0;
+  EXPECT_THROW(predict_step(model, Scaling::strong, fabric), Error);
+  model.core_share = 1;
+  model.replicated_s = 0.1;
+  EXPECT_THROW(predict_step(model, Scaling::strong, fabric), Error);
+}
+
 TEST(CollectiveModel, NodesBelowHalfEfficiency) {
   // 10 ms serial step, one 1 MB bucket, nothing hidden, alpha 10 us, beta 1 ns/B, no gamma.
   // Strong efficiency is 0.01 / (0.01 + p c(p)), below 1/2 once p c(p) > 0.01; the cheapest
@@ -702,6 +724,30 @@ TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {
   EXPECT_EQ(sweep.points[1].prediction.at("algorithm"), "ring");
   EXPECT_NEAR(sweep.points[1].prediction.at("predicted_step_s").get<double>(),
               0.002 + 0.5 * (6e-5 + 6 * 10288e-9 / 4 + 6e-5 + 6 * 236536e-9 / 4), 1e-12);
+  // In shared memory the rank's own core copies and sums the allreduce: nothing of it is hidden,
+  // whatever the run measured in flight, and ranks beyond the machine's cores share them. The
+  // serial step's update (1 ms of its 8) is every rank's whole.
+  sweep.points[1].strategy_metrics["network"] = {{"transport", "shm"}};
+  sweep.context["cores"] = 2;
+  sweep.points[0].time_breakdown = {{"steps", 100}, {"update_s", 0.1}};
+  add_cluster_predictions(sweep);
+  const nlohmann::json& shm = sweep.points[1].prediction;
+  EXPECT_EQ(shm.at("hidden_fraction"), 0.0);
+  EXPECT_EQ(shm.at("hidden_rule"), "shared memory: none hidden");
+  EXPECT_NEAR(shm.at("core_share").get<double>(), 0.5, 1e-15);
+  EXPECT_NEAR(shm.at("replicated_s").get<double>(), 0.001, 1e-15);
+  EXPECT_NEAR(shm.at("compute_s").get<double>(), (0.007 / 4 + 0.001) / 0.5, 1e-12);
+  EXPECT_NEAR(shm.at("predicted_step_s").get<double>(),
+              0.0055 + (6e-5 + 6 * 10288e-9 / 4 + 6e-5 + 6 * 236536e-9 / 4), 1e-12);
+  // Over TCP between hosts of their own the measured hidden share holds and each rank has its
+  // cores; emulated hosts are one machine's, so its cores are shared again.
+  sweep.points[1].strategy_metrics["network"] = {{"transport", "tcp"}};
+  add_cluster_predictions(sweep);
+  EXPECT_EQ(sweep.points[1].prediction.at("hidden_fraction"), 0.5);
+  EXPECT_EQ(sweep.points[1].prediction.at("core_share"), 1.0);
+  sweep.config["network"] = {{"emulated_hosts", 4}, {"rate", "1gbit"}};
+  add_cluster_predictions(sweep);
+  EXPECT_NEAR(sweep.points[1].prediction.at("core_share").get<double>(), 0.5, 1e-15);
   // An id libnbc does not have leaves the point unpredicted rather than failing the sweep.
   sweep.points[1].strategy_metrics["allreduce"]["iallreduce_algorithm_id"] = 7;
   add_cluster_predictions(sweep);

@@ -21,7 +21,9 @@ AllreduceChoice open_mpi_allreduce(const StepModel& model, const HierarchicalFab
 StepPrediction predict_step_on(const StepModel& model, Scaling scaling, const HierarchicalFabric& fabric) {
   StepPrediction out;
   out.nodes = fabric.nodes;
-  out.compute_s = scaling == Scaling::strong ? model.serial_step_s / fabric.nodes : model.serial_step_s;
+  const double divided = model.serial_step_s - model.replicated_s;
+  out.compute_s = (scaling == Scaling::strong ? divided / fabric.nodes + model.replicated_s : model.serial_step_s) /
+                  model.core_share;
   double largest = 0;
   for (double bytes : model.bucket_bytes) {
     const AllreduceChoice choice = model.rule == AllreduceRule::cheapest
@@ -47,6 +49,11 @@ StepPrediction predict_step(const StepModel& model, Scaling scaling, const Hiera
   CNNBENCH_CHECK(model.hidden_fraction >= 0 && model.hidden_fraction <= 1,
                  "step prediction: the hidden fraction must lie in [0, 1], got " +
                      std::to_string(model.hidden_fraction));
+  CNNBENCH_CHECK(model.replicated_s >= 0 && model.replicated_s < model.serial_step_s,
+                 "step prediction: the replicated work must lie in [0, serial step), got " +
+                     std::to_string(model.replicated_s));
+  CNNBENCH_CHECK(model.core_share > 0 && model.core_share <= 1,
+                 "step prediction: the core share must lie in (0, 1], got " + std::to_string(model.core_share));
   if (!fabric.token_bucket || !fabric.uncapped) return predict_step_on(model, scaling, fabric);
   CNNBENCH_CHECK(fabric.ranks_per_node == 1, "step prediction over a token bucket: one rank per node only");
   StepPrediction out = predict_step_on(model, scaling, fabric);  // compute, algorithm

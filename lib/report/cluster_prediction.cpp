@@ -39,6 +39,30 @@ std::vector<double> schedule_of(const PointRecord& p) {
   return allreduce_schedule_bytes(parse_model(p.model), p.strategy_metrics.value("overlap_active", true));
 }
 
+// The serial step's optimizer update, which every rank of a cluster runs over all parameters
+// whatever its share of the batch (0 when the serial point measured no breakdown).
+double update_of(const PointRecord& serial) {
+  const nlohmann::json& t = serial.time_breakdown;
+  if (!t.is_object() || !t.contains("update_s") || !t.contains("steps") || t.at("steps").get<double>() <= 0) return 0;
+  return t.at("update_s").get<double>() / t.at("steps").get<double>();
+}
+
+std::string transport_of(const PointRecord& p) {
+  const nlohmann::json& network = p.strategy_metrics.value("network", nlohmann::json::object());
+  const nlohmann::json& transport = network.is_object() ? network.value("transport", nlohmann::json()) : nlohmann::json();
+  return transport.is_string() ? transport.get<std::string>() : "";
+}
+
+// The share of a core each thread of the point gets where all its ranks run on this machine
+// (one host's shared memory, or emulated hosts): the machine's cores over the point's threads.
+double core_share_of(const SweepRecord& sweep, const PointRecord& p) {
+  const nlohmann::json& network = sweep.config.value("network", nlohmann::json::object());
+  const bool emulated = network.is_object() && network.contains("emulated_hosts");
+  const nlohmann::json& cores = sweep.context.value("cores", nlohmann::json());
+  if ((!emulated && transport_of(p) != "shm") || !cores.is_number_integer() || cores.get<int>() < 1) return 1;
+  return std::min(1.0, cores.get<double>() / (static_cast<double>(p.nodes) * p.cores));
+}
+
 }  // namespace
 
 AllreduceAlgorithm iallreduce_asked(const nlohmann::json& strategy_metrics) {
@@ -62,9 +86,15 @@ void add_cluster_predictions(SweepRecord& sweep) {
     if (serial == nullptr) continue;
     StepModel model;
     model.serial_step_s = step_of(*serial);
+    model.replicated_s = std::min(update_of(*serial), 0.5 * model.serial_step_s);
+    model.core_share = core_share_of(sweep, p);
     model.bucket_bytes = schedule_of(p);
+    // In shared memory the rank's own core copies and sums its allreduce (inside the tests it makes
+    // between layers), so none of it hides behind that core's backward; over a network the link
+    // moves the bytes while the core computes, and the run's measured hidden share holds.
+    const bool shared_memory = transport_of(p) == "shm";
     const nlohmann::json& overlap = p.strategy_metrics.value("overlap_detail", nlohmann::json::object());
-    model.hidden_fraction = std::clamp(overlap.value("hidden_fraction", 0.0), 0.0, 1.0);
+    model.hidden_fraction = shared_memory ? 0.0 : std::clamp(overlap.value("hidden_fraction", 0.0), 0.0, 1.0);
     model.rule = AllreduceRule::open_mpi_iallreduce_in_place;  // as the cluster strategy calls it
     try {
       model.iallreduce_asked = iallreduce_asked(p.strategy_metrics);
@@ -83,6 +113,11 @@ void add_cluster_predictions(SweepRecord& sweep) {
                     {"algorithm", predicted.algorithm},
                     {"algorithm_rule", rule_name(model.rule)},
                     {"hidden_fraction", model.hidden_fraction},
+                    {"hidden_rule", shared_memory ? "shared memory: none hidden" : "measured"},
+                    {"compute_s", predicted.compute_s},
+                    {"replicated_s", model.replicated_s},
+                    {"core_share", model.core_share},
+                    {"communication_s", predicted.communication_s},
                     {"profile", profile}};
   }
 }

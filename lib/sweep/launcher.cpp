@@ -141,7 +141,12 @@ std::vector<std::string> Launcher::train(const TrainConfig& config, int ranks,
 std::vector<std::string> Launcher::allreduce_bench(int ranks,
                                                    const std::filesystem::path& report) const {
   std::vector<std::string> args = launcher_words(ranks, 1);
-  args.insert(args.end(), {options_.self.string(), "allreduce-bench", "--report", report.string()});
+  // The call the cluster strategy makes for every bucket: an in-place MPI_Iallreduce that libnbc
+  // runs as the ring (mpi_rank_group.cpp), so the fit is the link as the points use it. Open
+  // MPI's blocking choice above 256 KiB, Rabenseifner, ran at 0.7 of the ring's rate over
+  // emulated 100mbit hosts (docs/cluster.md, "The costs").
+  args.insert(args.end(), {options_.self.string(), "allreduce-bench", "--nonblocking", "--algorithm", "ring",
+                           "--report", report.string()});
   return args;
 }
 

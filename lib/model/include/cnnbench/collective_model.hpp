@@ -257,6 +257,12 @@ struct StepModel {
   AllreduceRule rule = AllreduceRule::cheapest;
   // open_mpi_iallreduce_in_place: the algorithm libnbc was asked for (its own choice by default).
   AllreduceAlgorithm iallreduce_asked = AllreduceAlgorithm::open_mpi_default;
+  // The part of serial_step_s every node does whole whatever its share of the batch (the
+  // optimizer's step over every parameter): strong scaling does not divide it by the nodes.
+  double replicated_s = 0;
+  // The share of a core each rank's thread gets, in (0, 1]: ranks that share one machine's cores
+  // (emulated hosts, more threads than cores) compute 1 / core_share times slower.
+  double core_share = 1;
 };
 struct StepPrediction {
   int nodes = 1;
@@ -265,8 +271,9 @@ struct StepPrediction {
   std::string algorithm;  // the one the rule picked for the largest bucket
   bool simulated = false;  // by the link simulation (HierarchicalFabric::token_bucket)
 };
-// step = compute + (1 - hidden) x communication; communication is the sum of the buckets'
-// allreduces, or over a token bucket the simulated step less compute.
+// step = compute + (1 - hidden) x communication; compute = ((serial - replicated) / nodes +
+// replicated) / core_share (strong) or serial / core_share (weak); communication is the sum of the
+// buckets' allreduces, or over a token bucket the simulated step less compute.
 StepPrediction predict_step(const StepModel& model, Scaling scaling, const HierarchicalFabric& fabric);
 // The smallest node count in 2..max_nodes whose efficiency falls below 50%; nullopt when none.
 std::optional<int> nodes_below_half_efficiency(const StepModel& model, Scaling scaling,
