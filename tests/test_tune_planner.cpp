@@ -164,6 +164,64 @@ TEST(TunePlanner, ClusterThreadsHalveComputeButNotTheUpdate) {
   }
 }
 
+TEST(TuneCandidates, OverHostsOnlyTheClusterWithOneDefault) {
+  const auto one_thread = tune_candidates(ModelKind::lenet5, "cluster", 1, 64, 2);
+  EXPECT_EQ(one_thread.size(), 4u);  // overlap on/off x balance static/dynamic
+  const auto two_threads = tune_candidates(ModelKind::lenet5, "cluster", 2, 64, 2);
+  EXPECT_EQ(two_threads.size(), 4u + 8u);  // and the node update for 2 threads
+  for (const auto* space : {&one_thread, &two_threads}) {
+    EXPECT_EQ(std::count_if(space->begin(), space->end(), [](const TuneCandidate& c) { return c.is_default; }), 1);
+    for (const TuneCandidate& c : *space) {
+      EXPECT_EQ(c.nodes, 2);
+      if (c.is_default) {
+        EXPECT_TRUE(c.options.empty()) << c.label;  // the sweep's own point
+      }
+    }
+  }
+  EXPECT_THROW(tune_candidates(ModelKind::lenet5, "stream", 1, 64, 2), Error);
+  EXPECT_THROW(tune_candidates(ModelKind::lenet5, "cluster", 1, 64, 0), Error);
+  EXPECT_EQ(worker_batch(64, 2, 1), 32);
+  EXPECT_EQ(worker_batch(64, 2, 2), 16);
+  EXPECT_EQ(worker_batch(64, 3, 1), 22);
+  EXPECT_EQ(tune_profile_batches(two_threads, 64), (std::vector<int>{64, 32, 16}));
+}
+
+// Over 2 hosts, by hand: LeNet-5 at 32 samples a rank computes 1.0944 ms (c1 0.32, c2 0.64, f1
+// 0.096, f2 0.032, f3 and loss 0.0032 each), backward two thirds of it. Its f1+f2+f3 allreduce
+// (236,536 bytes) starts when backward has done f1 (0.0896 ms in) and hides behind c2 and c1;
+// the c1+c2 one (10,288) follows it on the link. A link that costs bandwidth makes overlap win;
+// one that costs latency only (2 alphas an allreduce) makes one allreduce beat two.
+TEST(TunePlanner, OverHostsTheLinkPicksTheOverlap) {
+  TuneProfile p = linear_profile(ModelKind::lenet5, 1,
+                                 {{"c1", 1e-5}, {"c2", 2e-5}, {"f1", 3e-6}, {"f2", 1e-6}, {"f3", 1e-7}, {"loss", 1e-7}}, 0, 0);
+  p.cluster_update_s = 0;
+  p.nodes = 2;
+  auto candidates = tune_candidates(ModelKind::lenet5, "cluster", 1, 64, 2);
+  const auto step_of = [&](const std::string& overlap) {
+    for (TuneCandidate& c : candidates) {
+      predict_step(p, c);
+      if (!c.options.empty() && c.options.at("overlap") == overlap && c.options.at("balance") == "static") {
+        return c.predicted_step_s;
+      }
+    }
+    return -1.0;
+  };
+  EXPECT_THROW(step_of("on"), Error) << "no link, no prediction over hosts";
+  p.link = CollectiveCost{{0, 1e-8}, 0};
+  EXPECT_NEAR(step_of("on"), 1.0944e-3 + (0.0896e-3 + 236536e-8 + 10288e-8 - 0.7296e-3), 1e-12);
+  EXPECT_NEAR(step_of("off"), 1.0944e-3 + 246824e-8, 1e-12);
+  const TuneCandidate& overlapped = best_of(candidates, p);
+  EXPECT_TRUE(overlapped.options.empty() || overlapped.options.at("overlap") == "on") << overlapped.label;
+  p.link = CollectiveCost{{1e-3, 0}, 0};
+  EXPECT_NEAR(step_of("on"), 1.0944e-3 + (0.0896e-3 + 4e-3 - 0.7296e-3), 1e-12);
+  EXPECT_NEAR(step_of("off"), 1.0944e-3 + 2e-3, 1e-12);
+  EXPECT_EQ(best_of(candidates, p).options.at("overlap"), "off");
+  // Two hosts on one core: each rank computes at half speed, and so does backward.
+  p.link = CollectiveCost{{0, 1e-8}, 0};
+  p.machine_cores = 1;
+  EXPECT_NEAR(step_of("on"), 2.1888e-3 + (0.1792e-3 + 236536e-8 + 10288e-8 - 1.4592e-3), 1e-12);
+}
+
 TEST(TunePlanner, CrossCoreCostComesBackFromTheProfileRunAndFallsOnTheClustersThreads) {
   TuneProfile p = linear_profile(ModelKind::fc3, 2, {{"f1", 1e-6}, {"f2", 1e-7}, {"f3", 1e-8}, {"loss", 1e-8}},
                                  1e-8, 1e-5);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -389,6 +390,15 @@ int stop_signal_received() { return stop_signal.load(); }
 int exit_status_after_stop() {
   const int signal = stop_signal.load();
   return 128 + (signal != 0 ? signal : SIGINT);
+}
+
+// A rate as tc takes it: a positive decimal number and a unit (bit, kbit, mbit, gbit, tbit, or
+// bps, kbps, mbps, gbps, tbps for bytes per second).
+bool is_link_rate(const std::string& rate) {
+  static const std::regex form(R"(([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps))",
+                               std::regex::icase);
+  std::smatch match;
+  return std::regex_match(rate, match, form) && std::stod(match[1].str()) > 0;
 }
 
 }  // namespace cnnbench::cli

@@ -134,6 +134,8 @@ std::string failure_message(const CLI::App* app, const CLI::Error& error);
 
 // The words of a launcher's argument string (--mpirun-args "..."), split at white space.
 std::vector<std::string> split_words(const std::string& text);
+// A link rate as tc takes it ("100mbit", "1gbit", "500kbit"): the form of --rate.
+bool is_link_rate(const std::string& rate);
 
 // A long command (sweep, tune) stops between points on the first SIGINT or SIGTERM:
 // catch_stop_signals() installs the handler, stop_signal_received() is that signal, 0 while none.

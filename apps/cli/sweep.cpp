@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
-#include <regex>
 
 #include "cnnbench/core.hpp"
 #include "cnnbench/isa_choice.hpp"
@@ -47,15 +46,6 @@ struct SweepArgs : CommonArgs {
   std::string tta_job, tta_out;
   std::vector<const OptionSpec*> given_options;  // the strategy options given on the command line
 };
-
-// A rate as tc takes it: a positive decimal number and a unit (bit, kbit, mbit, gbit, tbit, or
-// bps, kbps, mbps, gbps, tbps for bytes per second).
-bool is_link_rate(const std::string& rate) {
-  static const std::regex form(R"(([0-9]+(\.[0-9]+)?)(bit|kbit|mbit|gbit|tbit|bps|kbps|mbps|gbps|tbps))",
-                               std::regex::icase);
-  std::smatch match;
-  return std::regex_match(rate, match, form) && std::stod(match[1].str()) > 0;
-}
 
 // The flags of one launcher given with the other one.
 void check_launcher_flags(const SweepArgs& a, const CLI::App& cmd) {

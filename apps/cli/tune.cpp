@@ -33,6 +33,8 @@ struct TuneArgs {
   bool no_pin = false, oversubscribe = false, quiet = false, force = false;
   std::string mpirun = "mpirun", mpirun_args;
   std::string out = "results/tune.json";
+  int emulate_hosts = 0;  // --emulate-hosts N: the cluster over N emulated hosts
+  std::string rate;
 };
 
 const std::vector<std::string>& tunable_strategies() {
@@ -40,16 +42,47 @@ const std::vector<std::string>& tunable_strategies() {
   return names;
 }
 
-void check_tune_args(TuneArgs& a) {
+// --emulate-hosts N tunes the cluster over N network namespaces of this machine, one rank each,
+// through their own mpirun: only the cluster runs over hosts, --nodes is N when given, no other
+// mpirun goes with it, and --rate needs it.
+void check_tune_hosts(TuneArgs& a, const CLI::App& cmd) {
+  if (a.emulate_hosts == 0) {
+    if (cmd.count("--rate") > 0) throw CLI::ValidationError("--rate", "caps the links of --emulate-hosts; add --emulate-hosts N");
+    return;
+  }
+  for (const char* flag : {"--mpirun", "--mpirun-args"}) {
+    if (cmd.count(flag) > 0) {
+      throw CLI::ValidationError(flag, "does not go with --emulate-hosts (the emulated hosts bring their own mpirun)");
+    }
+  }
+  if (cmd.count("--strategies") == 0) a.strategies = {"cluster"};
+  for (const std::string& s : a.strategies) {
+    if (s != "cluster") {
+      throw CLI::ValidationError("--strategies", s + " runs on one node; over --emulate-hosts only cluster is tuned");
+    }
+  }
+  if (cmd.count("--nodes") > 0 && a.nodes != a.emulate_hosts) {
+    throw CLI::ValidationError("--nodes", std::to_string(a.nodes) + ": the cluster over --emulate-hosts " +
+                                              std::to_string(a.emulate_hosts) + " runs one rank a host (leave --nodes out)");
+  }
+  if (cmd.count("--rate") > 0 && !is_link_rate(a.rate)) {
+    throw CLI::ValidationError("--rate", "'" + a.rate + "' is not a rate: a positive number and a "
+                                         "unit of tc, e.g. 100mbit, 1gbit, 500kbit");
+  }
+  a.nodes = a.emulate_hosts;
+}
+
+void check_tune_args(TuneArgs& a, const CLI::App& cmd) {
+  check_tune_hosts(a, cmd);
   drop_repeats("--strategies", a.strategies);
   if (a.strategies.empty()) throw CLI::ValidationError("--strategies", "name at least one of stream, cluster, blas");
   // Several nodes need the cluster's launcher and communication model over a hostfile, which
   // this command does not plan yet: refused rather than measured on one node and called K.
-  if (a.nodes != 1) {
-    throw CLI::ValidationError("--nodes", std::to_string(a.nodes) + ": tune measures one node; for several, "
+  if (a.nodes != 1 && a.emulate_hosts == 0) {
+    throw CLI::ValidationError("--nodes", std::to_string(a.nodes) + ": tune measures one node (or emulated hosts, --emulate-hosts N); for several, "
                                "tune one node and predict the rest with cnnbench scaling-model");
   }
-  check_threads("--cores", a.cores, 1, a.batch, a.oversubscribe);
+  check_threads("--cores", a.cores, a.nodes, a.batch, a.oversubscribe);  // emulated hosts share these cores
 }
 
 // The table's number, or "-" when the candidate was not measured.
@@ -128,6 +161,8 @@ int run_tune_command(const TuneArgs& a) {
   o.launcher_args = split_words(a.mpirun_args);
   o.self = std::filesystem::read_symlink("/proc/self/exe");
   o.quiet = a.quiet;
+  o.emulated_hosts = a.emulate_hosts;
+  o.link_rate = a.rate;
   catch_stop_signals();
   o.stop_requested = [] { return stop_signal_received() != 0; };
   const nlohmann::json report = run_tune(o);
@@ -179,6 +214,11 @@ void add_tune_command(CLI::App& root, Runner& runner) {
   cmd->add_flag("--oversubscribe", args->oversubscribe, "allow more threads than this machine has hardware threads");
   cmd->add_option("--mpirun", args->mpirun, "mpirun command of cluster points")->capture_default_str();
   cmd->add_option("--mpirun-args", args->mpirun_args, "extra mpirun arguments, one string");
+  cmd->add_option("--emulate-hosts", args->emulate_hosts,
+                  "tune the cluster over N emulated hosts, one rank each (network namespaces on this "
+                  "machine, TCP between them; root; docs/cluster.md)")
+      ->check(CLI::Range(2, 64));
+  cmd->add_option("--rate", args->rate, "cap each emulated host's link, e.g. 1gbit, 100mbit");
   cmd->add_option("--out", args->out, "the tune report (JSON; '-' for standard output)")
       ->check(output_path_rule(OutputKind::json))
       ->capture_default_str();
@@ -186,7 +226,7 @@ void add_tune_command(CLI::App& root, Runner& runner) {
   cmd->add_flag("--quiet", args->quiet, "no progress lines");
   cmd->callback([args, cmd, &runner] {
     take_isa_from_environment(cmd, args->isa);
-    check_tune_args(*args);
+    check_tune_args(*args, *cmd);
     runner = [args] { return run_tune_command(*args); };
   });
 }

@@ -2,9 +2,12 @@
 // profile (docs/tune.md, "How the planner predicts"). Nothing here runs a strategy.
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <set>
+#include <string>
 
+#include "cnnbench/cluster.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/stream_options.hpp"
 #include "cnnbench/train.hpp"
@@ -152,6 +155,35 @@ std::vector<TuneCandidate> cluster_candidates(int cores) {
   return out;
 }
 
+// Over hosts, one rank each: the threads per rank, whether backward overlaps the allreduces, the
+// balance between the ranks (dynamic moves samples from a slower rank even with one thread), and
+// the node update where a rank has threads to share it. The default is the sweep's point.
+std::vector<TuneCandidate> cluster_candidates_over_hosts(int cores, int nodes) {
+  std::vector<TuneCandidate> out;
+  for (int t = 1; t <= cores; ++t) {
+    for (const char* overlap : {"on", "off"}) {
+      for (const char* balance : {"static", "dynamic"}) {
+        for (const char* update : {"replicas", "slices"}) {
+          if (t == 1 && std::string(update) == "slices") continue;
+          TuneCandidate cand;
+          cand.strategy = "cluster";
+          cand.cores = t;
+          cand.nodes = nodes;
+          cand.options = {{"overlap", overlap}, {"balance", balance}};
+          if (t > 1) cand.options["node-update"] = update;
+          cand.label = std::to_string(nodes) + "x" + std::to_string(t) + " overlap " + overlap + " " + balance +
+                       (t > 1 ? std::string(" ") + update : "");
+          cand.is_default = t == cores && std::string(overlap) == "on" && std::string(balance) == "dynamic" &&
+                            std::string(update) == "replicas";
+          if (cand.is_default) cand.options.clear();
+          out.push_back(std::move(cand));
+        }
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<TuneCandidate> blas_candidates(int cores) {
   std::vector<TuneCandidate> out;
   for (int t = 1; t <= cores; ++t) {
@@ -223,9 +255,54 @@ void predict_stream(const TuneProfile& p, TuneCandidate& cand) {
   cand.bound = busiest >= piped ? "busiest core" : "chain";
 }
 
+// The model's layers in forward order ("c1", "c2", ...), as its tensors name them.
+std::vector<std::string> layer_order(ModelKind model) {
+  std::vector<std::string> order;
+  for (const ParamTensor& tensor : model_spec(model).tensors) {
+    const std::string layer = tensor.name.substr(0, tensor.name.find('.'));
+    if (order.empty() || order.back() != layer) order.push_back(layer);
+  }
+  return order;
+}
+
+// The cluster over p.nodes hosts, one rank each: the rank's step (`rank_step_s`: its compute at
+// its share of the batch, its whole update) slowed by the share of a core its threads get where
+// the hosts share one machine's cores, then the step's allreduces on the link, the ring as the
+// strategy asks libnbc for. With overlap each starts when backward has finished its first
+// layer (a layer's backward taken as two thirds of its forward + backward: two products against
+// one) and the one before it has left the link; without, the one allreduce starts when
+// backward ends. What runs past backward's end is exposed.
+void predict_cluster_over_hosts(const TuneProfile& p, TuneCandidate& cand, double rank_step_s) {
+  CNNBENCH_CHECK(p.link.has_value(), "tune: the cluster over " + std::to_string(cand.nodes) +
+                                         " hosts needs the link's profile (allreduce-bench)");
+  const int t = cand.cores;
+  const double share = p.machine_cores > 0
+                           ? std::min(1.0, static_cast<double>(p.machine_cores) / (cand.nodes * t))
+                           : 1.0;
+  const auto overlap = cand.options.find("overlap");
+  const bool overlapped = overlap == cand.options.end() || overlap->second == "on";
+  const int b = worker_batch(p.batch, cand.nodes, t);
+  const auto backward = [&](const std::string& layer) { return 2.0 / 3.0 * p.layer_seconds(layer, b) / share; };
+  std::map<std::string, double> done_at;  // when backward has finished each layer
+  double clock = backward("loss");
+  const std::vector<std::string> order = layer_order(p.model);
+  for (auto layer = order.rbegin(); layer != order.rend(); ++layer) {
+    clock += backward(*layer);
+    done_at[*layer] = clock;
+  }
+  const std::vector<ScheduledAllreduce> schedule = allreduce_schedule(p.model, overlapped);
+  double link_free = 0;
+  for (auto a = schedule.rbegin(); a != schedule.rend(); ++a) {  // backward starts the last one first
+    const double start = std::max(overlapped ? done_at.at(a->first_layer) : clock, link_free);
+    link_free = start + allreduce_seconds(AllreduceAlgorithm::ring, cand.nodes, a->bytes, *p.link);
+  }
+  cand.predicted_step_s = rank_step_s / share + std::max(0.0, link_free - clock);
+  cand.bound = overlapped ? "compute + allreduces past backward" : "compute + allreduce";
+}
+
 void predict_cluster(const TuneProfile& p, TuneCandidate& cand) {
   const int t = cand.cores;
-  const int b = (p.batch + t - 1) / t;
+  const int b = worker_batch(p.batch, cand.nodes, t);
   double compute = p.data_seconds(b);
   for (const auto& [layer, seconds] : p.nearest(b).layer_s) compute += p.layer_seconds(layer, b);
   const auto mode = cand.options.find("node-update");
@@ -237,6 +314,7 @@ void predict_cluster(const TuneProfile& p, TuneCandidate& cand) {
   cand.predicted_step_s = compute + p.cluster_fixed_s + p.cluster_update_s * moved / 3.0 +
                           p.cross_core_s * crossings(t);
   cand.bound = "compute + update";
+  if (cand.nodes > 1) predict_cluster_over_hosts(p, cand, cand.predicted_step_s);
 }
 
 void predict_blas(const TuneProfile& p, TuneCandidate& cand) {
@@ -303,9 +381,19 @@ double TuneProfile::data_seconds(int b) const {
   return interpolate(serial, b, [](const BatchProfile& x) { return x.data_s; });
 }
 
+int worker_batch(int batch, int nodes, int threads) {
+  const int rank = (batch + nodes - 1) / nodes;
+  return (rank + threads - 1) / threads;
+}
+
 std::vector<TuneCandidate> tune_candidates(ModelKind model, const std::string& strategy, int cores,
-                                           int batch) {
-  CNNBENCH_CHECK(cores >= 1 && batch >= 1, "tune: cores and batch must be at least 1");
+                                           int batch, int nodes) {
+  CNNBENCH_CHECK(cores >= 1 && batch >= 1 && nodes >= 1, "tune: cores, batch and nodes must be at least 1");
+  if (nodes > 1) {
+    CNNBENCH_CHECK(strategy == "cluster", "tune: only the cluster runs over " + std::to_string(nodes) +
+                                              " nodes, not '" + strategy + "'");
+    return cluster_candidates_over_hosts(cores, nodes);
+  }
   if (strategy == "stream") return stream_candidates(model, cores, batch);
   if (strategy == "cluster") return cluster_candidates(cores);
   if (strategy == "blas") return blas_candidates(cores);
@@ -315,7 +403,7 @@ std::vector<TuneCandidate> tune_candidates(ModelKind model, const std::string& s
 std::vector<int> tune_profile_batches(const std::vector<TuneCandidate>& candidates, int batch) {
   std::set<int> batches = {batch};
   for (const TuneCandidate& cand : candidates) {
-    if (cand.strategy == "cluster") batches.insert((batch + cand.cores - 1) / cand.cores);
+    if (cand.strategy == "cluster") batches.insert(worker_batch(batch, cand.nodes, cand.cores));
     if (cand.strategy == "stream") {
       // A candidate's options are those of its own model; the micro-batch is all that matters.
       const auto m = cand.options.find("microbatches");

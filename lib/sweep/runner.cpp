@@ -129,6 +129,7 @@ SweepRecord SweepRunner::run() {
   report_.context = collect_context();
   report_.config = config_json();
   report_.features = build_features();
+  if (options_.allreduce.is_object()) report_.allreduce = options_.allreduce;
   std::map<std::string, PointRecord> kept = resumed_points();
   if (!options_.quiet && options_.repeat < 3) {
     std::fprintf(stderr, "warning: --repeat %d: fewer than 3 repetitions give no spread worth the "

@@ -15,6 +15,8 @@
 #include "cnnbench/train.hpp"
 #include "cnnbench/tune.hpp"
 #include "../strategies/strategy_options.hpp"
+#include "emulated_hosts.hpp"
+#include "launcher.hpp"
 #include "runner.hpp"
 #include "subprocess.hpp"
 
@@ -139,6 +141,32 @@ json cluster_profile_run(const TuneOptions& o, const TuneCandidate& candidate, s
   return run.at("metrics");
 }
 
+// allreduce-bench of the strategy's own call over the tune's hosts (launcher_options' mpirun):
+// the report, which the tune's sweep keeps as its own, and the link its fit inverts.
+json measure_link(const TuneOptions& o, const SweepOptions& launcher_options, int machine_cores,
+                  TuneProfile& p) {
+  const std::filesystem::path folder = std::filesystem::temp_directory_path() /
+                                       ("cnnbench-tune-link-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  const Launcher launcher(launcher_options, machine_cores);
+  const std::vector<std::string> args = launcher.allreduce_bench(p.nodes, folder / "allreduce.json");
+  const int code = run_logged(args, folder / "allreduce.log", o.stop_requested);
+  const std::string why = last_line(folder / "allreduce.log");
+  json report;
+  if (code == 0) report = json::parse(read_file(folder / "allreduce.json"), nullptr, false);
+  std::error_code ignored;
+  std::filesystem::remove_all(folder, ignored);
+  if (o.stop_requested && o.stop_requested()) throw SweepInterrupted{};
+  const bool has_link = report.is_object() && report.contains("fit") && report.at("fit").is_object() &&
+                        report.at("fit").contains("link");
+  CNNBENCH_CHECK(code == 0 && has_link, "tune: allreduce-bench over the " + std::to_string(p.nodes) +
+                                            " hosts failed: " + why);
+  const json& link = report.at("fit").at("link");
+  p.link = CollectiveCost{{link.at("alpha_s"), link.at("beta_s_per_byte")}, link.at("gamma_s_per_byte")};
+  report["launch"] = launcher.record(args);
+  return report;
+}
+
 TuneProfile profile_step(const TuneOptions& o, const Dataset& train,
                          const std::vector<TuneCandidate>& candidates) {
   Profiler profiler(o, train);
@@ -146,6 +174,7 @@ TuneProfile profile_step(const TuneOptions& o, const Dataset& train,
   p.model = o.model;
   p.batch = o.batch;
   p.cores = o.cores;
+  p.nodes = std::max(1, o.emulated_hosts);
   // A first short run warms the caches and the kernels' choice and gives the step's scale.
   TrainConfig warm = base_config(o, "serial", 1);
   warm.steps = 10;
@@ -214,7 +243,12 @@ json profile_json(const TuneProfile& p, double seconds) {
           {"cluster_fixed_s", p.cluster_fixed_s},
           {"cross_core_s", p.cross_core_s},
           {"blas_step_1_s", p.blas_step_1_s},
-          {"blas_step_p_s", p.blas_step_p_s}};
+          {"blas_step_p_s", p.blas_step_p_s},
+          {"nodes", p.nodes},
+          {"machine_cores", p.machine_cores},
+          {"link", p.link ? json{{"alpha_s", p.link->link.alpha_s}, {"beta_s_per_byte", p.link->link.beta_s_per_byte},
+                                 {"gamma_s_per_byte", p.link->gamma_s_per_byte}}
+                          : json(nullptr)}};
 }
 
 json candidate_json(const TuneCandidate& c) {
@@ -242,7 +276,13 @@ std::vector<std::string> tune_command(const TuneOptions& o, const TuneCandidate&
     }
   }
   for (const auto& [name, value] : c.options) config.options[name] = value;
-  std::vector<std::string> words = {"cnnbench", "train"};
+  // Over emulated hosts the ranks start through the set's mpirun (scripts/emulate-hosts.sh up N
+  // puts it in build/emulated-hosts unless given --dir).
+  std::vector<std::string> words;
+  if (c.nodes > 1) {
+    words = {"build/emulated-hosts/mpirun", "-np", std::to_string(c.nodes), "--bind-to", "none"};
+  }
+  words.insert(words.end(), {"cnnbench", "train"});
   for (std::string& word : to_argv(config)) words.push_back(std::move(word));
   if (o.data_dir) {
     words.insert(words.end(), {"--data", o.data_dir->string()});
@@ -281,22 +321,44 @@ json tune_winners(const json& measured, const std::vector<std::string>& strategi
   return winners;
 }
 
-json run_tune(const TuneOptions& o) {
+json run_tune(const TuneOptions& options) {
   const double start = now_seconds();
+  // Emulated hosts are up for the whole tune (the link's profile and the measured points) and
+  // down when it ends in any way; the cluster's jobs start through their mpirun.
+  std::optional<EmulatedHosts> hosts;
+  TuneOptions o = options;
+  json network;
+  if (o.emulated_hosts > 0) {
+    hosts.emplace(o.emulated_hosts, o.link_rate);
+    o.launcher = hosts->mpirun().string();
+    o.launcher_args.clear();
+    network = hosts->record();
+  }
+  const int nodes = std::max(1, o.emulated_hosts);
+  const int machine_cores = std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
   const auto say = [&o](const std::string& line) {
     if (!o.quiet) std::fprintf(stderr, "%s\n", printable_text(line).c_str());
   };
   const Dataset train = o.data_dir ? load_mnist(*o.data_dir, Split::train) : make_synthetic(o.synthetic_samples, o.seed);
   std::vector<TuneCandidate> candidates;
   for (const std::string& strategy : o.strategies) {
-    for (TuneCandidate& c : tune_candidates(o.model, strategy, o.cores, o.batch)) candidates.push_back(std::move(c));
+    for (TuneCandidate& c : tune_candidates(o.model, strategy, o.cores, o.batch, nodes)) candidates.push_back(std::move(c));
   }
-  say("profiling " + std::string(model_name(o.model)) + " on " + std::to_string(o.cores) + " cores");
+  say("profiling " + std::string(model_name(o.model)) + " on " + std::to_string(o.cores) + " cores" +
+      (nodes > 1 ? " a host, " + std::to_string(nodes) + " emulated hosts" + (o.link_rate.empty() ? "" : " at " + o.link_rate) : ""));
   json report = {{"schema_version", tune_schema_version}, {"kind", "tune"}, {"interrupted", false}};
   report["context"] = collect_context();
   TuneProfile profile;
+  SweepOptions link_options;  // the hosts' mpirun, for the link's allreduce-bench
+  link_options.launcher = o.launcher;
+  link_options.self = o.self;
+  json link_report;
   try {
     profile = profile_step(o, train, candidates);
+    if (nodes > 1) {
+      profile.machine_cores = machine_cores;
+      link_report = measure_link(o, link_options, machine_cores, profile);
+    }
   } catch (const SweepInterrupted&) {
     report["interrupted"] = true;
     return report;
@@ -318,7 +380,7 @@ json run_tune(const TuneOptions& o) {
   };
   // The serial baseline runs on two cores in every round, and the probes between rounds.
   double fixed = runs * 2.0 * static_cast<double>(steps) * serial_step + 0.5 * (o.repeat + 1);
-  if (wants(o, "cluster")) fixed += allreduce_bench_s;
+  if (wants(o, "cluster") && nodes == 1) fixed += allreduce_bench_s;  // over hosts: in the profile
   const double left = o.budget_s - profiled_s - fixed;
   std::vector<std::size_t> chosen;
   if (o.exhaustive) {
@@ -340,7 +402,9 @@ json run_tune(const TuneOptions& o) {
   s.models = {o.model};
   s.strategies = o.strategies;
   s.cores = {o.cores};
-  s.nodes = {1};
+  s.nodes = {nodes};
+  s.network = network;
+  s.allreduce = link_report;
   s.repeat = o.repeat;
   s.warmup = o.warmup;
   s.steps = steps;
@@ -406,7 +470,7 @@ json run_tune(const TuneOptions& o) {
     measured.push_back(entry);
   }
   const json winners = tune_winners(measured, o.strategies);
-  report["config"] = {{"model", model_name(o.model)}, {"cores", o.cores}, {"nodes", 1},
+  report["config"] = {{"model", model_name(o.model)}, {"cores", o.cores}, {"nodes", nodes}, {"network", network},
                       {"strategies", o.strategies}, {"budget_s", o.budget_s}, {"exhaustive", o.exhaustive}, {"repeat", o.repeat},
                       {"warmup", o.warmup}, {"min_time_s", o.min_time}, {"steps", steps},
                       {"batch", o.batch}, {"lr", float_setting(o.lr)}, {"momentum", float_setting(o.momentum)},

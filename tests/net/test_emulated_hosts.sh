@@ -175,6 +175,34 @@ EOF
 [[ $(timeout 10 ip netns list | wc -l) -eq $namespaces_before ]] ||
   fail "the sweep left namespaces: $(timeout 10 ip netns list | tr '\n' ' ')"
 
+# tune --emulate-hosts plans the cluster over the hosts from its link's profile, measures through
+# their mpirun, and takes them down.
+timeout -k 5 300 "$cli" tune --model lenet5 --cores 1 --emulate-hosts 2 --rate 1gbit --repeat 1 \
+  --warmup 0 --min-time 0.02 --budget 20 --synthetic 512 --quiet --out "$work/tune.json" \
+  >"$work/tune.log" 2>&1 || { cat "$work/tune.log"; fail "tune --emulate-hosts exited $?"; }
+timeout 60 "$python" - "$work/tune.json" <<'EOF' || fail "tune --emulate-hosts: the report"
+import json, sys
+report = json.load(open(sys.argv[1]))
+config, profile = report["config"], report["profile"]
+if config["nodes"] != 2 or config["network"]["emulated_hosts"] != 2 or config["network"]["rate"] != "1gbit":
+    sys.exit(f"FAIL: config is {config['nodes']} nodes over {config['network']}")
+link = profile.get("link") or {}
+if profile["nodes"] != 2 or not link.get("beta_s_per_byte", 0) > 0:
+    sys.exit(f"FAIL: the profile has no link over the 2 hosts: {link}")
+if len(report["candidates"]) != 4 or any(c["nodes"] != 2 for c in report["candidates"]):
+    sys.exit(f"FAIL: candidates {[c['label'] for c in report['candidates']]}")
+ok = [m for m in report["measured"] if m["status"] == "ok"]
+if not ok or any(not m["id"].startswith("lenet5/cluster/n2c1") for m in ok) \
+        or ok[0]["command"][:3] != ["build/emulated-hosts/mpirun", "-np", "2"]:
+    sys.exit(f"FAIL: measured {[(m['id'], m['status']) for m in report['measured']]}")
+if report["winners"].get("cluster") is None:
+    sys.exit("FAIL: no cluster winner")
+print(f"ok   tune --emulate-hosts 2 --rate 1gbit: {len(ok)} candidates measured over the hosts, "
+      f"winner {report['winners']['cluster']['label']}")
+EOF
+[[ $(timeout 10 ip netns list | wc -l) -eq $namespaces_before ]] ||
+  fail "the tune left namespaces: $(timeout 10 ip netns list | tr '\n' ' ')"
+
 after=$(root_namespace)
 [[ $before == "$after" ]] ||
   fail "the root network namespace changed:"$'\n'"$(diff <(echo "$before") <(echo "$after"))"

@@ -83,7 +83,7 @@ def main():
             ("a candidate without its prediction", lambda r: r["candidates"][0].pop("predicted_step_s")),
             ("an unknown strategy", lambda r: r["candidates"][0].update(strategy="quantum")),
             ("a speedup as text", lambda r: r["measured"][0].update(speedup="fast")),
-            ("two nodes", lambda r: r["config"].update(nodes=2)),
+            ("no nodes", lambda r: r["config"].update(nodes=0)),
             ("a budget without its rounds", lambda r: r["budget"].pop("rounds_done")),
         ]:
             broken = copy.deepcopy(report)

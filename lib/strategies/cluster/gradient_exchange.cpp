@@ -57,13 +57,23 @@ std::vector<GradientBucket> gradient_buckets(const ModelSpec& spec, std::size_t 
   return buckets;
 }
 
-std::vector<double> allreduce_schedule_bytes(ModelKind kind, bool overlap) {
+std::vector<ScheduledAllreduce> allreduce_schedule(ModelKind kind, bool overlap) {
   const ModelSpec& spec = model_spec(kind);
-  if (!overlap) return {4.0 * static_cast<double>(spec.param_count)};
-  std::vector<double> bytes;
+  const auto layer_of = [&spec](int tensor) {
+    const std::string& name = spec.tensors[static_cast<std::size_t>(tensor)].name;
+    return name.substr(0, name.find('.'));
+  };
+  if (!overlap) return {{4.0 * static_cast<double>(spec.param_count), layer_of(0)}};
+  std::vector<ScheduledAllreduce> schedule;
   for (const GradientBucket& bucket : gradient_buckets(spec, gradient_bucket_bytes)) {
-    bytes.push_back(4.0 * static_cast<double>(bucket.end - bucket.begin));
+    schedule.push_back({4.0 * static_cast<double>(bucket.end - bucket.begin), layer_of(bucket.first_tensor)});
   }
+  return schedule;
+}
+
+std::vector<double> allreduce_schedule_bytes(ModelKind kind, bool overlap) {
+  std::vector<double> bytes;
+  for (const ScheduledAllreduce& a : allreduce_schedule(kind, overlap)) bytes.push_back(a.bytes);
   return bytes;
 }
 

@@ -233,6 +233,9 @@ struct SweepOptions {
   int emulated_hosts = 0;
   std::string link_rate;
   nlohmann::json network;
+  // An allreduce-bench report measured already over the same launcher and ranks (`cnnbench tune`
+  // profiles the link before it plans): the sweep's `allreduce`, not measured again. Null: measure.
+  nlohmann::json allreduce;
   std::string launcher = "mpirun";  // the launcher's command: a name looked up in PATH, or a path
   std::vector<std::string> launcher_args;
   std::optional<std::filesystem::path> hostfile;  // mpirun only

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cnnbench/collective_model.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/records.hpp"
 
@@ -53,6 +54,12 @@ struct TuneProfile {
   double cross_core_s = 0;
   // The blas strategy's step at 1 thread and at `cores` threads.
   double blas_step_1_s = 0, blas_step_p_s = 0;
+  // The cluster over `nodes` hosts (one rank each): the link between them, from allreduce-bench's
+  // fit of the strategy's own call (the in-place MPI_Iallreduce on the ring), and the cores of
+  // the one machine all the ranks share (emulated hosts; 0: each host has its own cores).
+  int nodes = 1;
+  std::optional<CollectiveCost> link;
+  int machine_cores = 0;
 
   // The layers' time at batch b: measured where profiled, else interpolated linearly between the
   // nearest profiled batches (extrapolated proportionally beyond them).
@@ -75,11 +82,15 @@ struct TuneCandidate {
 };
 
 // Every candidate of `strategy` on one node of `cores` cores (docs/tune.md, "The candidate
-// space"); the one a sweep measures by default is among them, marked is_default.
+// space"); the one a sweep measures by default is among them, marked is_default. With nodes > 1
+// (the cluster only): ranks on `nodes` hosts of 1..cores threads each, overlap on or off,
+// balance static or dynamic, and the node update for more than one thread.
 std::vector<TuneCandidate> tune_candidates(ModelKind model, const std::string& strategy, int cores,
-                                           int batch);
+                                           int batch, int nodes = 1);
 // The batch sizes a worker of any candidate computes: the profile needs serial at each.
 std::vector<int> tune_profile_batches(const std::vector<TuneCandidate>& candidates, int batch);
+// A worker's batch: the global batch split over the nodes, a rank's share over its threads.
+int worker_batch(int batch, int nodes, int threads);
 // The stream's profile runs: its paper graph with every width 1 on one core, in `microbatches`
 // micro-batches (strict consistency).
 TuneCandidate stream_profile_graph(ModelKind model, int microbatches);
@@ -133,6 +144,10 @@ struct TuneOptions {
   std::filesystem::path self;  // this cnnbench binary
   bool quiet = false;
   std::function<bool()> stop_requested;  // Ctrl-C: the report keeps what was measured
+  // > 0: the cluster over this many emulated hosts (docs/cluster.md, "Emulated hosts"), one rank
+  // each, every link capped at link_rate (tc's units, "" for none); brought up for the whole tune.
+  int emulated_hosts = 0;
+  std::string link_rate;
 };
 
 // The profile, the predictions, the measurements of the chosen candidates paired with serial (a

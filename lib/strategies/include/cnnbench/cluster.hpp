@@ -44,6 +44,14 @@ ClusterOptions parse_cluster_options(const TrainConfig& config);
 // one per gradient bucket (layers merged into buckets of at least 64 KiB), with it off one sum of
 // the whole gradient. What the communication model prices a step by.
 std::vector<double> allreduce_schedule_bytes(ModelKind kind, bool overlap);
+// The same allreduces with the model's first layer among each one's tensors: backward finishes
+// that layer last of them, so the allreduce starts when backward has done it ("c1" for the whole
+// gradient without overlap). In the model's layer order, the reverse of backward's.
+struct ScheduledAllreduce {
+  double bytes = 0;
+  std::string first_layer;
+};
+std::vector<ScheduledAllreduce> allreduce_schedule(ModelKind kind, bool overlap);
 
 // ---- only in builds with MPI (CNNBENCH_HAVE_MPI) ----------------------------------------------
 
