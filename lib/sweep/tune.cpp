@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <optional>
 
 #include <unistd.h>
 
@@ -118,53 +120,62 @@ bool wants(const TuneOptions& o, const std::string& strategy) {
   return std::find(o.strategies.begin(), o.strategies.end(), strategy) != o.strategies.end();
 }
 
+// A job of the profile in a process of its own, in a temporary folder it leaves behind: `args`
+// of the folder's report path (the job writes its JSON report there). The report, null when the
+// job failed or wrote none, and the log's last line (its error).
+struct JobReport {
+  json report;
+  std::string why;
+};
+JobReport run_profile_job(const TuneOptions& o, const std::string& name,
+                          const std::function<std::vector<std::string>(const std::filesystem::path&)>& args) {
+  const std::filesystem::path folder = std::filesystem::temp_directory_path() /
+                                       ("cnnbench-tune-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(folder);
+  const int code = run_logged(args(folder / "report.json"), folder / "job.log", o.stop_requested);
+  JobReport out;
+  out.why = last_line(folder / "job.log");
+  if (code == 0) out.report = json::parse(read_file(folder / "report.json"), nullptr, false);
+  if (out.report.is_discarded()) out.report = nullptr;
+  std::error_code ignored;
+  std::filesystem::remove_all(folder, ignored);
+  if (o.stop_requested && o.stop_requested()) throw SweepInterrupted{};
+  return out;
+}
+
 // One run of the cluster strategy, in a process of its own: a cluster run here would initialise
 // MPI in this process, and the mpirun of the measured cluster points would then inherit its
 // singleton's environment. Its report's metrics.
 json cluster_profile_run(const TuneOptions& o, const TuneCandidate& candidate, std::int64_t steps) {
-  const std::filesystem::path folder = std::filesystem::temp_directory_path() /
-                                       ("cnnbench-tune-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(folder);
-  std::vector<std::string> args = tune_command(o, candidate, steps);
-  args[0] = o.self.string();
-  args.insert(args.end(), {"--quiet", "--report", (folder / "cluster.json").string()});
-  const int code = run_logged(args, folder / "cluster.log", o.stop_requested);
-  const std::string why = last_line(folder / "cluster.log");
-  json run;
-  if (code == 0) run = json::parse(read_file(folder / "cluster.json"), nullptr, false);
-  std::error_code ignored;
-  std::filesystem::remove_all(folder, ignored);
-  if (o.stop_requested && o.stop_requested()) throw SweepInterrupted{};
-  CNNBENCH_CHECK(code == 0 && run.is_object() && run.contains("metrics"),
+  const JobReport run = run_profile_job(o, "cluster", [&](const std::filesystem::path& report) {
+    std::vector<std::string> args = tune_command(o, candidate, steps);
+    args[0] = o.self.string();
+    args.insert(args.end(), {"--quiet", "--report", report.string()});
+    return args;
+  });
+  CNNBENCH_CHECK(run.report.is_object() && run.report.contains("metrics"),
                  "tune: the cluster's profile run on " + std::to_string(candidate.cores) +
-                     " thread(s) failed: " + why);
-  return run.at("metrics");
+                     " thread(s) failed: " + run.why);
+  return run.report.at("metrics");
 }
 
 // allreduce-bench of the strategy's own call over the tune's hosts (launcher_options' mpirun):
 // the report, which the tune's sweep keeps as its own, and the link its fit inverts.
 json measure_link(const TuneOptions& o, const SweepOptions& launcher_options, int machine_cores,
                   TuneProfile& p) {
-  const std::filesystem::path folder = std::filesystem::temp_directory_path() /
-                                       ("cnnbench-tune-link-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(folder);
   const Launcher launcher(launcher_options, machine_cores);
-  const std::vector<std::string> args = launcher.allreduce_bench(p.nodes, folder / "allreduce.json");
-  const int code = run_logged(args, folder / "allreduce.log", o.stop_requested);
-  const std::string why = last_line(folder / "allreduce.log");
-  json report;
-  if (code == 0) report = json::parse(read_file(folder / "allreduce.json"), nullptr, false);
-  std::error_code ignored;
-  std::filesystem::remove_all(folder, ignored);
-  if (o.stop_requested && o.stop_requested()) throw SweepInterrupted{};
-  const bool has_link = report.is_object() && report.contains("fit") && report.at("fit").is_object() &&
-                        report.at("fit").contains("link");
-  CNNBENCH_CHECK(code == 0 && has_link, "tune: allreduce-bench over the " + std::to_string(p.nodes) +
-                                            " hosts failed: " + why);
-  const json& link = report.at("fit").at("link");
+  std::vector<std::string> args;
+  JobReport bench = run_profile_job(o, "link", [&](const std::filesystem::path& report) {
+    args = launcher.allreduce_bench(p.nodes, report);
+    return args;
+  });
+  const json& fit = bench.report.is_object() ? bench.report.value("fit", json()) : json();
+  CNNBENCH_CHECK(fit.is_object() && fit.contains("link"),
+                 "tune: allreduce-bench over the " + std::to_string(p.nodes) + " hosts failed: " + bench.why);
+  const json& link = fit.at("link");
   p.link = CollectiveCost{{link.at("alpha_s"), link.at("beta_s_per_byte")}, link.at("gamma_s_per_byte")};
-  report["launch"] = launcher.record(args);
-  return report;
+  bench.report["launch"] = launcher.record(args);
+  return bench.report;
 }
 
 TuneProfile profile_step(const TuneOptions& o, const Dataset& train,
