@@ -748,6 +748,27 @@ TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {
   sweep.config["network"] = {{"emulated_hosts", 4}, {"rate", "1gbit"}};
   add_cluster_predictions(sweep);
   EXPECT_NEAR(sweep.points[1].prediction.at("core_share").get<double>(), 0.5, 1e-15);
+  EXPECT_EQ(sweep.points[1].prediction.at("communication_from"), "link fit");
+  // A bench of the point's own call (in-place MPI_Iallreduce on the ring, 4 ranks) prices the
+  // buckets by its times, linear in log-log between the sizes around each.
+  sweep.allreduce["nonblocking"] = true;
+  sweep.allreduce["algorithm_asked"] = "ring";
+  sweep.allreduce["sizes"] = nlohmann::json::parse(
+      R"([{"bytes": 8192, "seconds": 1e-4}, {"bytes": 16384, "seconds": 2e-4}, {"bytes": 262144, "seconds": 1e-3}])");
+  add_cluster_predictions(sweep);
+  const double big = 2e-4 * std::pow(5.0, std::log(236536.0 / 16384) / std::log(16.0));
+  EXPECT_EQ(sweep.points[1].prediction.at("communication_from"), "bench times");
+  EXPECT_NEAR(sweep.points[1].prediction.at("communication_s").get<double>(), 1e-4 * 10288 / 8192 + big, 1e-12);
+  EXPECT_NEAR(sweep.points[1].prediction.at("predicted_step_s").get<double>(),
+              0.0055 + 0.5 * (1e-4 * 10288 / 8192 + big), 1e-12);
+  // Timed on other ranks, or blocking, the bench does not price the point: the link does.
+  sweep.allreduce["ranks"] = 2;
+  add_cluster_predictions(sweep);
+  EXPECT_EQ(sweep.points[1].prediction.at("communication_from"), "link fit");
+  sweep.allreduce["ranks"] = 4;
+  sweep.allreduce["nonblocking"] = false;
+  add_cluster_predictions(sweep);
+  EXPECT_EQ(sweep.points[1].prediction.at("communication_from"), "link fit");
   // An id libnbc does not have leaves the point unpredicted rather than failing the sweep.
   sweep.points[1].strategy_metrics["allreduce"]["iallreduce_algorithm_id"] = 7;
   add_cluster_predictions(sweep);

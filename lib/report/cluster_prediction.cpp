@@ -2,6 +2,8 @@
 #include "cnnbench/cluster_prediction.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -63,6 +65,38 @@ double core_share_of(const SweepRecord& sweep, const PointRecord& p) {
   return std::min(1.0, cores.get<double>() / (static_cast<double>(p.nodes) * p.cores));
 }
 
+// The sweep's allreduce-bench times by message size, where they price the point's own call: the
+// bench ran the in-place MPI_Iallreduce (--nonblocking) of the algorithm the point's libnbc was
+// asked for, on as many ranks as the point has. Empty otherwise (an older, blocking bench; other
+// ranks; another algorithm).
+std::map<double, double> measured_curve(const nlohmann::json& allreduce, const PointRecord& p,
+                                        AllreduceAlgorithm asked) {
+  std::map<double, double> curve;
+  if (!allreduce.is_object() || allreduce.value("ranks", 0) != p.nodes || !allreduce.value("nonblocking", false) ||
+      allreduce.value("algorithm_asked", std::string()) != algorithm_name(asked) ||
+      !allreduce.contains("sizes") || !allreduce.at("sizes").is_array()) {
+    return curve;
+  }
+  for (const nlohmann::json& size : allreduce.at("sizes")) {
+    const double bytes = size.value("bytes", 0.0), seconds = size.value("seconds", 0.0);
+    if (bytes > 0 && seconds > 0) curve[bytes] = seconds;
+  }
+  if (curve.size() < 2) curve.clear();
+  return curve;
+}
+
+// The time of `bytes` on the curve: linear in log-log between the measured sizes around it; past
+// either end, the end's time scaled by the bytes.
+double on_curve(const std::map<double, double>& curve, double bytes) {
+  const auto above = curve.lower_bound(bytes);
+  if (above == curve.end()) return std::prev(above)->second * bytes / std::prev(above)->first;
+  if (above->first == bytes) return above->second;
+  if (above == curve.begin()) return above->second * bytes / above->first;
+  const auto below = std::prev(above);
+  const double f = std::log(bytes / below->first) / std::log(above->first / below->first);
+  return std::exp(std::log(below->second) + f * std::log(above->second / below->second));
+}
+
 }  // namespace
 
 AllreduceAlgorithm iallreduce_asked(const nlohmann::json& strategy_metrics) {
@@ -105,7 +139,16 @@ void add_cluster_predictions(SweepRecord& sweep) {
     HierarchicalFabric fabric;
     fabric.nodes = p.nodes;
     fabric.network = *link;
-    const StepPrediction predicted = predict_step(model, Scaling::strong, fabric);
+    StepPrediction predicted = predict_step(model, Scaling::strong, fabric);
+    // Where the sweep's bench timed the point's own call on its ranks, its times price the buckets
+    // (the fitted line misses mid sizes by up to half in shared memory); else the link model does.
+    const std::map<double, double> curve = measured_curve(sweep.allreduce, p, model.iallreduce_asked);
+    if (!curve.empty()) {
+      predicted.communication_s = 0;
+      for (double bytes : model.bucket_bytes) predicted.communication_s += on_curve(curve, bytes);
+      predicted.exposed_s = (1 - model.hidden_fraction) * predicted.communication_s;
+      predicted.step_s = predicted.compute_s + predicted.exposed_s;
+    }
     const double measured = step_of(p);
     p.prediction = {{"predicted_step_s", predicted.step_s},
                     {"measured_step_s", measured},
@@ -118,6 +161,7 @@ void add_cluster_predictions(SweepRecord& sweep) {
                     {"replicated_s", model.replicated_s},
                     {"core_share", model.core_share},
                     {"communication_s", predicted.communication_s},
+                    {"communication_from", curve.empty() ? "link fit" : "bench times"},
                     {"profile", profile}};
   }
 }
