@@ -216,8 +216,21 @@ TEST(TunePlanner, OverHostsTheLinkPicksTheOverlap) {
   EXPECT_NEAR(step_of("on"), 1.0944e-3 + (0.0896e-3 + 4e-3 - 0.7296e-3), 1e-12);
   EXPECT_NEAR(step_of("off"), 1.0944e-3 + 2e-3, 1e-12);
   EXPECT_EQ(best_of(candidates, p).options.at("overlap"), "off");
-  // Two hosts on one core: each rank computes at half speed, and so does backward.
+  // A tbf-capped link at the same 100 MB/s with a large bucket: what it saves while the step
+  // computes goes out free. Without overlap the whole 1.0944 ms of compute saves 109,440 bytes of
+  // the 246,824 sent; with it, the 0.3648 ms outside backward and the 0.0896 ms before f1's
+  // allreduce save 45,440 of its 236,536, and the c1+c2 one follows with none. Either way the
+  // step is the bytes at the rate, as the 1gbit hosts measured it.
   p.link = CollectiveCost{{0, 1e-8}, 0};
+  p.token_bucket = TokenBucket{1e6, 1e8};
+  EXPECT_NEAR(step_of("off"), 1.0944e-3 + (246824 - 109440) * 1e-8, 1e-12);
+  EXPECT_NEAR(step_of("on"), 1.0944e-3 + (0.0896e-3 + (236536 - 45440) * 1e-8 + 10288e-8 - 0.7296e-3), 1e-12);
+  EXPECT_NEAR(step_of("on"), step_of("off"), 1e-12);
+  // A bucket of 10 kB caps what a step saves.
+  p.token_bucket = TokenBucket{1e4, 1e8};
+  EXPECT_NEAR(step_of("off"), 1.0944e-3 + (246824 - 1e4) * 1e-8, 1e-12);
+  p.token_bucket.reset();
+  // Two hosts on one core: each rank computes at half speed, and so does backward.
   p.machine_cores = 1;
   EXPECT_NEAR(step_of("on"), 2.1888e-3 + (0.1792e-3 + 236536e-8 + 10288e-8 - 1.4592e-3), 1e-12);
 }

@@ -257,6 +257,9 @@ json profile_json(const TuneProfile& p, double seconds) {
           {"blas_step_p_s", p.blas_step_p_s},
           {"nodes", p.nodes},
           {"machine_cores", p.machine_cores},
+          {"token_bucket", p.token_bucket ? json{{"burst_bytes", p.token_bucket->burst_bytes},
+                                                 {"rate_bytes_per_s", p.token_bucket->rate_bytes_per_s}}
+                                          : json(nullptr)},
           {"link", p.link ? json{{"alpha_s", p.link->link.alpha_s}, {"beta_s_per_byte", p.link->link.beta_s_per_byte},
                                  {"gamma_s_per_byte", p.link->gamma_s_per_byte}}
                           : json(nullptr)}};
@@ -369,6 +372,9 @@ json run_tune(const TuneOptions& options) {
     if (nodes > 1) {
       profile.machine_cores = machine_cores;
       link_report = measure_link(o, link_options, machine_cores, profile);
+      if (const std::optional<double> bits = parse_tc_rate(o.link_rate)) {
+        profile.token_bucket = TokenBucket{tbf_burst_bytes(*bits), *bits / 8};
+      }
     }
   } catch (const SweepInterrupted&) {
     report["interrupted"] = true;

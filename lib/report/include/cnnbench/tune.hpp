@@ -60,6 +60,9 @@ struct TuneProfile {
   int nodes = 1;
   std::optional<CollectiveCost> link;
   int machine_cores = 0;
+  // The links' tbf where --rate caps them (scripts/emulate-hosts.sh's bucket at that rate): what
+  // the link saves while the step computes goes out at its own speed (predict_step).
+  std::optional<TokenBucket> token_bucket;
 
   // The layers' time at batch b: measured where profiled, else interpolated linearly between the
   // nearest profiled batches (extrapolated proportionally beyond them).
