@@ -497,6 +497,34 @@ TEST(SweepRunner, ADeadlineEndsTheRoundsAfterTheFirst) {
   }
 }
 
+// The deadline holds for the retries of slow repetitions too: a repetition flagged slow (core 0's
+// probe before the first round made 3 times slower) is not retried past it, and says so.
+TEST(SweepRunner, ADeadlineLeavesSlowRepetitionsUnretried) {
+  SweepOptions options;
+  options.models = {ModelKind::fc3};
+  options.strategies = {"serial", "stream"};
+  options.cores = {1};
+  options.nodes = {1};
+  options.repeat = 3;
+  options.warmup = 0;
+  options.steps = 3;
+  options.synthetic_samples = 256;
+  options.quiet = true;
+  options.probe_slowdown = parse_probe_slowdown("0:0:3");
+  options.deadline_s = now_seconds();  // passed before the first round ends
+  const SweepRecord cut = run_sweep(options);
+  int warnings = 0;
+  for (const PointRecord& p : cut.points) {
+    for (const SlowCoreWarningRecord& w : p.slow_core_warnings) {
+      ++warnings;
+      EXPECT_FALSE(w.retry) << p.id;
+      EXPECT_EQ(w.used, "original") << p.id;
+      EXPECT_NE(w.message.find("not retried: the deadline"), std::string::npos) << p.id << ": " << w.message;
+    }
+  }
+  EXPECT_GT(warnings, 0) << "the slowed probe flagged no repetition";
+}
+
 // A failed job's reason is its own error line, not Open MPI's notes after it; without one, the
 // last non-empty line.
 TEST(SweepRunner, AFailedJobIsExplainedByItsOwnErrorLine) {
