@@ -466,7 +466,8 @@ TEST(SweepPlan, SerialFirstAndClusterGridWithinTheMachine) {
 
 // A deadline (`tune --budget`) ends the rounds where the next would end after it: the first round
 // always runs, the points keep the rounds they took, and the sweep is not complete.
-TEST(SweepRunner, ADeadlineEndsTheRoundsAfterTheFirst) {
+// FC-3's serial and stream on one core, 3 rounds of 3 steps, quiet: a sweep of seconds.
+SweepOptions three_short_rounds() {
   SweepOptions options;
   options.models = {ModelKind::fc3};
   options.strategies = {"serial", "stream"};
@@ -476,8 +477,13 @@ TEST(SweepRunner, ADeadlineEndsTheRoundsAfterTheFirst) {
   options.warmup = 0;
   options.steps = 3;
   options.synthetic_samples = 256;
-  options.pin = false;
   options.quiet = true;
+  return options;
+}
+
+TEST(SweepRunner, ADeadlineEndsTheRoundsAfterTheFirst) {
+  SweepOptions options = three_short_rounds();
+  options.pin = false;
   options.deadline_s = now_seconds();  // passed before the first round ends
   const SweepRecord cut = run_sweep(options);
   EXPECT_FALSE(cut.complete);
@@ -500,16 +506,7 @@ TEST(SweepRunner, ADeadlineEndsTheRoundsAfterTheFirst) {
 // The deadline holds for the retries of slow repetitions too: a repetition flagged slow (core 0's
 // probe before the first round made 3 times slower) is not retried past it, and says so.
 TEST(SweepRunner, ADeadlineLeavesSlowRepetitionsUnretried) {
-  SweepOptions options;
-  options.models = {ModelKind::fc3};
-  options.strategies = {"serial", "stream"};
-  options.cores = {1};
-  options.nodes = {1};
-  options.repeat = 3;
-  options.warmup = 0;
-  options.steps = 3;
-  options.synthetic_samples = 256;
-  options.quiet = true;
+  SweepOptions options = three_short_rounds();
   options.probe_slowdown = parse_probe_slowdown("0:0:3");
   options.deadline_s = now_seconds();  // passed before the first round ends
   const SweepRecord cut = run_sweep(options);
