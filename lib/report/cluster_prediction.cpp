@@ -18,22 +18,6 @@ namespace {
 
 double step_of(const PointRecord& p) { return p.time.median / static_cast<double>(p.steps.value_or(1)); }
 
-// The link behind the sweep's allreduce fit: allreduce-bench's own inversion (fit.link) when the
-// report has it, else its one line read as a ring without arithmetic (older reports).
-std::optional<CollectiveCost> sweep_link(const nlohmann::json& allreduce) {
-  if (!allreduce.is_object() || !allreduce.contains("fit") || !allreduce.at("fit").is_object()) return std::nullopt;
-  const nlohmann::json& fit = allreduce.at("fit");
-  if (fit.contains("link")) {
-    const nlohmann::json& link = fit.at("link");
-    return CollectiveCost{{link.at("alpha_s"), link.at("beta_s_per_byte")}, link.at("gamma_s_per_byte")};
-  }
-  const int ranks = allreduce.at("ranks");
-  if (ranks < 2) return std::nullopt;
-  return CollectiveCost{link_cost_from_fit(AllreduceAlgorithm::ring, ranks, fit.at("alpha_s"),
-                                           fit.at("beta_s_per_byte"), 0),
-                        0};
-}
-
 std::vector<double> schedule_of(const PointRecord& p) {
   const nlohmann::json& allreduce = p.strategy_metrics.value("allreduce", nlohmann::json::object());
   const nlohmann::json& schedule = allreduce.value("schedule_bytes", nlohmann::json());
@@ -99,6 +83,20 @@ double on_curve(const std::map<double, double>& curve, double bytes) {
 
 }  // namespace
 
+std::optional<CollectiveCost> allreduce_report_link(const nlohmann::json& allreduce) {
+  if (!allreduce.is_object() || !allreduce.contains("fit") || !allreduce.at("fit").is_object()) return std::nullopt;
+  const nlohmann::json& fit = allreduce.at("fit");
+  if (fit.contains("link")) {
+    const nlohmann::json& link = fit.at("link");
+    return CollectiveCost{{link.at("alpha_s"), link.at("beta_s_per_byte")}, link.at("gamma_s_per_byte")};
+  }
+  const int ranks = allreduce.at("ranks");
+  if (ranks < 2) return std::nullopt;
+  return CollectiveCost{link_cost_from_fit(AllreduceAlgorithm::ring, ranks, fit.at("alpha_s"),
+                                           fit.at("beta_s_per_byte"), 0),
+                        0};
+}
+
 AllreduceAlgorithm iallreduce_asked(const nlohmann::json& strategy_metrics) {
   const nlohmann::json& allreduce = strategy_metrics.value("allreduce", nlohmann::json::object());
   const nlohmann::json& id = allreduce.value("iallreduce_algorithm_id", nlohmann::json());
@@ -110,7 +108,7 @@ AllreduceAlgorithm iallreduce_asked(const nlohmann::json& strategy_metrics) {
 }
 
 void add_cluster_predictions(SweepRecord& sweep) {
-  const std::optional<CollectiveCost> link = sweep_link(sweep.allreduce);
+  const std::optional<CollectiveCost> link = allreduce_report_link(sweep.allreduce);
   if (!link || link->link.beta_s_per_byte <= 0) return;
   const std::string profile = "allreduce-bench of this sweep, " +
                               std::to_string(sweep.allreduce.at("ranks").get<int>()) + " ranks";

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include "cnnbench/cluster_prediction.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/data.hpp"
 #include "cnnbench/report.hpp"
@@ -169,11 +170,9 @@ json measure_link(const TuneOptions& o, const SweepOptions& launcher_options, in
     args = launcher.allreduce_bench(p.nodes, report);
     return args;
   });
-  const json& fit = bench.report.is_object() ? bench.report.value("fit", json()) : json();
-  CNNBENCH_CHECK(fit.is_object() && fit.contains("link"),
-                 "tune: allreduce-bench over the " + std::to_string(p.nodes) + " hosts failed: " + bench.why);
-  const json& link = fit.at("link");
-  p.link = CollectiveCost{{link.at("alpha_s"), link.at("beta_s_per_byte")}, link.at("gamma_s_per_byte")};
+  if (bench.report.is_object()) p.link = allreduce_report_link(bench.report);
+  CNNBENCH_CHECK(p.link.has_value(), "tune: allreduce-bench over the " + std::to_string(p.nodes) +
+                                         " hosts failed: " + bench.why);
   bench.report["launch"] = launcher.record(args);
   return bench.report;
 }
