@@ -5,6 +5,7 @@
 // the others blocked.
 #pragma once
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "../lib/strategies/rank_group.hpp"
+#include "cnnbench/balance.hpp"
 #include "cnnbench/core.hpp"
 
 namespace cnnbench::testing {
@@ -72,7 +74,7 @@ class SimulatedJob {
 
 // One call a simulated rank received (sums only: what the tests look at).
 struct GroupCall {
-  std::string what;  // "sum", "start_sum", "wait_for_sums", "sum_in_rank_order"
+  std::string what;  // "sum", "start_sum", "wait_for_sums", "sum_in_rank_order", "start_sum_of_own_segment", "start_share_segments"
   std::size_t count = 0;
   bool is_double = false;
   const void* data = nullptr;
@@ -101,6 +103,33 @@ class SimulatedRank final : public RankGroup {
   void sum(double* data, std::size_t count) override { sum_now("sum", data, count); }
   void start_sum(float* data, std::size_t count) override { start(data, count); }
   void start_sum(double* data, std::size_t count) override { start(data, count); }
+  // Run when the rank waits, like the started sums: each reads the other ranks' buffers.
+  void start_sum_of_own_segment(const float* data, std::size_t count, float* own) override {
+    log({"start_sum_of_own_segment", count, false, data});
+    started_.push_back([this, data, count, own] {
+      const EvenShare mine = even_share(static_cast<int>(count), size(), rank_);
+      job_.collective(rank_, data, [&](const std::vector<const void*>& slots) {
+        for (int i = 0; i < mine.count; ++i) {
+          float total = static_cast<const float*>(slots[0])[mine.offset + i];
+          for (std::size_t r = 1; r < slots.size(); ++r) total += static_cast<const float*>(slots[r])[mine.offset + i];
+          own[i] = total;
+        }
+      });
+    });
+  }
+  void start_share_segments(float* data, std::size_t count) override {
+    log({"start_share_segments", count, false, data});
+    started_.push_back([this, data, count] {
+      job_.collective(rank_, data, [&](const std::vector<const void*>& slots) {
+        for (int r = 0; r < size(); ++r) {
+          if (r == rank_) continue;  // a rank reads only the others' own segments, never writes them
+          const EvenShare theirs = even_share(static_cast<int>(count), size(), r);
+          const float* from = static_cast<const float*>(slots[static_cast<std::size_t>(r)]) + theirs.offset;
+          std::copy(from, from + theirs.count, data + theirs.offset);
+        }
+      });
+    });
+  }
   bool progress_sums() override { return started_.empty(); }
   void wait_for_sums() override {
     log({"wait_for_sums", started_.size(), false, nullptr});

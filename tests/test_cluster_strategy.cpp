@@ -216,7 +216,7 @@ TEST(ClusterOnSimulatedRanks, OverlapStartsEveryBucketOnceLastLayerFirst) {
     s.ranks = 2;
     s.threads = 2;
     s.steps = 3;
-    s.options = {{"overlap", "on"}};
+    s.options = {{"overlap", "on"}, {"rank-update", "replicated"}};
     const auto ranks = train_on_simulated_ranks(s);
     const ModelSpec& spec = model_spec(parse_model(model));
     const auto buckets = gradient_buckets(spec, gradient_bucket_bytes);
@@ -249,7 +249,7 @@ TEST(ClusterOnSimulatedRanks, WithoutOverlapOneBlockingSumOfTheWholeGradient) {
   s.ranks = 2;
   s.threads = 2;
   s.steps = 3;
-  s.options = {{"overlap", "off"}};
+  s.options = {{"overlap", "off"}, {"rank-update", "replicated"}};
   const auto ranks = train_on_simulated_ranks(s);
   const std::size_t parameters = model_spec(ModelKind::fc3).param_count;
   for (const Trained& rank : ranks) {
@@ -262,6 +262,86 @@ TEST(ClusterOnSimulatedRanks, WithoutOverlapOneBlockingSumOfTheWholeGradient) {
       EXPECT_EQ(step[0].count, parameters);
       EXPECT_EQ(step[1].what, "sum");
       EXPECT_TRUE(step[1].is_double);
+    }
+  }
+}
+
+// Each rank sums and steps only its own segment of every bucket, then the ranks share the new
+// weights: the same float operations on every element as the replicated update, so the same bits,
+// with and without overlap, on 2 and 3 ranks, with each node design.
+TEST(ClusterOnSimulatedRanks, ShardedUpdateGivesTheBitsOfTheReplicatedOne) {
+  struct Case {
+    std::string model;
+    int ranks, threads;
+    std::string overlap, node_update;
+  };
+  for (const Case& c : std::vector<Case>{{"fc3", 2, 1, "on", "auto"},
+                                         {"fc3", 3, 1, "off", "auto"},
+                                         {"fc3", 2, 2, "on", "replicas"},
+                                         {"fc3", 2, 2, "off", "slices"},
+                                         {"lenet5", 3, 2, "on", "replicas"}}) {
+    Shape sharded, replicated;
+    sharded.model = replicated.model = c.model;
+    sharded.ranks = replicated.ranks = c.ranks;
+    sharded.threads = replicated.threads = c.threads;
+    sharded.steps = replicated.steps = 4;
+    sharded.options = {{"overlap", c.overlap}, {"node-update", c.node_update},
+                       {"rank-update", "sharded"}};
+    replicated.options = sharded.options;
+    replicated.options["rank-update"] = "replicated";
+    const auto a = train_on_simulated_ranks(sharded);
+    const auto b = train_on_simulated_ranks(replicated);
+    const std::string what = describe(sharded);
+    for (std::size_t r = 0; r < a.size(); ++r) {
+      EXPECT_EQ(a[r].params, b[r].params) << what << ", rank " << r;
+      EXPECT_EQ(a[r].momentum, b[r].momentum) << what << ", rank " << r;
+      EXPECT_EQ(a[r].losses, b[r].losses) << what << ", rank " << r;
+      EXPECT_EQ(a[r].metrics["rank-update"], "sharded") << what;
+      EXPECT_EQ(b[r].metrics["rank-update"], "replicated") << what;
+    }
+  }
+}
+
+// Sharded, a step asks the ranks for each bucket's own segment (last bucket first, as the
+// replicated sums), the loss and times, one wait; then a share of each bucket's stepped
+// segments and a second wait.
+TEST(ClusterOnSimulatedRanks, ShardedStepSumsOwnSegmentsThenSharesThem) {
+  for (const std::string overlap : {"on", "off"}) {
+    Shape s;
+    s.ranks = 3;
+    s.threads = 2;
+    s.steps = 2;
+    s.options = {{"overlap", overlap}, {"rank-update", "sharded"}};
+    const auto ranks = train_on_simulated_ranks(s);
+    const auto buckets = gradient_buckets(model_spec(ModelKind::fc3), gradient_bucket_bytes);
+    for (std::size_t r = 0; r < ranks.size(); ++r) {
+      std::vector<std::string> calls;
+      for (const GroupCall& call : ranks[r].calls) {
+        if (call.what == "sum" && call.is_double && call.count != 4) continue;  // metrics table
+        std::string line = call.what + " " + std::to_string(call.count);
+        if (call.what == "sum" || call.what == "start_sum") line += call.is_double ? " d" : " f";
+        calls.push_back(line);
+      }
+      std::vector<std::string> step;
+      for (std::size_t k = buckets.size(); k-- > 0;) {
+        step.push_back("start_sum_of_own_segment " + std::to_string(buckets[k].end - buckets[k].begin));
+      }
+      // Without overlap the loss and times are a blocking sum after the wait for the segments.
+      if (overlap == "on") step.push_back("start_sum 4 d");
+      step.push_back("wait_for_sums " + std::to_string(buckets.size() + (overlap == "on" ? 1 : 0)));
+      if (overlap == "off") step.push_back("sum 4 d");
+      for (const GradientBucket& bucket : buckets) {
+        step.push_back("start_share_segments " + std::to_string(bucket.end - bucket.begin));
+      }
+      step.push_back("wait_for_sums " + std::to_string(buckets.size()));
+      std::vector<std::string> want;
+      for (int k = 0; k < s.steps; ++k) want.insert(want.end(), step.begin(), step.end());
+      // sync_to shares the momentum's segments once more.
+      for (const GradientBucket& bucket : buckets) {
+        want.push_back("start_share_segments " + std::to_string(bucket.end - bucket.begin));
+      }
+      want.push_back("wait_for_sums " + std::to_string(buckets.size()));
+      EXPECT_EQ(calls, want) << "overlap " << overlap << ", rank " << r;
     }
   }
 }

@@ -739,6 +739,12 @@ TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {
   EXPECT_NEAR(shm.at("compute_s").get<double>(), (0.007 / 4 + 0.001) / 0.5, 1e-12);
   EXPECT_NEAR(shm.at("predicted_step_s").get<double>(),
               0.0055 + (6e-5 + 6 * 10288e-9 / 4 + 6e-5 + 6 * 236536e-9 / 4), 1e-12);
+  // --rank-update sharded: each rank steps its 1/4 of the model, so the whole serial step divides.
+  sweep.points[1].strategy_metrics["rank-update"] = "sharded";
+  add_cluster_predictions(sweep);
+  EXPECT_EQ(sweep.points[1].prediction.at("replicated_s"), 0.0);
+  EXPECT_NEAR(sweep.points[1].prediction.at("compute_s").get<double>(), (0.008 / 4) / 0.5, 1e-12);
+  sweep.points[1].strategy_metrics.erase("rank-update");
   // Over TCP between hosts of their own the measured hidden share holds and each rank has its
   // cores; emulated hosts are one machine's, so its cores are shared again.
   sweep.points[1].strategy_metrics["network"] = {{"transport", "tcp"}};

@@ -118,7 +118,9 @@ void add_cluster_predictions(SweepRecord& sweep) {
     if (serial == nullptr) continue;
     StepModel model;
     model.serial_step_s = step_of(*serial);
-    model.replicated_s = std::min(update_of(*serial), 0.5 * model.serial_step_s);
+    // Replicated, every rank runs the whole update; sharded, each its 1/nodes of it, as the rest.
+    const bool sharded = p.strategy_metrics.value("rank-update", "replicated") == "sharded";
+    model.replicated_s = sharded ? 0.0 : std::min(update_of(*serial), 0.5 * model.serial_step_s);
     model.core_share = core_share_of(sweep, p);
     model.bucket_bytes = schedule_of(p);
     // In shared memory the rank's own core copies and sums its allreduce (inside the tests it makes

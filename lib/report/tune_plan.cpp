@@ -330,7 +330,11 @@ void predict_cluster(const TuneProfile& p, TuneCandidate& cand) {
   // buffers themselves up to 2 threads ((T + 2) n), past that a reduce-scatter first (about
   // 4.5n); slices sum and step their slice (n + 2n / T).
   const double moved = slices ? 1 + 2.0 / t : t <= 2 ? t + 2.0 : 4.5;
-  cand.predicted_step_s = compute + p.cluster_fixed_s + p.cluster_update_s * moved / 3.0 +
+  // --rank-update sharded: each rank steps 1/nodes of the model (docs/cluster.md, "Across ranks").
+  const auto rank_update = cand.options.find("rank-update");
+  const bool sharded = cand.nodes > 1 && rank_update != cand.options.end() && rank_update->second == "sharded";
+  const double update_share = sharded ? 1.0 / cand.nodes : 1.0;
+  cand.predicted_step_s = compute + p.cluster_fixed_s + p.cluster_update_s * moved / 3.0 * update_share +
                           p.cross_core_s * crossings(t);
   cand.bound = "compute + update";
   if (cand.nodes > 1) predict_cluster_over_hosts(p, cand, cand.predicted_step_s);

@@ -14,6 +14,10 @@ const char* node_update_name(NodeUpdate update) {
   return update == NodeUpdate::replicas ? "replicas" : "slices";
 }
 
+const char* rank_update_name(RankUpdate update) {
+  return update == RankUpdate::replicated ? "replicated" : "sharded";
+}
+
 ClusterOptions parse_cluster_options(const TrainConfig& config) {
   const StrategyOptions given(config, "cluster");
   ClusterOptions options;
@@ -25,6 +29,7 @@ ClusterOptions parse_cluster_options(const TrainConfig& config) {
   }
   if (given.is(strategy_option::node_update, "replicas")) options.node_update = NodeUpdate::replicas;
   if (given.is(strategy_option::node_update, "slices")) options.node_update = NodeUpdate::slices;
+  if (given.is(strategy_option::rank_update, "sharded")) options.rank_update = RankUpdate::sharded;
   options.comm_timeout_s = *given.number(strategy_option::comm_timeout);  // it has a default
   CNNBENCH_CHECK(config.threads >= 1, "--threads " + std::to_string(config.threads) +
                                           ": the cluster strategy needs at least 1 thread per rank");

@@ -50,6 +50,17 @@ class RankGroup {
   // Returns when every started sum has finished; their buffers then hold the sums.
   virtual void wait_for_sums() = 0;
 
+  // The two halves of a sum with an update between them (--rank-update sharded): rank r owns
+  // segment r of a buffer, cut as even_share(count, size(), r) cuts it (balance.hpp).
+  // Started now and finished by wait_for_sums(), like start_sum; every rank starts the same calls
+  // in the same order. `data` stays untouched by the caller until then.
+  //  - start_sum_of_own_segment: afterwards own[0, segment) holds this rank's segment of data
+  //    summed over the ranks in rank order, ((v_0 + v_1) + v_2) + ...; data itself is only read.
+  //  - start_share_segments: afterwards every rank's data holds each rank's own segment of it
+  //    (an allgather in place).
+  virtual void start_sum_of_own_segment(const float* data, std::size_t count, float* own) = 0;
+  virtual void start_share_segments(float* data, std::size_t count) = 0;
+
   // Collective: every rank's text, in rank order, on every rank.
   virtual std::vector<std::string> gather_to_all(const std::string& mine) = 0;
   // Collective over the ranks of this machine, each passing the same count: their ints, in

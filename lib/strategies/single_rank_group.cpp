@@ -2,6 +2,7 @@
 // Builds without MPI also get join_rank_group() here.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -26,6 +27,10 @@ class SingleRankGroup final : public RankGroup {
   void sum(double*, std::size_t) override {}
   void start_sum(float*, std::size_t) override {}
   void start_sum(double*, std::size_t) override {}
+  void start_sum_of_own_segment(const float* data, std::size_t count, float* own) override {
+    std::copy(data, data + count, own);
+  }
+  void start_share_segments(float*, std::size_t) override {}
   bool progress_sums() override { return true; }
   void wait_for_sums() override {}
   std::vector<std::string> gather_to_all(const std::string& mine) override { return {mine}; }

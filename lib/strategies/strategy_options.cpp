@@ -40,6 +40,13 @@ const OptionSpec node_update{
     .help = "how a rank's threads step the model: replicas (each its own copy), slices (each its "
             "slice of one shared model) or auto (replicas for a model of at most 16 MB)",
     .strategies = {"cluster"}};
+const OptionSpec rank_update{
+    .name = "rank-update", .kind = OptionKind::choice, .choices = {"replicated", "sharded"},
+    .value_name = "replicated|sharded", .value_noun = "mode", .default_value = "replicated",
+    .help = "how ranks step the model on the summed gradient: replicated (every rank receives "
+            "the whole sum and steps all of it) or sharded (each rank receives the sum of its own "
+            "segment, steps it, then the ranks share the new weights)",
+    .strategies = {"cluster"}};
 const OptionSpec balance{
     .name = "balance", .kind = OptionKind::choice, .choices = {"static", "dynamic"},
     .value_name = "static|dynamic", .value_noun = "mode", .default_value = "static",
@@ -157,7 +164,7 @@ std::string OptionSpec::default_text() const {
 const std::vector<const OptionSpec*>& strategy_option_specs() {
   using namespace strategy_option;
   static const std::vector<const OptionSpec*> specs = {
-      &consistency, &microbatches, &graph,    &widths,    &overlap, &node_update,
+      &consistency, &microbatches, &graph,    &widths,    &overlap, &node_update, &rank_update,
       &balance,     &slowdown,     &comm_timeout, &gpu_data, &gpu_graph, &device, &pin_core};
   return specs;
 }

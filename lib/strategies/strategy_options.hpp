@@ -13,7 +13,7 @@ namespace cnnbench {
 // Every option, defined in strategy_options.cpp; strategy_option_specs() lists the same.
 namespace strategy_option {
 extern const OptionSpec consistency, microbatches, graph, widths;  // stream
-extern const OptionSpec overlap, node_update, comm_timeout;        // cluster
+extern const OptionSpec overlap, node_update, rank_update, comm_timeout;        // cluster
 extern const OptionSpec balance, slowdown;                         // cluster and stream
 extern const OptionSpec gpu_data, gpu_graph, device;               // gpu
 extern const OptionSpec pin_core;                                  // serial

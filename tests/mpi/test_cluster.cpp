@@ -299,6 +299,30 @@ TEST(Cluster, Lenet5MatchesSerial) {
   expect_matches_serial(run_cluster(c, 2, "lenet5_2x2_no_overlap"), c, serial, "lenet5_2x2_no_overlap");
 }
 
+// --rank-update sharded over MPI: each rank's own segments through MPI_Ialltoallv and summed in
+// rank order, stepped, then shared with MPI_Iallgatherv; the momentum's segments shared for the
+// checkpoint (the one more step runs from them). On 2 ranks the sum has the bits of the
+// replicated update's MPI_Iallreduce (a + b either way).
+TEST(Cluster, ShardedUpdateMatchesSerial) {
+  if (is_rank_process()) GTEST_SKIP();
+  Case c;
+  c.model = "fc3";
+  const testing::Trained serial = train_serially(c);
+  for (const auto& [ranks, threads] : {std::pair{2, 1}, {2, 2}, {3, 1}}) {
+    c.threads = threads;
+    c.options = {{"rank-update", "sharded"}};
+    const std::string name = "sharded_" + std::to_string(ranks) + "x" + std::to_string(threads);
+    const Trained sharded = run_cluster(c, ranks, name);
+    expect_matches_serial(sharded, c, serial, name);
+    if (ranks != 2) continue;
+    c.options = {{"rank-update", "replicated"}};
+    const Trained replicated = run_cluster(c, ranks, name + "_replicated");
+    EXPECT_TRUE(sharded.params == replicated.params && sharded.momentum == replicated.momentum)
+        << name << ": the sharded update should give the replicated update's bits on 2 ranks";
+    EXPECT_EQ(sharded.losses, replicated.losses) << name;
+  }
+}
+
 TEST(Cluster, SameShapeGivesBitIdenticalRuns) {
   if (is_rank_process()) GTEST_SKIP();
   Case c;
@@ -367,6 +391,7 @@ TEST(Cluster, ReportCarriesCommunicationMetricsAndEveryRanksPins) {
   const double params = static_cast<double>(model_spec(ModelKind::fc3).param_count);
   EXPECT_GE(allreduce.at("payload_bytes_per_step").get<double>(), 4 * params);
   EXPECT_TRUE(metrics.contains("overlap_detail"));
+  EXPECT_EQ(metrics.at("rank-update"), "replicated");  // the default
   std::vector<std::string> workers;
   for (const auto& pin : report.at("pins")) workers.push_back(pin.at("worker"));
   EXPECT_EQ(workers, (std::vector<std::string>{"cluster/rank0/thread0", "cluster/rank0/thread1",

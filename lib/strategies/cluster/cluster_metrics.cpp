@@ -121,6 +121,7 @@ nlohmann::json cluster_metrics(const ClusterShape& shape, const std::vector<Rank
       {strategy_option::balance.name, shape.dynamic_balance ? "dynamic" : "static"},
       {"steps", steps},
       {strategy_option::node_update.name, node_update_name(shape.node_update)},
+      {strategy_option::rank_update.name, rank_update_name(shape.rank_update)},
       {"reduce_bytes_per_thread", steps > 0 ? reduce_bytes_max / steps : 0.0},
       {"allreduce",
        {{"seconds_mean", exposed_mean},

@@ -51,6 +51,7 @@ struct ClusterShape {
   std::size_t parameters = 0;  // floats in a gradient
   std::vector<double> allreduce_bytes;  // allreduce_schedule_bytes(): one step's sums over the ranks
   NodeUpdate node_update = NodeUpdate::replicas;
+  RankUpdate rank_update = RankUpdate::sharded;
 };
 
 // Collective: every rank's report, in rank order, on every rank. `last_thread_shares` has

@@ -2,8 +2,9 @@
 // batch is cut into contiguous per-rank shares and, inside a rank, per-thread shares.
 // Map = forward + backward of a share into that thread's flat gradient buffer; reduce = a sum in
 // thread order inside the node, reduce-scattered over the threads, then a sum over the ranks
-// (gradient_exchange.hpp); every rank applies the same SGD update, inside it on a replica per
-// thread or slice by slice of one shared model (node_step.hpp). Differs from serial only in
+// (gradient_exchange.hpp); every rank applies the same SGD update (or, sharded, each its own
+// segment of it, then the ranks share the weights), inside it on a replica per thread or slice by
+// slice of one shared model (node_step.hpp). Differs from serial only in
 // where the batch's gradient sum is computed. The ranks are a RankGroup: MPI's under mpirun,
 // simulated ones in the tests.
 #include "cluster_strategy.hpp"
@@ -87,7 +88,9 @@ class ClusterStrategy final : public Strategy {
     times_.end_range(1e-9 * double(clock_ticks() - range_start), queued_outside_steps);
   }
 
+  // Collective when the update is sharded: each rank holds the momentum of its own segments only.
   void sync_to(Model& model) override {
+    guarded([&] { exchange_->share_segments(model_->momentum.data()); });
     model.params = model_->params;
     model.momentum = model_->momentum;
   }
@@ -156,7 +159,9 @@ class ClusterStrategy final : public Strategy {
     });
     std::vector<float*> gradients;
     for (ThreadState& state : threads_) gradients.push_back(state.grads.data());
-    exchange_ = std::make_unique<GradientExchange>(*group_, model.spec(), gradients, params);
+    exchange_ = std::make_unique<GradientExchange>(
+        *group_, model.spec(), gradients, params,
+        ranks_ > 1 && options_.rank_update == RankUpdate::sharded);
     node_step_ = std::make_unique<NodeStep>(*pool_, threads_, *model_, *exchange_, config_.sgd,
                                             node_update_, ranks_);
     times_.reset(ranks_, threads_per_rank_);
@@ -318,9 +323,20 @@ class ClusterStrategy final : public Strategy {
     const double update_start = now_seconds();
     node_step_->apply_update();
     times_.close_all(TimeCategory::update);
+    double shared_s = 0;
+    if (exchange_->sharded()) {  // each rank stepped its own segments: the ranks share them
+      const double share_start = now_seconds();
+      exchange_->share_segments(model_->params.data());
+      times_.close_all(TimeCategory::communication_exposed);
+      shared_s = now_seconds() - share_start;
+      node_step_->copy_weights_to_replicas();
+      times_.close_all(TimeCategory::update);
+    }
     times_.end_step_all();
     const double step_end = now_seconds();
-    counters_.update_s += step_end - update_start;
+    counters_.update_s += step_end - update_start - shared_s;
+    counters_.allreduce_exposed_s += shared_s;
+    counters_.allreduce_in_flight_s += shared_s;
     counters_.step_s += step_end - step_start;
     // Every rank's compute seconds, the same on every rank after the sum.
     if (options_.dynamic_balance && !config_.shard_data) {
@@ -408,6 +424,7 @@ class ClusterStrategy final : public Strategy {
     shape.parameters = model_->params.size();
     shape.allreduce_bytes = allreduce_schedule_bytes(model_->kind, overlapping_);
     shape.node_update = node_update_;
+    shape.rank_update = exchange_->sharded() ? RankUpdate::sharded : RankUpdate::replicated;
     const std::vector<RankReport> reports =
         gather_rank_reports(*group_, counters_, shares_->last_thread_shares());
     metrics_ = cluster_metrics(shape, reports, network_);
@@ -427,7 +444,9 @@ class ClusterStrategy final : public Strategy {
     if (!replicated()) return;
     for (int replica = 1; replica < threads_per_rank_; ++replica) {
       const ThreadState& state = threads_[static_cast<std::size_t>(replica)];
-      CNNBENCH_CHECK(state.params == model_->params && state.momentum == model_->momentum,
+      // Sharded, only the node's model keeps the momentum (of the rank's own segments).
+      const bool momentum_agrees = exchange_->sharded() || state.momentum == model_->momentum;
+      CNNBENCH_CHECK(state.params == model_->params && momentum_agrees,
                      "cluster: rank " + std::to_string(rank_) + " thread " +
                          std::to_string(replica) + "'s replica of the model differs from thread 0's");
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cnnbench/balance.hpp"
 #include "node_update.hpp"
 
 namespace cnnbench {
@@ -78,7 +79,8 @@ std::vector<double> allreduce_schedule_bytes(ModelKind kind, bool overlap) {
 }
 
 GradientExchange::GradientExchange(RankGroup& group, const ModelSpec& spec,
-                                   std::vector<float*> thread_gradients, std::size_t count)
+                                   std::vector<float*> thread_gradients, std::size_t count,
+                                   bool sharded)
     : group_(group),
       buckets_(gradient_buckets(spec, gradient_bucket_bytes)),
       thread_gradients_(std::move(thread_gradients)),
@@ -93,6 +95,39 @@ GradientExchange::GradientExchange(RankGroup& group, const ModelSpec& spec,
   CNNBENCH_CHECK(tensors_ <= 64 && buckets_.size() <= 64,
                  "cluster: a model of more than 64 tensors does not fit the overlap's bit sets");
   if (thread_gradients_.size() > 1) node_sum_.assign(count, 0.0f);
+  sharded_ = sharded;
+  if (!sharded_) return;
+  // Each segment's sum lies where the segment lies in the flat buffer: the update then reads the
+  // gradient at the same offset as the weights and momentum it steps, as the replicated one does.
+  for (const GradientBucket& bucket : buckets_) {
+    const EvenShare segment = even_share(static_cast<int>(bucket.end - bucket.begin), group_.size(),
+                                         group_.rank());
+    const std::size_t begin = bucket.begin + static_cast<std::size_t>(segment.offset);
+    owned_.push_back({begin, begin, static_cast<std::size_t>(segment.count)});
+  }
+  own_gradient_.assign(count_, 0.0f);
+}
+
+void GradientExchange::start_bucket_sum(std::size_t b) {
+  const GradientBucket& bucket = buckets_[b];
+  float* data = node_gradient() + bucket.begin;
+  if (sharded_) {
+    group_.start_sum_of_own_segment(data, bucket.end - bucket.begin,
+                                    own_gradient_.data() + owned_[b].own_begin);
+  } else {
+    group_.start_sum(data, bucket.end - bucket.begin);
+  }
+}
+
+void GradientExchange::share_segments(float* data) {
+  if (!sharded_ || group_.size() == 1) return;
+  std::lock_guard lock(group_mutex_);
+  const ClockTicks start = clock_ticks();
+  for (const GradientBucket& bucket : buckets_) {
+    group_.start_share_segments(data + bucket.begin, bucket.end - bucket.begin);
+  }
+  group_.wait_for_sums();
+  record_call(0, label_of(Call::share_segments), count_ * sizeof(float), start);
 }
 
 float* GradientExchange::node_gradient() {
@@ -114,12 +149,15 @@ std::size_t GradientExchange::sum_threads(std::size_t begin, std::size_t end) {
 // The names the MPI group's calls have (the simulated group in the tests stands in for them).
 std::vector<std::string> GradientExchange::trace_labels() const {
   std::vector<std::string> labels;
+  const std::string bucket_call = sharded_ ? "MPI_Ialltoallv bucket " : "MPI_Iallreduce bucket ";
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    labels.push_back("MPI_Iallreduce bucket " + std::to_string(b) + " (" + buckets_[b].name + ")");
+    labels.push_back(bucket_call + std::to_string(b) + " (" + buckets_[b].name + ")");
   }
   labels.insert(labels.end(), {"MPI_Testall progress", "MPI_Iallreduce loss and times",
-                               "MPI_Testall wait for sums", "MPI_Iallreduce+wait gradient",
-                               "MPI_Iallreduce+wait loss and times"});
+                               "MPI_Testall wait for sums",
+                               sharded_ ? "MPI_Ialltoallv+wait gradient" : "MPI_Iallreduce+wait gradient",
+                               "MPI_Iallreduce+wait loss and times",
+                               "MPI_Iallgatherv+wait stepped segments"});
   return labels;
 }
 
@@ -140,7 +178,12 @@ void GradientExchange::record_call(int thread, std::int32_t label, std::size_t b
 void GradientExchange::sum_over_ranks(std::vector<double>& exchange) {
   if (group_.size() == 1) return;
   ClockTicks start = clock_ticks();
-  group_.sum(node_gradient(), count_);
+  if (sharded_) {
+    for (std::size_t b = buckets_.size(); b-- > 0;) start_bucket_sum(b);
+    group_.wait_for_sums();
+  } else {
+    group_.sum(node_gradient(), count_);
+  }
   record_call(0, label_of(Call::sum_gradient), count_ * sizeof(float), start);
   start = clock_ticks();
   group_.sum(exchange.data(), exchange.size());
@@ -215,7 +258,7 @@ void GradientExchange::start_ready_buckets(int thread) {
     const GradientBucket& bucket = buckets_[static_cast<std::size_t>(next_bucket_to_start_)];
     if (buckets_started_++ == 0) first_start_time_ = start;
     const ClockTicks call = clock_ticks();
-    group_.start_sum(node_gradient() + bucket.begin, bucket.end - bucket.begin);
+    start_bucket_sum(static_cast<std::size_t>(next_bucket_to_start_));
     record_call(thread, next_bucket_to_start_, (bucket.end - bucket.begin) * sizeof(float), call);
     --next_bucket_to_start_;
   }

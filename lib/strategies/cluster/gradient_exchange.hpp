@@ -43,14 +43,32 @@ struct OverlapTimes {
   double calls_s = 0;      // spent in the group's calls from backward's callbacks
 };
 
+// --rank-update sharded: a piece of the flat buffer this rank steps, floats [begin, begin +
+// count), whose summed gradient lies at own_begin of the exchange's own_gradient(). One per
+// bucket: the rank's segment of it (even_share over the ranks).
+struct OwnedPiece {
+  std::size_t begin = 0, own_begin = 0, count = 0;
+};
+
 class GradientExchange {
  public:
   // thread_gradients: each thread's flat gradient (`count` floats), summed in thread order.
   // With several threads the node's sum gets its own buffer, else it is thread 0's.
+  // sharded: the sum over the ranks leaves each rank only its own segment of each bucket
+  // (own_gradient()), summed in rank order; share_segments() then spreads the stepped weights.
   GradientExchange(RankGroup& group, const ModelSpec& spec,
-                   std::vector<float*> thread_gradients, std::size_t count);
+                   std::vector<float*> thread_gradients, std::size_t count, bool sharded = false);
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
+  bool sharded() const { return sharded_; }
+  // Sharded only: the pieces this rank steps, and their summed gradients (after the sum over the
+  // ranks), own_floats() of them in bucket order.
+  const std::vector<OwnedPiece>& owned_pieces() const { return owned_; }
+  const float* own_gradient() const { return own_gradient_.data(); }
+  std::size_t own_floats() const { return own_gradient_.size(); }
+  // Sharded, collective: every rank's own segments of `data` (the flat buffer: weights after the
+  // update, momentum before a checkpoint) copied to every rank, bucket by bucket; blocking.
+  void share_segments(float* data);
   // The threads' gradients summed (after sum_threads or the overlapped step); then, after the
   // ranks' sum, the batch's whole gradient.
   float* node_gradient();
@@ -94,7 +112,9 @@ class GradientExchange {
   // Called with group_mutex_ held, by thread `thread`.
   void start_ready_buckets(int thread);
   // The labels after the buckets' (one per bucket, by index).
-  enum class Call { progress, start_exchange, wait, sum_gradient, sum_exchange };
+  enum class Call { progress, start_exchange, wait, sum_gradient, sum_exchange, share_segments };
+  // Starts bucket b's sum over the ranks: the whole of it, or this rank's segment (sharded).
+  void start_bucket_sum(std::size_t b);
   std::int32_t label_of(Call call) const {
     return static_cast<std::int32_t>(buckets_.size()) + static_cast<std::int32_t>(call);
   }
@@ -113,6 +133,9 @@ class GradientExchange {
   std::vector<float*> thread_gradients_;
   std::size_t count_ = 0;           // floats of a gradient
   aligned_vector<float> node_sum_;  // several threads only
+  bool sharded_ = false;
+  std::vector<OwnedPiece> owned_;         // sharded: this rank's segment of each bucket
+  aligned_vector<float> own_gradient_;    // sharded: their sums over the ranks
   int tensors_ = 0;
 
   std::vector<ThreadProgress> progress_;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <numeric>
 #include <thread>
 
@@ -134,6 +135,34 @@ class MpiRankGroup final : public RankGroup {
     start_allreduce(data, count, MPI_DOUBLE);
   }
 
+  // An MPI_Ialltoallv hands rank r every rank's copy of segment r; wait_for_sums adds them in
+  // rank order into `own` (MPI's own reduce-scatter adds in an order of its choosing).
+  void start_sum_of_own_segment(const float* data, std::size_t count, float* own) override {
+    if (size_ == 1) {
+      std::copy(data, data + count, own);
+      return;
+    }
+    SegmentCall& call = segment_call(count);
+    const int mine = call.counts[static_cast<std::size_t>(rank_)];
+    call.scratch.resize(static_cast<std::size_t>(mine) * static_cast<std::size_t>(size_));
+    call.receive_counts.assign(static_cast<std::size_t>(size_), mine);
+    call.receive_offsets.resize(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) call.receive_offsets[static_cast<std::size_t>(r)] = r * mine;
+    call.own = own;
+    requests_.emplace_back();
+    MPI_Ialltoallv(data, call.counts.data(), call.offsets.data(), MPI_FLOAT, call.scratch.data(),
+                   call.receive_counts.data(), call.receive_offsets.data(), MPI_FLOAT,
+                   MPI_COMM_WORLD, &requests_.back());
+  }
+
+  void start_share_segments(float* data, std::size_t count) override {
+    if (size_ == 1) return;
+    SegmentCall& call = segment_call(count);
+    requests_.emplace_back();
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, data, call.counts.data(), call.offsets.data(),
+                    MPI_FLOAT, MPI_COMM_WORLD, &requests_.back());
+  }
+
   bool progress_sums() override {
     if (requests_.empty()) return true;
     int done = 0;
@@ -144,6 +173,17 @@ class MpiRankGroup final : public RankGroup {
   void wait_for_sums() override {
     wait_until_done(requests_, "the gradient sums (MPI_Iallreduce)");
     requests_.clear();
+    for (std::size_t c = 0; c < segment_calls_used_; ++c) {
+      SegmentCall& call = segment_calls_[c];
+      if (call.own == nullptr) continue;  // a share: nothing to add
+      const auto mine = static_cast<std::size_t>(call.counts[static_cast<std::size_t>(rank_)]);
+      for (std::size_t i = 0; i < mine; ++i) {
+        float total = call.scratch[i];
+        for (std::size_t r = 1; r < static_cast<std::size_t>(size_); ++r) total += call.scratch[r * mine + i];
+        call.own[i] = total;
+      }
+    }
+    segment_calls_used_ = 0;
   }
 
   std::vector<std::string> gather_to_all(const std::string& mine) override {
@@ -255,6 +295,24 @@ class MpiRankGroup final : public RankGroup {
     MPI_Iallgatherv(MPI_IN_PLACE, 0, type, data, segments.data(), offsets.data(), type,
                     MPI_COMM_WORLD, request.data());
     wait_until_done(request, "a sum in rank order (MPI_Iallgatherv)");
+  }
+
+  // The arrays a started segment call reads: MPI may read them until the call completes, so
+  // they live in segment_calls_ (a deque: its elements stay put) until wait_for_sums.
+  struct SegmentCall {
+    std::vector<int> counts, offsets, receive_counts, receive_offsets;
+    std::vector<float> scratch;  // (ranks, mine): rank r's copy of this rank's segment in row r
+    float* own = nullptr;        // where the sum goes; nullptr for a share
+  };
+
+  SegmentCall& segment_call(std::size_t count) {
+    if (segment_calls_used_ == segment_calls_.size()) segment_calls_.emplace_back();
+    SegmentCall& call = segment_calls_[segment_calls_used_++];
+    call.counts = split_evenly(checked_count(count), size_);
+    call.offsets.resize(call.counts.size());
+    std::exclusive_scan(call.counts.begin(), call.counts.end(), call.offsets.begin(), 0);
+    call.own = nullptr;
+    return call;
   }
 
   // Tests the requests until all are done. Past --comm-timeout, finds which ranks stopped
@@ -377,6 +435,8 @@ class MpiRankGroup final : public RankGroup {
   bool probed_after_stop_ = false;  // a stop probes once: every rank answered it
   bool any_thread_may_call_ = false;
   std::vector<MPI_Request> requests_;  // sums started and not yet waited for
+  std::deque<SegmentCall> segment_calls_;  // reused step after step
+  std::size_t segment_calls_used_ = 0;     // started and not yet waited for
   std::vector<float> float_scratch_;
   std::vector<double> double_scratch_;
 };

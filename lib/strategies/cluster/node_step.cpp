@@ -1,6 +1,7 @@
 // The update half of a cluster step inside one rank (node_step.hpp).
 #include "node_step.hpp"
 
+#include <algorithm>
 #include <cstddef>
 
 namespace cnnbench {
@@ -100,6 +101,10 @@ void NodeStep::sum_and_step_slices_of_the_shared_model() {
 // own thread (stepped on another core it would have to come back to its thread's cache before
 // the next forward). Slices: slice t of the shared model on whichever worker is awake.
 void NodeStep::apply_update() {
+  if (exchange_.sharded()) {
+    step_own_segments();
+    return;
+  }
   const float* grads = exchange_.node_gradient();
   const std::size_t n = model_.params.size();
   if (replicated()) {
@@ -120,6 +125,44 @@ void NodeStep::apply_update() {
   for (std::size_t t = 0; t < slices_.size(); ++t) {
     threads_[t].reduced_floats += 3.0 * static_cast<double>(slices_[t].size());
   }
+}
+
+// Sharded: this rank's segments of the buckets, laid end to end in the exchange's own gradient,
+// cut into one cache-line slice of them per thread; each steps the node's model (thread 0's) on
+// its slice, whichever worker is awake. Every replica then takes the shared weights
+// (copy_weights_to_replicas); only the node's model keeps the momentum of the rank's segments.
+void NodeStep::step_own_segments() {
+  const float* own = exchange_.own_gradient();
+  const std::vector<OwnedPiece>& pieces = exchange_.owned_pieces();
+  const std::vector<FloatRange> cut = cache_line_slices(exchange_.own_floats(), threads_per_rank_);
+  pool_.run_tasks_anywhere(threads_per_rank_, [&](int slice) {
+    const FloatRange& range = cut[static_cast<std::size_t>(slice)];
+    measured(slice, TimeCategory::update, [&] {
+      for (const OwnedPiece& piece : pieces) {
+        const std::size_t first = std::max(range.begin, piece.own_begin);
+        const std::size_t last = std::min(range.end, piece.own_begin + piece.count);
+        if (first >= last) continue;
+        const std::size_t at = piece.begin + (first - piece.own_begin);
+        sgd_step(model_.params.data() + at, own + first, model_.momentum.data() + at, last - first,
+                 sgd_);
+      }
+    });
+  });
+  for (std::size_t t = 0; t < cut.size(); ++t) {
+    threads_[t].reduced_floats += 3.0 * static_cast<double>(cut[t].size());
+  }
+}
+
+void NodeStep::copy_weights_to_replicas() {
+  if (!replicated() || threads_per_rank_ == 1) return;
+  const std::size_t n = model_.params.size();
+  pool_.run_on_each([&](int replica) {
+    if (replica == 0) return;
+    measured(replica, TimeCategory::update, [&] {
+      std::copy(model_.params.begin(), model_.params.end(), params_of(replica));
+    });
+  });
+  for (std::size_t t = 1; t < threads_.size(); ++t) threads_[t].reduced_floats += 2.0 * static_cast<double>(n);
 }
 
 }  // namespace cnnbench

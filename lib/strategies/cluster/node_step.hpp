@@ -51,7 +51,13 @@ class NodeStep {
   void sum_every_buffer_into_every_replica();
   void sum_first_bucket_in_parallel();
   void sum_and_step_slices_of_the_shared_model();
+  void step_own_segments();
+  // The step on the node's gradient summed over the ranks: the whole model, or with a sharded
+  // exchange only this rank's own segments, cut over the threads.
   void apply_update();
+  // Sharded, after the ranks shared the stepped weights into the node's model: each replica
+  // after the first copies them.
+  void copy_weights_to_replicas();
 
  private:
   // Runs work() as a working region of thread state t's step, on whichever worker runs it: the

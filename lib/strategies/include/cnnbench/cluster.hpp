@@ -1,5 +1,5 @@
 // The data-parallel cluster strategy's public pieces: its options (--overlap, --balance,
-// --slowdown, --node-update), MPI's lifecycle and the allreduce micro-benchmark. The worker pool a rank runs
+// --slowdown, --node-update, --rank-update), MPI's lifecycle and the allreduce micro-benchmark. The worker pool a rank runs
 // on is in worker_pool.hpp, how a batch is cut into shares in balance.hpp.
 #pragma once
 
@@ -28,6 +28,15 @@ Slowdown parse_slowdown(const std::string& value);
 enum class NodeUpdate { replicas, slices };
 const char* node_update_name(NodeUpdate update);
 
+// How the ranks step the model on the batch's gradient (docs/cluster.md, "Across ranks").
+// replicated: every rank receives the whole sum and steps the whole model; sharded: each rank
+// receives the sum of its own segment of every bucket, steps that segment, and the ranks then
+// share the new weights (a reduce-scatter, the update, an allgather: the same bytes as the ring
+// allreduce, 1/ranks of the update). Both compute the same bits on 2 ranks; on more, sharded
+// sums in rank order and replicated as MPI's allreduce does.
+enum class RankUpdate { replicated, sharded };
+const char* rank_update_name(RankUpdate update);
+
 // config.options of --strategy cluster, validated: unknown keys or bad values -> Error naming
 // the CLI flag (--overlap, --balance, --slowdown, --node-update).
 struct ClusterOptions {
@@ -36,6 +45,7 @@ struct ClusterOptions {
   int slow_rank = -1;          // --slowdown RANK:FACTOR; -1: none
   double slow_factor = 1.0;    // >= 1: that rank's compute takes this many times longer
   std::optional<NodeUpdate> node_update;  // --node-update; nothing (auto): the model's rule
+  RankUpdate rank_update = RankUpdate::replicated;  // --rank-update
   double comm_timeout_s = 30;  // --comm-timeout: how long a collective waits for the other ranks
 };
 ClusterOptions parse_cluster_options(const TrainConfig& config);
