@@ -166,9 +166,9 @@ TEST(TunePlanner, ClusterThreadsHalveComputeButNotTheUpdate) {
 
 TEST(TuneCandidates, OverHostsOnlyTheClusterWithOneDefault) {
   const auto one_thread = tune_candidates(ModelKind::lenet5, "cluster", 1, 64, 2);
-  EXPECT_EQ(one_thread.size(), 4u);  // overlap on/off x balance static/dynamic
+  EXPECT_EQ(one_thread.size(), 8u);  // overlap on/off x balance static/dynamic x rank update
   const auto two_threads = tune_candidates(ModelKind::lenet5, "cluster", 2, 64, 2);
-  EXPECT_EQ(two_threads.size(), 4u + 8u);  // and the node update for 2 threads
+  EXPECT_EQ(two_threads.size(), 8u + 16u);  // and the node update for 2 threads
   for (const auto* space : {&one_thread, &two_threads}) {
     EXPECT_EQ(std::count_if(space->begin(), space->end(), [](const TuneCandidate& c) { return c.is_default; }), 1);
     for (const TuneCandidate& c : *space) {
@@ -197,10 +197,13 @@ TEST(TunePlanner, OverHostsTheLinkPicksTheOverlap) {
   p.cluster_update_s = 0;
   p.nodes = 2;
   auto candidates = tune_candidates(ModelKind::lenet5, "cluster", 1, 64, 2);
-  const auto step_of = [&](const std::string& overlap) {
+  const auto step_of = [&](const std::string& overlap, const std::string& rank_update = "replicated") {
     for (TuneCandidate& c : candidates) {
       predict_step(p, c);
-      if (!c.options.empty() && c.options.at("overlap") == overlap && c.options.at("balance") == "static") {
+      const auto sharded = c.options.find("rank-update");
+      const std::string update = sharded == c.options.end() ? "replicated" : sharded->second;
+      if (!c.options.empty() && c.options.at("overlap") == overlap && c.options.at("balance") == "static" &&
+          update == rank_update) {
         return c.predicted_step_s;
       }
     }
@@ -233,6 +236,24 @@ TEST(TunePlanner, OverHostsTheLinkPicksTheOverlap) {
   // Two hosts on one core: each rank computes at half speed, and so does backward.
   p.machine_cores = 1;
   EXPECT_NEAR(step_of("on"), 2.1888e-3 + (0.1792e-3 + 236536e-8 + 10288e-8 - 1.4592e-3), 1e-12);
+  p.machine_cores = 0;
+  // Sharded: each allreduce's reduce-scatter (half the ring) in its place, then after backward
+  // and the rank's half of the update the two allgathers (the other half), all exposed. Where
+  // every allreduce ends past backward anyway, the two designs take the same time on the link.
+  EXPECT_NEAR(step_of("on", "sharded"), step_of("on"), 1e-12);
+  p.link = CollectiveCost{{1e-3, 0}, 0};
+  EXPECT_NEAR(step_of("on", "sharded"), 1.0944e-3 + (0.0896e-3 + 2e-3 - 0.7296e-3) + 2e-3, 1e-12);
+  // A fast link: the large replicated allreduce hides behind backward (the c1+c2 one starts as
+  // backward ends), the sharded allgathers cannot; the update decides. The rank's step updates in
+  // 0.1 ms; sharded, each rank its half.
+  p.link = CollectiveCost{{0, 1e-10}, 0};
+  EXPECT_NEAR(step_of("on"), 1.0944e-3 + 10288e-10, 1e-12);
+  EXPECT_NEAR(step_of("on", "sharded"), 1.0944e-3 + 0.5 * 10288e-10 + 0.5 * 246824e-10, 1e-12);
+  EXPECT_EQ(best_of(candidates, p).label.find("sharded"), std::string::npos);
+  p.cluster_update_s = 1e-4;
+  EXPECT_NEAR(step_of("on"), 1.0944e-3 + 10288e-10 + 1e-4, 1e-12);
+  EXPECT_NEAR(step_of("on", "sharded"), 1.0944e-3 + 0.5 * 10288e-10 + 0.5e-4 + 0.5 * 246824e-10, 1e-12);
+  EXPECT_NE(best_of(candidates, p).label.find("sharded"), std::string::npos);
 }
 
 TEST(TunePlanner, CrossCoreCostComesBackFromTheProfileRunAndFallsOnTheClustersThreads) {

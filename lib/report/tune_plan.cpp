@@ -156,27 +156,31 @@ std::vector<TuneCandidate> cluster_candidates(int cores) {
 }
 
 // Over hosts, one rank each: the threads per rank, whether backward overlaps the allreduces, the
-// balance between the ranks (dynamic moves samples from a slower rank even with one thread), and
-// the node update where a rank has threads to share it. The default is the sweep's point.
+// balance between the ranks (dynamic moves samples from a slower rank even with one thread), the
+// node update where a rank has threads to share it, and whether the ranks replicate the update or
+// shard it. The default is the sweep's point.
 std::vector<TuneCandidate> cluster_candidates_over_hosts(int cores, int nodes) {
   std::vector<TuneCandidate> out;
   for (int t = 1; t <= cores; ++t) {
     for (const char* overlap : {"on", "off"}) {
       for (const char* balance : {"static", "dynamic"}) {
         for (const char* update : {"replicas", "slices"}) {
-          if (t == 1 && std::string(update) == "slices") continue;
-          TuneCandidate cand;
-          cand.strategy = "cluster";
-          cand.cores = t;
-          cand.nodes = nodes;
-          cand.options = {{"overlap", overlap}, {"balance", balance}};
-          if (t > 1) cand.options["node-update"] = update;
-          cand.label = std::to_string(nodes) + "x" + std::to_string(t) + " overlap " + overlap + " " + balance +
-                       (t > 1 ? std::string(" ") + update : "");
-          cand.is_default = t == cores && std::string(overlap) == "on" && std::string(balance) == "dynamic" &&
-                            std::string(update) == "replicas";
-          if (cand.is_default) cand.options.clear();
-          out.push_back(std::move(cand));
+          for (const bool sharded : {false, true}) {
+            if (t == 1 && std::string(update) == "slices") continue;
+            TuneCandidate cand;
+            cand.strategy = "cluster";
+            cand.cores = t;
+            cand.nodes = nodes;
+            cand.options = {{"overlap", overlap}, {"balance", balance}};
+            if (t > 1) cand.options["node-update"] = update;
+            if (sharded) cand.options["rank-update"] = "sharded";
+            cand.label = std::to_string(nodes) + "x" + std::to_string(t) + " overlap " + overlap + " " + balance +
+                         (t > 1 ? std::string(" ") + update : "") + (sharded ? " sharded" : "");
+            cand.is_default = t == cores && std::string(overlap) == "on" && std::string(balance) == "dynamic" &&
+                              std::string(update) == "replicas" && !sharded;
+            if (cand.is_default) cand.options.clear();
+            out.push_back(std::move(cand));
+          }
         }
       }
     }
@@ -279,7 +283,13 @@ std::vector<std::string> layer_order(ModelKind model) {
 // each rank; the part the tokens cover goes at the link's own speed, taken as free, and the
 // allreduce's time is scaled by the part left to the rate. Without it a 1gbit LeNet-5 step, whose
 // 0.9 ms of compute lets 112 kB of its 247 kB through before the cap, came out 0.5 ms too long.
-void predict_cluster_over_hosts(const TuneProfile& p, TuneCandidate& cand, double rank_step_s) {
+//
+// --rank-update sharded splits each allreduce into its two halves of the ring's cost: the
+// reduce-scatters take the allreduces' places above; after backward and the update of the rank's
+// segments (`update_s`, part of rank_step_s) the allgathers follow one another on the link, all
+// exposed, the bucket's tokens gathered during the update spent on them.
+void predict_cluster_over_hosts(const TuneProfile& p, TuneCandidate& cand, double rank_step_s,
+                                double update_s) {
   CNNBENCH_CHECK(p.link.has_value(), "tune: the cluster over " + std::to_string(cand.nodes) +
                                          " hosts needs the link's profile (allreduce-bench)");
   const int t = cand.cores;
@@ -301,22 +311,39 @@ void predict_cluster_over_hosts(const TuneProfile& p, TuneCandidate& cand, doubl
   const double work = rank_step_s / share;  // backward's start is 0: the rest of the step idles the link
   double link_free = -(work - clock);       // the last allreduce of the step before ended there
   double tokens = 0;
-  const double sent_share = 2.0 * (cand.nodes - 1) / cand.nodes;
-  for (auto a = schedule.rbegin(); a != schedule.rend(); ++a) {  // backward starts the last one first
-    const double start = std::max(overlapped ? done_at.at(a->first_layer) : clock, link_free);
-    double seconds = allreduce_seconds(AllreduceAlgorithm::ring, cand.nodes, a->bytes, *p.link);
+  const auto rank_update = cand.options.find("rank-update");
+  const bool sharded = rank_update != cand.options.end() && rank_update->second == "sharded";
+  const double half = sharded ? 0.5 : 1.0;  // of each allreduce: its reduce-scatter, or all of it
+  const double sent_share = 2.0 * (cand.nodes - 1) / cand.nodes * half;
+  // One transfer of `bytes` (its share `half` of the ring) starting at `start` on the link.
+  const auto send = [&](double start, double bytes) {
+    double seconds = half * allreduce_seconds(AllreduceAlgorithm::ring, cand.nodes, bytes, *p.link);
     if (p.token_bucket) {
       const TokenBucket& bucket = *p.token_bucket;
       tokens = std::min(bucket.burst_bytes, tokens + bucket.rate_bytes_per_s * (start - link_free));
-      const double sent = sent_share * a->bytes;
+      const double sent = sent_share * bytes;
       const double covered = std::min(tokens, sent);
       tokens -= covered;
       seconds *= 1 - covered / sent;
     }
     link_free = start + seconds;
+  };
+  for (auto a = schedule.rbegin(); a != schedule.rend(); ++a) {  // backward starts the last one first
+    send(std::max(overlapped ? done_at.at(a->first_layer) : clock, link_free), a->bytes);
   }
   cand.predicted_step_s = work + std::max(0.0, link_free - clock);
   cand.bound = overlapped ? "compute + allreduces past backward" : "compute + allreduce";
+  if (!sharded) return;
+  // The update of the rank's segments ran after the last reduce-scatter; the allgathers follow it.
+  const double gathers_start = std::max(clock, link_free) + update_s / share;
+  const double before = link_free;
+  link_free = gathers_start;
+  tokens = p.token_bucket ? std::min(p.token_bucket->burst_bytes,
+                                     tokens + p.token_bucket->rate_bytes_per_s * (gathers_start - before))
+                          : 0;
+  for (const ScheduledAllreduce& a : schedule) send(link_free, a.bytes);  // in the model's order
+  cand.predicted_step_s += link_free - gathers_start;
+  cand.bound += " + allgathers after the update";
 }
 
 void predict_cluster(const TuneProfile& p, TuneCandidate& cand) {
@@ -333,11 +360,10 @@ void predict_cluster(const TuneProfile& p, TuneCandidate& cand) {
   // --rank-update sharded: each rank steps 1/nodes of the model (docs/cluster.md, "Across ranks").
   const auto rank_update = cand.options.find("rank-update");
   const bool sharded = cand.nodes > 1 && rank_update != cand.options.end() && rank_update->second == "sharded";
-  const double update_share = sharded ? 1.0 / cand.nodes : 1.0;
-  cand.predicted_step_s = compute + p.cluster_fixed_s + p.cluster_update_s * moved / 3.0 * update_share +
-                          p.cross_core_s * crossings(t);
+  const double update = p.cluster_update_s * moved / 3.0 * (sharded ? 1.0 / cand.nodes : 1.0);
+  cand.predicted_step_s = compute + p.cluster_fixed_s + update + p.cross_core_s * crossings(t);
   cand.bound = "compute + update";
-  if (cand.nodes > 1) predict_cluster_over_hosts(p, cand, cand.predicted_step_s);
+  if (cand.nodes > 1) predict_cluster_over_hosts(p, cand, cand.predicted_step_s, update);
 }
 
 void predict_blas(const TuneProfile& p, TuneCandidate& cand) {
