@@ -751,9 +751,10 @@ TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {
   add_cluster_predictions(sweep);
   EXPECT_EQ(sweep.points[1].prediction.at("hidden_fraction"), 0.5);
   EXPECT_EQ(sweep.points[1].prediction.at("core_share"), 1.0);
-  sweep.config["network"] = {{"emulated_hosts", 4}, {"rate", "1gbit"}};
+  sweep.config["network"] = {{"emulated_hosts", 4}};
   add_cluster_predictions(sweep);
   EXPECT_NEAR(sweep.points[1].prediction.at("core_share").get<double>(), 0.5, 1e-15);
+  EXPECT_EQ(sweep.points[1].prediction.at("token_bucket_bytes"), 0.0) << "an uncapped link has no bucket";
   EXPECT_EQ(sweep.points[1].prediction.at("communication_from"), "link fit");
   // A bench of the point's own call (in-place MPI_Iallreduce on the ring, 4 ranks) prices the
   // buckets by its times, linear in log-log between the sizes around each.
@@ -767,6 +768,23 @@ TEST(ClusterPrediction, SweepPointsCarryThePredictionByHand) {
   EXPECT_NEAR(sweep.points[1].prediction.at("communication_s").get<double>(), 1e-4 * 10288 / 8192 + big, 1e-12);
   EXPECT_NEAR(sweep.points[1].prediction.at("predicted_step_s").get<double>(),
               0.0055 + 0.5 * (1e-4 * 10288 / 8192 + big), 1e-12);
+  // A capped link's tbf fills at the rate while the rank computes what does not hide
+  // communication (5.5 ms less half the communication), up to its bucket (67,000 bytes or 4 ms at
+  // the rate); those bytes of the 370,236 a rank sends on the ring go free. At 100mbit the rate
+  // binds (62 kB), at 200mbit the 100 kB bucket does, at 1gbit it covers every byte.
+  const double timed = 1e-4 * 10288 / 8192 + big;
+  const double idle = 0.0055 - 0.5 * timed;
+  for (const auto& [rate, covered] : std::vector<std::pair<std::string, double>>{
+           {"100mbit", 12.5e6 * idle}, {"200mbit", 100000}, {"1gbit", 370236}}) {
+    sweep.config["network"]["rate"] = rate;
+    add_cluster_predictions(sweep);
+    const nlohmann::json& capped = sweep.points[1].prediction;
+    EXPECT_NEAR(capped.at("token_bucket_bytes").get<double>(), covered, 1e-6) << rate;
+    EXPECT_NEAR(capped.at("communication_s").get<double>(), timed * (1 - covered / 370236), 1e-12) << rate;
+    EXPECT_NEAR(capped.at("predicted_step_s").get<double>(), 0.0055 + 0.5 * timed * (1 - covered / 370236), 1e-12)
+        << rate;
+  }
+  sweep.config["network"].erase("rate");
   // Timed on other ranks, or blocking, the bench does not price the point: the link does.
   sweep.allreduce["ranks"] = 2;
   add_cluster_predictions(sweep);
