@@ -189,7 +189,8 @@ if config["nodes"] != 2 or config["network"]["emulated_hosts"] != 2 or config["n
 link = profile.get("link") or {}
 if profile["nodes"] != 2 or not link.get("beta_s_per_byte", 0) > 0:
     sys.exit(f"FAIL: the profile has no link over the 2 hosts: {link}")
-if len(report["candidates"]) != 4 or any(c["nodes"] != 2 for c in report["candidates"]):
+# overlap on/off x balance static/dynamic x rank update replicated/sharded, one thread a rank
+if len(report["candidates"]) != 8 or any(c["nodes"] != 2 for c in report["candidates"]):
     sys.exit(f"FAIL: candidates {[c['label'] for c in report['candidates']]}")
 ok = [m for m in report["measured"] if m["status"] == "ok"]
 if not ok or any(not m["id"].startswith("lenet5/cluster/n2c1") for m in ok) \
