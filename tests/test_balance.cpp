@@ -122,6 +122,26 @@ TEST(ClusterShares, EqualizingTimesKeepsSharesWithinTheToleranceAndTheBounds) {
   EXPECT_THROW(equalize_times({32, 32}, {1.0}, 1, 64, 0.05), Error);
 }
 
+// A part whose time is a staircase in its share (blocks of 8 samples): whole granules move, the
+// nearest count to equal times; a 10% difference moves none where single samples drift.
+TEST(ClusterShares, EqualizingTimesMovesWholeGranules) {
+  EXPECT_EQ(equalize_times({32, 32}, {1.0, 1.10}, 1, 64, 0.05), (std::vector<int>{33, 31}));
+  EXPECT_EQ(equalize_times({32, 32}, {1.0, 1.10}, 1, 64, 0.05, 8), (std::vector<int>{32, 32}));
+  EXPECT_EQ(equalize_times({32, 32}, {1.0, 2.0}, 1, 64, 0.05, 8), (std::vector<int>{40, 24}));
+  EXPECT_EQ(equalize_times({32, 32}, {1.0, 3.0}, 1, 36, 0.05, 8), (std::vector<int>{32, 32}))
+      << "a bound that leaves less than a granule moves nothing";
+  EXPECT_THROW(equalize_times({32, 32}, {1.0, 2.0}, 1, 64, 0.05, 0), Error);
+  // Staircase times, one core twice as slow: the shares settle on whole blocks and stay.
+  const auto staircase = [](const std::vector<int>& shares, const std::vector<double>& per_block) {
+    std::vector<double> times;
+    for (std::size_t p = 0; p < shares.size(); ++p) times.push_back(((shares[p] + 7) / 8) * per_block[p]);
+    return times;
+  };
+  std::vector<int> shares = {32, 32};
+  for (int step = 0; step < 20; ++step) shares = equalize_times(shares, staircase(shares, {1.0, 2.0}), 1, 64, 0.05, 8);
+  EXPECT_EQ(shares, (std::vector<int>{40, 24}));
+}
+
 TEST(ClusterShares, BalanceTreatsMissingMeasurementsAsAverage) {
   EXPECT_EQ(balance_shares(30, {0.0, 0.0, 0.0}, 0), split_evenly(30, 3));
   EXPECT_EQ(balance_shares(30, {2.0, -1.0, 2.0}, 0), (std::vector<int>{10, 10, 10}));

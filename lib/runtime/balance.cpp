@@ -113,7 +113,8 @@ std::vector<int> balance_shares(int total, const std::vector<double>& throughput
 }
 
 std::vector<int> equalize_times(std::vector<int> shares, const std::vector<double>& seconds,
-                                int minimum, int maximum, double tolerance) {
+                                int minimum, int maximum, double tolerance, int granule) {
+  CNNBENCH_CHECK(granule >= 1, "equalize_times: a granule of " + std::to_string(granule) + " samples");
   CNNBENCH_CHECK(shares.size() == seconds.size() && !shares.empty(),
                  "equalize_times: one measured time per share is needed");
   std::size_t slow = 0, fast = 0;
@@ -128,8 +129,10 @@ std::vector<int> equalize_times(std::vector<int> shares, const std::vector<doubl
   const double per_sample_fast = shares[fast] > 0 ? t_fast / shares[fast] : per_sample_slow;
   // (n_s - k) p_s = (n_f + k) p_f
   const double exact = (t_slow - t_fast) / (per_sample_slow + per_sample_fast);
-  int move = std::max(1, static_cast<int>(std::floor(exact)));
+  int move = granule == 1 ? std::max(1, static_cast<int>(std::floor(exact)))
+                           : granule * static_cast<int>(std::lround(exact / granule));
   move = std::min({move, shares[slow] - minimum, maximum - shares[fast]});
+  move -= move % granule;
   if (move <= 0) return shares;
   shares[slow] -= move;
   shares[fast] += move;

@@ -13,6 +13,12 @@ namespace cnnbench {
 namespace {
 // Compute times that differ by less than this are noise, not imbalance.
 constexpr double balance_tolerance = 0.05;
+// Shares move in whole blocks of the own dense kernel's rows (lib/layers/dense.cpp: 4-8 rows a
+// block by target): FC-3's step is a staircase in its batch (serial at 30 and 32 samples 338-341
+// us, at 34 434-438 us), so moving 2 samples off a 32/32 split made the grown share slower per
+// sample than the one it left, and --balance dynamic cost FC-3 1 x 2 an eighth of its step
+// (docs/cluster.md, "Where 1 x 2 and 2 x 1 lose their time").
+constexpr int balance_granule = 8;
 }  // namespace
 
 ClusterShares::ClusterShares(int batch, int ranks, int rank, int threads, bool dynamic_balance)
@@ -62,14 +68,14 @@ void ClusterShares::balance_threads(const std::vector<double>& seconds) {
   const int rank_share = std::accumulate(last_thread_shares_.begin(), last_thread_shares_.end(), 0);
   const int minimum = rank_share >= threads_ ? 1 : 0;
   thread_shares_ = equalize_times(last_thread_shares_, seconds, minimum, max_thread_share_,
-                                  balance_tolerance);
+                                  balance_tolerance, balance_granule);
 }
 
 // Every rank sees the same compute times and so computes the same new shares.
 void ClusterShares::balance_ranks(const std::vector<double>& seconds) {
   const int ranks = static_cast<int>(rank_shares_.size());
   const int minimum = batch_ >= ranks ? 1 : 0;
-  rank_shares_ = equalize_times(rank_shares_, seconds, minimum, batch_, balance_tolerance);
+  rank_shares_ = equalize_times(rank_shares_, seconds, minimum, batch_, balance_tolerance, balance_granule);
 }
 
 }  // namespace cnnbench

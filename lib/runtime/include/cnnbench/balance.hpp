@@ -34,7 +34,10 @@ std::vector<int> balance_shares(int total, const std::vector<double>& throughput
 // keeping shares within [minimum, maximum]; otherwise the shares stay. Balancing times rather
 // than sharing by throughput stays put under a fixed per-part cost (zeroing a gradient buffer):
 // there, the smaller part's throughput looks lower and sharing by throughput shrinks it further.
+// With `granule` > 1 a move is a whole number of granules, the nearest to the equalizing count
+// (none below half a granule): for parts whose time is a staircase in their share, as a dense
+// kernel's that runs a share's rows in blocks, where a few samples more cost a whole block.
 std::vector<int> equalize_times(std::vector<int> shares, const std::vector<double>& seconds,
-                                int minimum, int maximum, double tolerance);
+                                int minimum, int maximum, double tolerance, int granule = 1);
 
 }  // namespace cnnbench
