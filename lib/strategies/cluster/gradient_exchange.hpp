@@ -44,8 +44,9 @@ struct OverlapTimes {
 };
 
 // --rank-update sharded: a piece of the flat buffer this rank steps, floats [begin, begin +
-// count), whose summed gradient lies at own_begin of the exchange's own_gradient(). One per
-// bucket: the rank's segment of it (even_share over the ranks).
+// count), whose summed gradient lies at own_begin of the exchange's own_gradient() (own_begin ==
+// begin: the sums sit where their weights do). One per bucket: the rank's segment of it
+// (even_share over the ranks).
 struct OwnedPiece {
   std::size_t begin = 0, own_begin = 0, count = 0;
 };
@@ -62,7 +63,7 @@ class GradientExchange {
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
   bool sharded() const { return sharded_; }
   // Sharded only: the pieces this rank steps, and their summed gradients (after the sum over the
-  // ranks), own_floats() of them in bucket order.
+  // ranks) in a buffer of own_floats(), the flat buffer's size, at the pieces' own offsets.
   const std::vector<OwnedPiece>& owned_pieces() const { return owned_; }
   const float* own_gradient() const { return own_gradient_.data(); }
   std::size_t own_floats() const { return own_gradient_.size(); }
