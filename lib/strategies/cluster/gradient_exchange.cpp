@@ -99,12 +99,16 @@ GradientExchange::GradientExchange(RankGroup& group, const ModelSpec& spec,
   if (!sharded_) return;
   // Each segment's sum lies where the segment lies in the flat buffer: the update then reads the
   // gradient at the same offset as the weights and momentum it steps, as the replicated one does.
+  // own_begin counts the owned floats end to end, which the threads' cut of the update divides.
+  std::size_t owned = 0;
   for (const GradientBucket& bucket : buckets_) {
     const EvenShare segment = even_share(static_cast<int>(bucket.end - bucket.begin), group_.size(),
                                          group_.rank());
-    const std::size_t begin = bucket.begin + static_cast<std::size_t>(segment.offset);
-    owned_.push_back({begin, begin, static_cast<std::size_t>(segment.count)});
+    const auto floats = static_cast<std::size_t>(segment.count);
+    owned_.push_back({bucket.begin + static_cast<std::size_t>(segment.offset), owned, floats});
+    owned += floats;
   }
+  owned_floats_ = owned;
   own_gradient_.assign(count_, 0.0f);
 }
 
@@ -113,7 +117,7 @@ void GradientExchange::start_bucket_sum(std::size_t b) {
   float* data = node_gradient() + bucket.begin;
   if (sharded_) {
     group_.start_sum_of_own_segment(data, bucket.end - bucket.begin,
-                                    own_gradient_.data() + owned_[b].own_begin);
+                                    own_gradient_.data() + owned_[b].begin);
   } else {
     group_.start_sum(data, bucket.end - bucket.begin);
   }

@@ -44,9 +44,9 @@ struct OverlapTimes {
 };
 
 // --rank-update sharded: a piece of the flat buffer this rank steps, floats [begin, begin +
-// count), whose summed gradient lies at own_begin of the exchange's own_gradient() (own_begin ==
-// begin: the sums sit where their weights do). One per bucket: the rank's segment of it
-// (even_share over the ranks).
+// count), whose summed gradient lies at the same offset of the exchange's own_gradient(); own_begin
+// is where the piece starts among the rank's owned floats laid end to end (what the threads' cut
+// of the update divides). One per bucket: the rank's segment of it (even_share over the ranks).
 struct OwnedPiece {
   std::size_t begin = 0, own_begin = 0, count = 0;
 };
@@ -62,11 +62,11 @@ class GradientExchange {
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
   bool sharded() const { return sharded_; }
-  // Sharded only: the pieces this rank steps, and their summed gradients (after the sum over the
-  // ranks) in a buffer of own_floats(), the flat buffer's size, at the pieces' own offsets.
+  // Sharded only: the pieces this rank steps, own_floats() floats in all, and their summed
+  // gradients (after the sum over the ranks) at the weights' offsets of a flat-sized buffer.
   const std::vector<OwnedPiece>& owned_pieces() const { return owned_; }
   const float* own_gradient() const { return own_gradient_.data(); }
-  std::size_t own_floats() const { return own_gradient_.size(); }
+  std::size_t own_floats() const { return owned_floats_; }
   // Sharded, collective: every rank's own segments of `data` (the flat buffer: weights after the
   // update, momentum before a checkpoint) copied to every rank, bucket by bucket; blocking.
   void share_segments(float* data);
@@ -137,6 +137,7 @@ class GradientExchange {
   bool sharded_ = false;
   std::vector<OwnedPiece> owned_;         // sharded: this rank's segment of each bucket
   aligned_vector<float> own_gradient_;    // sharded: their sums over the ranks
+  std::size_t owned_floats_ = 0;          // sharded: the pieces' floats
   int tensors_ = 0;
 
   std::vector<ThreadProgress> progress_;

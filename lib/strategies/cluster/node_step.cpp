@@ -127,7 +127,7 @@ void NodeStep::apply_update() {
   }
 }
 
-// Sharded: this rank's segments of the buckets, laid end to end in the exchange's own gradient,
+// Sharded: this rank's segments of the buckets, counted end to end (OwnedPiece::own_begin) and
 // cut into one cache-line slice of them per thread; each steps the node's model (thread 0's) on
 // its slice, whichever worker is awake. Every replica then takes the shared weights
 // (copy_weights_to_replicas); only the node's model keeps the momentum of the rank's segments.
@@ -143,8 +143,7 @@ void NodeStep::step_own_segments() {
         const std::size_t last = std::min(range.end, piece.own_begin + piece.count);
         if (first >= last) continue;
         const std::size_t at = piece.begin + (first - piece.own_begin);
-        sgd_step(model_.params.data() + at, own + first, model_.momentum.data() + at, last - first,
-                 sgd_);
+        sgd_step(model_.params.data() + at, own + at, model_.momentum.data() + at, last - first, sgd_);
       }
     });
   });
