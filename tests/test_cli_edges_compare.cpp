@@ -291,6 +291,17 @@ const std::vector<Edge> kCompareEdges = {
      "python3 -c \"import json; p = json.load(open('out.json'))['points']; "
      "assert p and all(x['status'] == 'diverged' for x in p) and "
      "any(x['strategy'] == 'cluster' for x in p), p\""},
+    // The allreduce-bench that prices the cluster points runs before the first one and again
+    // after the rounds; the report keeps the faster of the two, whose sizes it shows.
+    {"SweepKeepsTheFasterOfTwoAllreduceBenches",
+     "sweep --model fc3 --strategies serial,cluster --nodes 2 --cores 1 --oversubscribe --steps 3 "
+     "--repeat 1 --warmup 0 --synthetic 128 --out {dir}/out.json",
+     0, "measuring allreduce cost on 2 ranks again", {"out.json"}, "", false, "",
+     "python3 -c \"import json; a = json.load(open('out.json'))['allreduce']; b = a['benches']; "
+     "assert [x['when'] for x in b] == ['before the first cluster point', 'after the rounds'], b; "
+     "kept = [x for x in b if x['kept']]; assert len(kept) == 1, b; "
+     "assert kept[0]['total_s'] == min(x['total_s'] for x in b), b; "
+     "total = sum(s['seconds'] for s in a['sizes']); assert abs(total / kept[0]['total_s'] - 1) < 1e-9, (total, b)\""},
     {"AllreduceBenchRefusesOneRank", "allreduce-bench", 2, "run it under mpirun -np N", {}},
     {"AllreduceBenchRoundsToWholeFloats",
      "allreduce-bench --allow-one-rank --min-bytes 5 --max-bytes 32 --repetitions 1 --warmup 0", 0,

@@ -88,6 +88,7 @@ void SweepRunner::run_plan(const std::vector<PointSpec>& plan, const std::map<st
   }
   find_slow_repetitions();
   retry_slow_repetitions();
+  if (!rounds_cut_) measure_allreduce_again();
   update_report();
 }
 

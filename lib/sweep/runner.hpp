@@ -171,6 +171,9 @@ class SweepRunner {
   nlohmann::json launch_for_json(const std::vector<std::string>& args,
                                  const std::filesystem::path& output, const std::string& what) const;
   void measure_allreduce();
+  // After the rounds, allreduce-bench once more where the sweep ran the first itself; the faster
+  // of the two stays the sweep's `allreduce` (measure.cpp).
+  void measure_allreduce_again();
   std::vector<std::string> launched_train_command(const PointSpec& point, std::int64_t steps) const;
   std::filesystem::path launched_report() const;
   Repetition run_launched(const PointSpec& point, std::int64_t steps = -1) const;
@@ -198,6 +201,8 @@ class SweepRunner {
   int rounds_done_ = 0;
   double start_s_ = 0;
   bool rounds_cut_ = false;  // options_.deadline_s ended the rounds before the last
+  bool allreduce_measured_here_ = false;  // measure_allreduce ran the bench (not given, not resumed)
+  double allreduce_bench_s_ = 0;          // how long it took
   double cost_total_ = 0, cost_done_ = 0, seconds_done_ = 0;
   std::unique_ptr<CoreProbe> core_probe_;
   CoreProbesRecord probes_;

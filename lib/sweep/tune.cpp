@@ -34,8 +34,9 @@ constexpr double profile_run_s = 0.25;
 // What one repetition costs beyond its steps: mpirun's start for a launched cluster point, the
 // stream's graph and its profiling of the actors for an in-process one (seconds, for the budget).
 constexpr double launch_s = 0.5, in_process_start_s = 0.05;
-// allreduce-bench on 2 ranks, which the sweep runs before its first cluster point.
-constexpr double allreduce_bench_s = 5;
+// allreduce-bench on 2 ranks, which the sweep runs before its first cluster point and again
+// after the rounds (where its deadline leaves the time).
+constexpr double allreduce_bench_s = 10;
 
 TrainConfig base_config(const TuneOptions& o, const std::string& strategy, int threads) {
   TrainConfig config;
