@@ -446,9 +446,43 @@ def unmeasured_list(report):
     return table(["point", "status", "reason"], rows, "Points not measured, and why")
 
 
+def settings_text(options):
+    return " ".join(f"--{text_of(k)} {text_of(v)}" for k, v in sorted(obj(options).items())) or "the sweep's options"
+
+
+def tuned_section(report):
+    """sweep --tuned: each tune's winner beside the default it was measured with, both from these
+    rounds, and what the tune itself measured of the two."""
+    tuned = [p for p in all_points(report) if isinstance(p.get("tuned"), dict)]
+    if not tuned:
+        return ""
+    by_id = {p.get("id"): p for p in all_points(report)}
+    rows = []
+    for p in tuned:
+        t = p["tuned"]
+        default = by_id.get(t.get("default_point"), {}) if not t.get("default") else p
+        ours, theirs = num(p.get("speedup")), num(default.get("speedup"))
+        ratio = ours / theirs if ours is not None and theirs else None
+        rows.append((None, [cell(point_link(p)),
+                            cell(join([text_of(t.get("label")), el("br"),
+                                       el("code", settings_text(t.get("options")))])),
+                            cell(number(ours), ours, True),
+                            cell("itself: the tune kept the default" if t.get("default") else point_link(default)),
+                            cell(number(theirs), theirs, True),
+                            cell(number(ratio), ratio, True),
+                            cell(f"{number(t.get('tune_speedup'))} / {number(t.get('tune_default_speedup'))}"),
+                            cell(text_of(t.get("from")))]))
+    return join([el("h3", "Tuned settings against the defaults", id="tuned"),
+                 table(["tuned point", "settings (the tune's label, the options over the sweep's)",
+                        "speedup", "default point", "its speedup", "tuned / default",
+                        "in the tune: tuned / default", "tune report"], rows,
+                       "sweep --tuned: each winner measured in the same rounds as its default, both paired "
+                       "with serial")])
+
+
 def points_section(report):
-    return join([points_table(report), el("h3", "Skipped, failed and diverged points", id="not-measured"),
-                 unmeasured_list(report)])
+    return join([points_table(report), tuned_section(report),
+                 el("h3", "Skipped, failed and diverged points", id="not-measured"), unmeasured_list(report)])
 
 
 # ---- Plots ------------------------------------------------------------------------------------

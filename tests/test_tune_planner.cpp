@@ -295,7 +295,8 @@ TEST(TunePlanner, CrossCoreCostComesBackFromTheProfileRunAndFallsOnTheClustersTh
 TEST(TuneWinners, TheDefaultUnlessACandidateBeatItInEveryRepetition) {
   const auto entry = [](const char* id, bool is_default, double speedup, double low, double high) {
     return nlohmann::json{{"id", id}, {"strategy", "stream"}, {"status", "ok"}, {"label", id},
-                          {"options", nlohmann::json::object()}, {"default", is_default}, {"speedup", speedup},
+                          {"options", nlohmann::json::object()}, {"cores", 2}, {"nodes", 1},
+                          {"default", is_default}, {"speedup", speedup},
                           {"speedup_range", {low, high}}, {"measured_step_s", 1e-3}, {"command", {"cnnbench"}}};
   };
   nlohmann::json measured = {entry("default", true, 1.50, 1.45, 1.55), entry("lucky", false, 1.70, 1.40, 1.90),
@@ -304,6 +305,8 @@ TEST(TuneWinners, TheDefaultUnlessACandidateBeatItInEveryRepetition) {
   EXPECT_EQ(winners.at("stream").at("id"), "steady");  // the higher median of the two that clear
   EXPECT_EQ(winners.at("stream").at("default_speedup"), 1.50);
   EXPECT_TRUE(winners.at("cluster").is_null());
+  EXPECT_EQ(winners.at("stream").at("cores"), 2);  // where sweep --tuned runs it
+  EXPECT_EQ(winners.at("stream").at("nodes"), 1);
   measured.erase(2);  // without "steady"
   EXPECT_EQ(tune_winners(measured, {"stream"}).at("stream").at("id"), "steadier");
   measured.erase(2);  // only the lucky one beside the default

@@ -62,6 +62,12 @@ TrainConfig point_train_config(const json& config, const json& point) {
     const std::string value = option_text(config.at(spec->name));
     if (!value.empty()) train.options[spec->name] = value;
   }
+  // A point of its own settings (sweep --tuned's winners) ran them over the sweep's.
+  if (point.contains("options") && point.at("options").is_object()) {
+    for (const auto& [name, value] : point.at("options").items()) {
+      if (value.is_string()) train.options[name] = value.get<std::string>();
+    }
+  }
   return train;
 }
 

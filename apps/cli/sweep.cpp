@@ -42,6 +42,7 @@ struct SweepArgs : CommonArgs {
   std::string out = "results/sweep.json";
   std::string trace_dir;  // --trace-dir: a Chrome trace per point, from one extra traced repetition
   std::string html;       // --html: the report as one HTML page at the end (cnnbench report)
+  std::vector<std::string> tuned;  // --tuned: tune reports whose winners run beside their defaults
   // Internal: one time-to-accuracy job of a cluster point, run by the sweep under the launcher.
   std::string tta_job, tta_out;
   std::vector<const OptionSpec*> given_options;  // the strategy options given on the command line
@@ -180,6 +181,7 @@ int run_sweep_command(const SweepArgs& a) {
     outputs.push_back({.option = "--html", .path = a.html, .replace = replace, .probe = true});
   }
   std::vector<InputPath> inputs = {{"--data", a.data_dir}, {"--hostfile", a.hostfile}};
+  for (const std::string& tune : a.tuned) inputs.push_back({"--tuned", tune});
   for (InputPath& cache : isa_inputs(a.isa)) inputs.push_back(std::move(cache));
   check_outputs(outputs, inputs);
   SweepOptions o;
@@ -223,6 +225,7 @@ int run_sweep_command(const SweepArgs& a) {
   if (!a.hostfile.empty()) o.hostfile = std::filesystem::absolute(a.hostfile);
   o.emulated_hosts = a.emulate_hosts;
   o.link_rate = a.rate;
+  for (const std::string& tune : a.tuned) o.tuned.push_back({tune, read_tune_report(tune)});
   o.python = !a.python.empty()                           ? a.python
              : std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3"
                                                            : "python3";
@@ -306,6 +309,10 @@ void add_sweep_command(CLI::App& root, Runner& runner) {
   cmd->add_option("--html", args->html,
                   "at the end, write the report as one self-contained HTML page here (cnnbench report)")
       ->check(output_path_rule(OutputKind::file));
+  cmd->add_option("--tuned", args->tuned,
+                  "a report of cnnbench tune (repeat it for other models): each strategy's winner "
+                  "runs beside its default point, in the same rounds, marked tuned in the report")
+      ->check(input_path_rule(PathKind::file, true));
   cmd->add_flag("--resume", args->resume, "keep the finished points of --out and run the rest");
   cmd->add_flag("--force", args->force,
                 "overwrite an existing --out report, --html page and --trace-dir traces (without it "

@@ -132,7 +132,8 @@ const auto point_header = std::tuple{
     field("id", &P::id), field("model", &P::model), field("strategy", &P::strategy),
     field("cores", &P::cores), field("nodes", &P::nodes), field("p", &P::p),
     field("series", &P::series), field("status", &P::status), optional_field("launch", &P::launch),
-    optional_field("peer", &P::peer), field("vs_pytorch_1thread", &P::vs_pytorch_1thread)};
+    optional_field("peer", &P::peer), optional_field("options", &P::options),
+    optional_field("tuned", &P::tuned), field("vs_pytorch_1thread", &P::vs_pytorch_1thread)};
 const auto point_measured = std::tuple{
     field("times_s", &P::times_s), field("warmup_times_s", &P::warmup_times_s),
     field("time", &P::time), optional_field("images_per_s", &P::images_per_s),

@@ -13,6 +13,7 @@
 #include "cnnbench/core.hpp"
 #include "cnnbench/report.hpp"
 #include "cnnbench/sweep.hpp"
+#include "cnnbench/tune.hpp"
 
 namespace cnnbench {
 
@@ -168,7 +169,10 @@ void check_run(const FieldReader& r, const json& report) {
 
 }  // namespace
 
-nlohmann::json read_report(const std::filesystem::path& path) {
+namespace {
+
+// The JSON object of a report file, its schema_version the one this cnnbench reads for its kind.
+json parse_report_file(const std::filesystem::path& path, const FieldReader& r) {
   std::error_code error;
   if (std::filesystem::is_directory(path, error)) fail(path.string() + ": is a folder, not a report");
   std::string text;
@@ -189,21 +193,76 @@ nlohmann::json read_report(const std::filesystem::path& path) {
   } catch (const json::out_of_range&) {
     fail(path.string() + ": invalid JSON: a number too large for a double");
   }
-  const FieldReader r(path);
   if (!report.is_object()) r.reject("(root)", "a JSON object", &report);
   const std::int64_t version = r.integer(report, "", "schema_version", 0);
   const std::string kind = r.string(report, "", "kind");
-  const int expected = kind == "sweep" ? sweep_schema_version : report_schema_version;
+  const int expected = kind == "sweep" ? sweep_schema_version : kind == "tune" ? tune_schema_version : report_schema_version;
   if (version != expected) {
     r.reject("schema_version", "version " + std::to_string(expected) + " (the one this cnnbench reads)",
              &report["schema_version"]);
   }
+  return report;
+}
+
+// A strategy option's value as the tune wrote it: a string (what `train` takes on its command line).
+void check_options(const FieldReader& r, const json& options, const std::string& path) {
+  if (!options.is_object()) r.reject(path, "an object of strategy options", &options);
+  for (const auto& [name, value] : options.items()) {
+    if (!value.is_string()) r.reject(path + "." + name, "a string", &value);
+  }
+}
+
+}  // namespace
+
+nlohmann::json read_report(const std::filesystem::path& path) {
+  const FieldReader r(path);
+  json report = parse_report_file(path, r);
+  const std::string kind = report.at("kind").get<std::string>();
   if (kind == "sweep") {
     check_sweep(r, report);
   } else if (kind == "run") {
     check_run(r, report);
   } else {
     r.reject("kind", "\"sweep\" or \"run\"", &report["kind"]);
+  }
+  return report;
+}
+
+nlohmann::json read_tune_report(const std::filesystem::path& path) {
+  const FieldReader r(path);
+  json report = parse_report_file(path, r);
+  r.one_of(report, "", "kind", std::array{"tune"}, "\"tune\" (a report of cnnbench tune)");
+  if (r.boolean(report, "", "interrupted")) {
+    fail(path.string() + ": the tune was interrupted before it measured its candidates; run it again");
+  }
+  const json& config = r.object(report, "", "config");
+  r.one_of(config, "config", "model", model_names, "\"fc3\" or \"lenet5\"");
+  r.integer(config, "config", "cores", 1);
+  r.integer(config, "config", "nodes", 1);
+  r.integer(config, "config", "batch", 1);
+  const json& measured = r.array(report, "", "measured");
+  const json& winners = r.object(report, "", "winners");
+  for (const auto& [strategy, winner] : winners.items()) {
+    const std::string at = "winners." + strategy;
+    if (winner.is_null()) continue;  // none of its candidates was measured
+    if (!winner.is_object()) r.reject(at, "an object or null", &winner);
+    r.string(winner, at, "label");
+    r.boolean(winner, at, "default");
+    r.positive(winner, at, "speedup");
+    check_options(r, r.member(winner, at, "options"), at + ".options");
+    // Reports of tunes before the winner said its cores and nodes: the measured candidate's.
+    if (!winner.contains("cores") || !winner.contains("nodes")) {
+      const std::string id = r.string(winner, at, "id");
+      const auto it = std::find_if(measured.begin(), measured.end(), [&](const json& m) {
+        return m.is_object() && m.value("id", "") == id;
+      });
+      if (it == measured.end()) r.reject(at + ".id", "the id of a measured candidate", &winner.at("id"));
+      report["winners"][strategy]["cores"] = r.integer(*it, "measured[" + id + "]", "cores", 1);
+      report["winners"][strategy]["nodes"] = r.integer(*it, "measured[" + id + "]", "nodes", 1);
+    } else {
+      r.integer(winner, at, "cores", 1);
+      r.integer(winner, at, "nodes", 1);
+    }
   }
   return report;
 }

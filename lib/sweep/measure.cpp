@@ -27,6 +27,12 @@ PointRecord SweepRunner::point_header(const PointSpec& point) const {
   record.p = point.total_cores();
   record.series = point.strategy == "cluster" ? "cluster/c" + std::to_string(point.cores) : point.strategy;
   if (is_peer_strategy(point.strategy)) record.peer = true;
+  if (!point.tuned.is_null()) {
+    record.tuned = point.tuned;
+    // A tuned winner of its own settings is a line of its own in the plots, not its default's.
+    if (point.variant == "tuned") record.series += "/tuned";
+  }
+  if (!point.options.empty()) record.options = point.options;
   return record;
 }
 

@@ -117,8 +117,9 @@ SweepRecord SweepRunner::run() {
   const int cluster_cores = allocation_cpus > 0 ? allocation_cpus
                             : options_.hostfile ? std::numeric_limits<int>::max()
                                                 : machine_cores_;
-  const std::vector<PointSpec> plan =
+  std::vector<PointSpec> plan =
       options_.plan.empty() ? plan_points(options_, cores_, nodes_, cluster_cores) : options_.plan;
+  if (options_.plan.empty()) add_tuned_points(plan, options_);
   // A launcher that cannot start jobs here fails the sweep before its first point, not hours later.
   const bool launches = available_.count("cluster") && available_.at("cluster").available &&
                         std::any_of(plan.begin(), plan.end(),
@@ -251,6 +252,18 @@ json SweepRunner::config_json() const {
   if (options_.shards != 1) config["shards"] = options_.shards;  // absent: the unsharded order
   config.update(options_json());
   if (!options_.network.is_null()) config["network"] = options_.network;
+  // sweep --tuned: the tunes whose winners the sweep measured beside their defaults.
+  if (!options_.tuned.empty()) {
+    json tuned = json::array();
+    for (const TunedSettings& t : options_.tuned) {
+      const json& c = t.report.at("config");
+      const json& context = t.report.value("context", json::object());
+      tuned.push_back({{"file", t.file.string()}, {"model", c.at("model")}, {"cores", c.at("cores")},
+                       {"nodes", c.at("nodes")}, {"date", context.value("date", json())},
+                       {"cpu", context.value("cpu", json())}});
+    }
+    config["tuned"] = tuned;
+  }
   return config;
 }
 
@@ -329,6 +342,20 @@ void SweepRunner::print_table() const {
     const double* rate = p.images_per_s ? &p.images_per_s->median : nullptr;
     std::fprintf(stderr, "%-31s %10s %8s %14s\n", name.c_str(), number(rate, "%.0f").c_str(),
                  number(of(p.speedup), "%.2f").c_str(), number(of(p.vs_pytorch_1thread), "%.2f").c_str());
+  }
+  // sweep --tuned: each winner against its default, both measured in these rounds.
+  for (const PointRecord& p : report_.points) {
+    if (!p.tuned.is_object()) continue;
+    const std::string label = printable_text(p.tuned.value("label", ""));
+    if (p.tuned.value("default", false)) {
+      std::fprintf(stderr, "tuned %s: the default (%s) is the tune's winner\n", p.id.c_str(), label.c_str());
+      continue;
+    }
+    const PointRecord* of_default = report_.find_measured(p.tuned.value("default_point", ""));
+    std::fprintf(stderr, "tuned %s: %s, speedup %s against the default's %s (%s)\n", p.id.c_str(), label.c_str(),
+                 p.measured() ? number(of(p.speedup), "%.2f").c_str() : p.status.c_str(),
+                 of_default ? number(of(of_default->speedup), "%.2f").c_str() : "-",
+                 printable_text(p.tuned.value("default_point", "")).c_str());
   }
 }
 

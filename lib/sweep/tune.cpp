@@ -327,6 +327,7 @@ json tune_winners(const json& measured, const std::vector<std::string>& strategi
       continue;
     }
     json w = {{"id", best->at("id")}, {"label", best->at("label")}, {"options", best->at("options")},
+              {"cores", best->at("cores")}, {"nodes", best->at("nodes")},
               {"default", best->at("default")}, {"speedup", best->at("speedup")},
               {"measured_step_s", best->at("measured_step_s")}, {"command", best->at("command")}};
     w["default_speedup"] = fallback ? fallback->at("speedup") : json(nullptr);

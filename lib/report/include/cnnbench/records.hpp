@@ -91,6 +91,10 @@ struct PointRecord {
   std::optional<LaunchRecord> launch;  // launched points (cluster): how their jobs were started
   // The PyTorch peers (pytorch, pytorch-ddp): true; absent for cnnbench's own strategies.
   std::optional<bool> peer;
+  // A point of its own settings (sweep --tuned's winners): the strategy options it ran with over
+  // the sweep's, and what the tune said of it (tuned_points.cpp); null otherwise. A default point
+  // that a tune kept as its winner carries `tuned` too, with "default": true.
+  nlohmann::json options, tuned;
   // Derived by add_scaling_analysis on every point: its images/s over those of the PyTorch
   // one-thread point (pytorch/n1c1) of the same model; none without such a point.
   std::optional<double> vs_pytorch_1thread;

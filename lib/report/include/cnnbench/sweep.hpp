@@ -91,6 +91,11 @@ double predicted_step_seconds(double one_node_step_seconds, int batch, int nodes
 // Error naming the file and the field ("points[3].times_s[1]: expected a positive number").
 nlohmann::json read_report(const std::filesystem::path& path);
 
+// Reads a `cnnbench tune` report (kind "tune") as `sweep --tuned` uses it: its model, cores,
+// nodes, batch and each strategy's winner (label, options, cores, nodes, speedups) checked; a tune
+// that was interrupted is refused (its winners were never measured). Errors name the file and field.
+nlohmann::json read_tune_report(const std::filesystem::path& path);
+
 // The measured points ("status": "ok") of a report that read_report accepted, of either kind.
 std::vector<PointRecord> report_points(const nlohmann::json& report);
 
@@ -191,6 +196,13 @@ ProbeSlowdown parse_probe_slowdown(const std::string& text);
 
 struct PointSpec;
 
+// sweep --tuned: one tune report (read_tune_report), which puts each of its strategies' winner
+// beside that strategy's default point of the same model, cores and nodes (tuned_points.cpp).
+struct TunedSettings {
+  std::filesystem::path file;
+  nlohmann::json report;
+};
+
 struct SweepOptions {
   std::vector<ModelKind> models = {ModelKind::fc3, ModelKind::lenet5};
   // Empty: every strategy the registry lists. The PyTorch peers (pytorch, pytorch-ddp) run only
@@ -262,6 +274,8 @@ struct SweepOptions {
   // Not empty: exactly these points, in this order, instead of the grid of models x strategies x
   // cores x nodes (their serial baselines among them; `cnnbench tune`).
   std::vector<PointSpec> plan;
+  // sweep --tuned: the winners of these tunes measured beside their defaults (the grid's points).
+  std::vector<TunedSettings> tuned;
 };
 
 // Runs the sweep and returns its report (also written to options.out after every point's
@@ -281,6 +295,8 @@ struct PointSpec {
   // several settings of one strategy at one core count), named by `variant` in the id.
   std::map<std::string, std::string> options;
   std::string variant;
+  // sweep --tuned: what the point's record says of the tune behind it (PointRecord::tuned).
+  nlohmann::json tuned;
   int total_cores() const { return cores * nodes; }
   std::string id() const;  // "fc3/stream/n1c2", with a variant "fc3/stream/n1c2/t3"
 };
@@ -288,6 +304,11 @@ struct PointSpec {
 std::string trace_file_name(const PointSpec& point);
 std::vector<PointSpec> plan_points(const SweepOptions& options, const std::vector<int>& cores,
                                    const std::vector<int>& nodes, int machine_cores);
+// sweep --tuned: each tune's winner per strategy, as a point of variant "tuned" right after the
+// plan's point of the tune's default (same model, strategy, cores and nodes), or, where the winner
+// is the default, that point marked. A tune the plan cannot take (another batch, its default
+// point not in the plan, emulated hosts other than the sweep's) is an Error naming its file.
+void add_tuned_points(std::vector<PointSpec>& plan, const SweepOptions& options);
 
 // Bytes one point needs at most (every rank: data set, parameters + gradients + momentum per
 // worker, activations of the batch), for refusing points that cannot fit in memory.
