@@ -315,6 +315,36 @@ TEST(TuneWinners, TheDefaultUnlessACandidateBeatItInEveryRepetition) {
   EXPECT_EQ(tune_winners(measured, {"stream"}).at("stream").at("id"), "lucky");
 }
 
+// Where the candidates ran in the same rounds as the default, a candidate wins by being faster
+// in each of them: a drift of the machine moves both alike. A gain of 3% under a drift of 6%
+// (every range overlapping the default's median) wins; one round lost, or too few rounds to
+// judge by, falls back on the ranges.
+TEST(TuneWinners, FasterInEveryRoundBeatsTheDefaultUnderDrift) {
+  const auto entry = [](const char* id, bool is_default, std::vector<double> by_round) {
+    nlohmann::json rounds = nlohmann::json::object();
+    for (std::size_t r = 0; r < by_round.size(); ++r) rounds[std::to_string(r)] = by_round[r];
+    std::vector<double> sorted = by_round;
+    std::sort(sorted.begin(), sorted.end());
+    return nlohmann::json{{"id", id}, {"strategy", "cluster"}, {"status", "ok"}, {"label", id},
+                          {"options", nlohmann::json::object()}, {"cores", 2}, {"nodes", 1},
+                          {"default", is_default}, {"speedup", sorted[sorted.size() / 2]},
+                          {"speedup_range", {sorted.front(), sorted.back()}}, {"speedup_by_round", rounds},
+                          {"measured_step_s", 1e-3}, {"command", {"cnnbench"}}};
+  };
+  const std::vector<double> drift = {1.80, 1.86, 1.90, 1.84, 1.88};
+  std::vector<double> gain, one_lost;
+  for (double d : drift) gain.push_back(d * 1.03);
+  one_lost = gain;
+  one_lost[2] = drift[2] * 0.99;
+  nlohmann::json measured = {entry("default", true, drift), entry("slices", false, gain)};
+  EXPECT_EQ(tune_winners(measured, {"cluster"}).at("cluster").at("id"), "slices");
+  measured[1] = entry("slices", false, one_lost);
+  EXPECT_EQ(tune_winners(measured, {"cluster"}).at("cluster").at("id"), "default");
+  // Three rounds are too few to judge round by round; the ranges overlap: the default stays.
+  measured = {entry("default", true, {1.80, 1.86, 1.90}), entry("slices", false, {1.854, 1.916, 1.957})};
+  EXPECT_EQ(tune_winners(measured, {"cluster"}).at("cluster").at("id"), "default");
+}
+
 TEST(TunePlanner, BlasMatchesItsProfiledEnds) {
   TuneProfile p = linear_profile(ModelKind::fc3, 4, {{"f1", 1e-6}}, 0, 0);
   p.blas_step_1_s = 4e-3;

@@ -307,6 +307,32 @@ std::vector<std::string> tune_command(const TuneOptions& o, const TuneCandidate&
   return words;
 }
 
+namespace {
+
+// Whether candidate `m` measured faster than the default `d`. Where both ran in the same
+// rounds, at least tune_rounds_to_judge of them: faster in every one of those rounds, each
+// round's two paired speedups side by side (a drift of the machine over minutes moves both
+// alike, so a gain smaller than the drift is still seen; a candidate no faster than the default
+// wins every one of 4 rounds by luck 1 time in 16). Else each of its paired speedups above the
+// default's median (a gain larger than the spread of the rounds).
+bool clears_default(const json& m, const json& d) {
+  const json& mine = m.value("speedup_by_round", json());
+  const json& theirs = d.value("speedup_by_round", json());
+  if (mine.is_object() && theirs.is_object()) {
+    int common = 0;
+    bool faster_in_each = true;
+    for (const auto& [round, ratio] : mine.items()) {
+      if (!theirs.contains(round)) continue;
+      ++common;
+      faster_in_each = faster_in_each && ratio.get<double>() > theirs.at(round).get<double>();
+    }
+    if (common >= tune_rounds_to_judge) return faster_in_each;
+  }
+  return m.contains("speedup_range") && m.at("speedup_range")[0].get<double>() > d.at("speedup").get<double>();
+}
+
+}  // namespace
+
 json tune_winners(const json& measured, const std::vector<std::string>& strategies) {
   json winners = json::object();
   for (const std::string& strategy : strategies) {
@@ -317,8 +343,7 @@ json tune_winners(const json& measured, const std::vector<std::string>& strategi
     const json* best = nullptr;  // the highest of the candidates that clear the default
     for (const json& m : measured) {
       if (m.at("strategy") != strategy || m.at("status") != "ok" || &m == fallback) continue;
-      const bool clears = fallback == nullptr ||
-                          (m.contains("speedup_range") && m.at("speedup_range")[0].get<double>() > fallback->at("speedup").get<double>());
+      const bool clears = fallback == nullptr || clears_default(m, *fallback);
       if (clears && (best == nullptr || m.at("speedup").get<double>() > best->at("speedup").get<double>())) best = &m;
     }
     if (best == nullptr) best = fallback;
@@ -483,6 +508,14 @@ json run_tune(const TuneOptions& options) {
       const auto [low, high] = std::minmax_element(point->paired_baseline->ratios.begin(),
                                                    point->paired_baseline->ratios.end());
       entry["speedup_range"] = {*low, *high};
+      // Each round's paired speedup: the winner is judged against the default round by round.
+      if (point->rounds.size() == point->paired_baseline->ratios.size()) {
+        json by_round = json::object();
+        for (std::size_t i = 0; i < point->rounds.size(); ++i) {
+          by_round[std::to_string(point->rounds[i])] = point->paired_baseline->ratios[i];
+        }
+        entry["speedup_by_round"] = by_round;
+      }
     }
     if (point->images_per_s) entry["images_per_s"] = point->images_per_s->median;
     measured.push_back(entry);

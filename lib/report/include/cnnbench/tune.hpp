@@ -159,9 +159,12 @@ struct TuneOptions {
 nlohmann::json run_tune(const TuneOptions& options);
 
 // Each strategy's winner from the tune report's `measured` entries (strategy, status, default,
-// speedup, speedup_range, ...): its default, unless a candidate measured faster than the default
-// in every repetition (each paired ratio above the default's median speedup); of those, the one of
-// the highest median. null for a strategy with nothing measured.
+// speedup, speedup_range, speedup_by_round, ...): its default, unless a candidate measured faster
+// than the default: in each of the rounds both ran, where they share tune_rounds_to_judge or more
+// (each round's paired speedups side by side), else in every repetition (each paired ratio above
+// the default's median speedup); of those, the one of the highest median. null for a strategy
+// with nothing measured.
+inline constexpr int tune_rounds_to_judge = 4;
 nlohmann::json tune_winners(const nlohmann::json& measured, const std::vector<std::string>& strategies);
 
 // The `cnnbench train` command that runs a candidate again for `steps` steps.
