@@ -55,7 +55,9 @@ void add_tuned_points(std::vector<PointSpec>& plan, const SweepOptions& o) {
     const std::string what = std::string(model_name(model)) + " on " + std::to_string(cores) + " core" +
                              (cores == 1 ? "" : "s") + (nodes > 1 ? " x " + std::to_string(nodes) + " nodes" : "");
     if (!tuned_for.insert(what).second) fail(name + ": a second tune of " + what + " (give one per model, cores and nodes)");
-    for (const auto& [strategy, winner] : t.report.at("winners").items()) {
+    for (const auto& item : t.report.at("winners").items()) {
+      const std::string strategy = item.key();
+      const json& winner = item.value();
       if (winner.is_null()) continue;  // the tune measured none of its candidates
       const bool runs_strategy = std::any_of(plan.begin(), plan.end(), [&](const PointSpec& p) {
         return p.model == model && p.strategy == strategy;
