@@ -331,6 +331,10 @@ def sweep_warnings(report):
         message = obj(report.get(key)).get("message")
         if message:
             found.append(el("li", el("strong", f"{label}: "), text_of(message)))
+    placement = obj(report.get("core_placement"))
+    if placement.get("message"):
+        label = "The cores moved" if placement.get("moved") is True else "The cores sit apart"
+        found.append(el("li", el("strong", f"{label}: "), text_of(placement["message"])))
     slow = sum(len(items(p.get("slow_core_warnings"))) for p in all_points(report))
     if slow:
         found.append(el("li", el("strong", "Slow cores: "),

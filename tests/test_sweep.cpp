@@ -254,6 +254,53 @@ TEST(SweepAnalysis, AWideMiddleOfThePairedRatiosIsASpreadWarning) {
   EXPECT_FALSE(report["points"][1].contains("spread_warning"));
 }
 
+// The probes' handoffs between the cores say where they sit: a line passed in 94 ns at the
+// first probe and 335-349 ns after (a host that moved a virtual core to another die, seen on
+// 2026-12-07) is a move, named with its probes, and a wide 2-core point says so; steady at 340
+// ns the cores sit apart; steady at 72-80 ns nothing is said.
+TEST(SweepAnalysis, TheCoresHandoffSaysWhereTheySit) {
+  nlohmann::json report = sweep_report(1.0);
+  report["allreduce"] = nullptr;
+  const auto probes = [](std::vector<double> handoffs) {
+    nlohmann::json list = nlohmann::json::array();
+    for (std::size_t k = 0; k < handoffs.size(); ++k) {
+      const int probe = static_cast<int>(k);
+      list.push_back({{"probe", probe}, {"core", 0}, {"compute_gflops", 9.8}, {"memory_gbps", 27.0}, {"started_s", 6.0 * probe}});
+      list.push_back({{"probe", probe}, {"core", 1}, {"compute_gflops", 9.8}, {"memory_gbps", 27.0},
+                      {"started_s", 6.0 * probe}, {"handoff_ns", handoffs[k]}});
+    }
+    return nlohmann::json{{"threshold", 0.1}, {"probes", list}, {"medians", nlohmann::json::array()}};
+  };
+  report["core_probes"] = probes({94.0, 349.1, 342.1, 338.7, 338.1, 334.6});
+  report["points"][1]["paired_baseline"] = {{"ratios", {1.61, 0.84, 0.85, 0.82, 1.60}}};
+  add_scaling_analysis(report);
+  ASSERT_TRUE(report.contains("core_placement")) << report.dump(1);
+  const auto& moved = report["core_placement"];
+  EXPECT_TRUE(moved["moved"].get<bool>());
+  EXPECT_TRUE(moved["apart"].get<bool>());
+  EXPECT_EQ(moved["near_probes"], nlohmann::json({0}));
+  EXPECT_EQ(moved["far_probes"], nlohmann::json({1, 2, 3, 4, 5}));
+  const std::string message = moved["message"].get<std::string>();
+  EXPECT_NE(message.find("between cores 0 and 1 took 94 ns at probe 0 and 335-349 ns at probes 1-5"),
+            std::string::npos) << message;
+  const std::string spread = report["points"][1].value("spread_warning", "");
+  EXPECT_NE(spread.find("round trip between the cores changed (core_placement)"), std::string::npos) << spread;
+
+  report["core_probes"] = probes({338.0, 341.0, 352.0, 340.0, 336.0, 339.0});
+  add_scaling_analysis(report);
+  ASSERT_TRUE(report.contains("core_placement"));
+  EXPECT_FALSE(report["core_placement"]["moved"].get<bool>());
+  EXPECT_TRUE(report["core_placement"]["apart"].get<bool>());
+  EXPECT_NE(report["core_placement"]["message"].get<std::string>().find(
+                "cores 0 and 1 pass a cache line in 340 ns (median of 6 probes, 336-352) a round trip"),
+            std::string::npos) << report["core_placement"].dump();
+  EXPECT_NE(report["points"][1].value("spread_warning", "").find("no core probe fell"), std::string::npos);
+
+  report["core_probes"] = probes({72.0, 75.0, 80.0, 78.0, 74.0, 79.0});
+  add_scaling_analysis(report);
+  EXPECT_FALSE(report.contains("core_placement"));
+}
+
 TEST(SweepCompare, TwiceSlowerIsARegressionAndItselfIsNot) {
   const auto base = write("base.json", sweep_report(1.0).dump());
   const auto slow = write("slow.json", sweep_report(2.0).dump());

@@ -172,6 +172,7 @@ const auto sweep_fields = std::tuple{
     field("scaling_prediction", &W::scaling_prediction),
     optional_field("baseline_warning", &W::baseline_warning),
     optional_field("pair_core_warning", &W::pair_core_warning), optional_field("core_probes", &W::core_probes),
+    optional_field("core_placement", &W::core_placement),
     optional_field("elapsed_s", &W::elapsed_s)};
 
 const auto summary_fields =
@@ -236,6 +237,13 @@ const auto core_probes_fields = std::tuple{
     field("threshold", &CoreProbesRecord::threshold), field("probes", &CoreProbesRecord::probes),
     field("medians", &CoreProbesRecord::medians)};
 
+using CL = CorePlacementRecord;
+const auto core_placement_fields = std::tuple{
+    field("core", &CL::core), field("partner", &CL::partner), field("handoff_ns_min", &CL::handoff_ns_min),
+    field("handoff_ns_median", &CL::handoff_ns_median), field("handoff_ns_max", &CL::handoff_ns_max),
+    field("apart", &CL::apart), field("moved", &CL::moved), optional_field("near_probes", &CL::near_probes),
+    optional_field("far_probes", &CL::far_probes), field("message", &CL::message)};
+
 // A config value as the text compare prints: strings bare, everything else as JSON.
 std::string setting_text(const json& value) {
   return value.is_string() ? value.get<std::string>() : value.dump();
@@ -264,6 +272,7 @@ CNNBENCH_FIELDS_JSON(RetryRecord, retry_fields)
 CNNBENCH_FIELDS_JSON(SlowCoreWarningRecord, slow_core_fields)
 CNNBENCH_FIELDS_JSON(CoreProbeRecord, core_probe_fields)
 CNNBENCH_FIELDS_JSON(CoreMedianRecord, core_median_fields)
+CNNBENCH_FIELDS_JSON(CorePlacementRecord, core_placement_fields)
 #undef CNNBENCH_FIELDS_JSON
 
 namespace {

@@ -156,6 +156,10 @@ SweepRecord SweepRunner::run() {
   for (const auto& warning : {report_.pair_core_warning, report_.baseline_warning}) {
     if (!options_.quiet && warning) std::fprintf(stderr, "warning: %s\n", warning->message.c_str());
   }
+  if (!options_.quiet && report_.core_placement) {
+    std::fprintf(stderr, "%s: %s\n", report_.core_placement->moved ? "warning" : "note",
+                 report_.core_placement->message.c_str());
+  }
   if (!options_.quiet) {
     for (const PointRun& run : runs_) {
       if (!run.settled && run.prepared && !run.rounds.empty()) print_point(*report_.find_measured(run.spec.id()));

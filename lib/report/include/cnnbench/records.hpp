@@ -211,6 +211,20 @@ struct CoreProbesRecord {
   std::vector<CoreMedianRecord> medians;
 };
 
+// Where the probes' handoffs say the cores sit (add_scaling_analysis): apart, a cache line's round
+// trip over core_apart_handoff_ns at the median (no cache level shared: two dies), or moved, its
+// slowest probe core_moved_handoff_ratio times its fastest or more (a host that placed a virtual
+// core elsewhere during the sweep). Every byte a point moves between its cores pays for it.
+struct CorePlacementRecord {
+  int core = 0, partner = 0;  // the probed core and the one it passed the line to
+  double handoff_ns_min = 0, handoff_ns_median = 0, handoff_ns_max = 0;
+  bool apart = false, moved = false;
+  std::vector<int> near_probes, far_probes;  // moved: the probes on either side of the midpoint
+  std::string message;
+};
+inline constexpr double core_apart_handoff_ns = 200;
+inline constexpr double core_moved_handoff_ratio = 2;
+
 // A sweep report. context (the machine and build, collect_context), config (the sweep's settings),
 // features and allreduce (allreduce-bench's output) are kept as the JSON objects they are made as.
 struct SweepRecord {
@@ -229,6 +243,7 @@ struct SweepRecord {
   // speedup as paired; the message says by how much the pairs' core flatters it).
   std::optional<BaselineWarningRecord> pair_core_warning;
   std::optional<CoreProbesRecord> core_probes;  // none when the sweep took no round
+  std::optional<CorePlacementRecord> core_placement;  // none when the cores sit close and stayed
   std::optional<double> elapsed_s;
 
   // The point with this id ("lenet5/serial/n1c1") if it was measured, else nullptr.
@@ -255,6 +270,7 @@ CNNBENCH_RECORD_JSON(PointRecord)
 CNNBENCH_RECORD_JSON(CoreProbeRecord)
 CNNBENCH_RECORD_JSON(CoreMedianRecord)
 CNNBENCH_RECORD_JSON(CoreProbesRecord)
+CNNBENCH_RECORD_JSON(CorePlacementRecord)
 CNNBENCH_RECORD_JSON(AmdahlRecord)
 CNNBENCH_RECORD_JSON(PredictedStepRecord)
 CNNBENCH_RECORD_JSON(MeasuredVsPredictedRecord)
