@@ -27,6 +27,14 @@ std::string tune_report(int cores = 1, const std::string& extra = "", const std:
   return "printf '%s' '" + text + "' > tune.json";
 }
 
+// Shell that passes when out.json follows results/schema/NAME.schema.json (or, without
+// python3-jsonschema, when the schema cannot be checked here).
+std::string schema_valid(const std::string& name) {
+  const std::string schema = std::string(CNNBENCH_SOURCE_DIR) + "/results/schema/" + name + ".schema.json";
+  return "{ ! /usr/bin/python3 -c 'import jsonschema' 2>/dev/null || /usr/bin/python3 -c \"import json, jsonschema; "
+         "jsonschema.validate(json.load(open('out.json')), json.load(open('" + schema + "')))\"; }";
+}
+
 const std::string tuned_sweep =
     "sweep --model fc3 --strategies serial,stream --cores 1 --steps 2 --repeat 1 --warmup 0 "
     "--synthetic 128 --tuned {dir}/tune.json --out {dir}/out.json";
@@ -72,7 +80,7 @@ const std::vector<Edge> kTuneEdges = {
      "assert t['tuned']['default_point'] == 'fc3/stream/n1c1' and t['tuned']['default'] is False, t; "
      "assert 'tuned' not in p[1] and 'options' not in p[1], p[1]; "
      "assert [x['strategy_metrics']['widths']['f1_blocks'] for x in p[1:]] == [1, 2], 'the winner ran its own widths'; "
-     "assert [x['model'] for x in r['config']['tuned']] == ['fc3'], r['config']\""},
+     "assert [x['model'] for x in r['config']['tuned']] == ['fc3'], r['config']\" && " + schema_valid("sweep-report")},
     {"SweepTunedDefaultWinnerMarksItsPoint",
      "sweep --model fc3 --strategies serial,cluster --cores 1 --nodes 1 --steps 2 --repeat 1 --warmup 0 "
      "--synthetic 128 --tuned {dir}/tune.json --out {dir}/out.json",

@@ -121,6 +121,11 @@ void print_table(const nlohmann::json& report, std::FILE* to) {
                  printable_text(w.at("label").get<std::string>()).c_str(), number(w.at("speedup"), "%.2f").c_str(),
                  number(w.at("default_speedup"), "%.2f").c_str());
   }
+  const nlohmann::json& placement = report.value("core_placement", nlohmann::json());
+  if (placement.is_object() && placement.value("moved", false)) {
+    std::fprintf(to, "the cores moved while the candidates ran, and what is best moves with them: %s\n",
+                 printable_text(placement.value("message", "")).c_str());
+  }
   const nlohmann::json& error = report.at("planner_error");
   std::fprintf(to, "planner error over %d measured: median %s, largest %s\n", error.at("points").get<int>(),
                number(error.at("median_abs_relative_error"), "%.0f%%", 100).c_str(),

@@ -537,6 +537,8 @@ json run_tune(const TuneOptions& options) {
                              {"median_abs_relative_error", errors.empty() ? json(nullptr) : json(median_of(errors))},
                              {"max_abs_relative_error", errors.empty() ? json(nullptr)
                                                                        : json(*std::max_element(errors.begin(), errors.end()))}};
+  // Where the cores sat while the candidates ran: what is best moves with it (docs/tune.md).
+  report["core_placement"] = sweep.core_placement ? json(*sweep.core_placement) : json(nullptr);
   report["interrupted"] = sweep.interrupted;
   report["elapsed_s"] = now_seconds() - start;
   // The rounds every measured point took: fewer than --repeat where the budget ended them.
