@@ -416,6 +416,25 @@ TEST(SweepCompare, MachineDifferencesAreListedInTheComparison) {
   EXPECT_EQ(json.at("machine_differences")[1],
             (nlohmann::json{{"item", "core count"}, {"base", "2"}, {"new", "4"}}));
 
+  // The cores' handoff as a whole: one die against two is a difference, 72 against 94 ns is not.
+  const auto with_handoffs = [&](std::vector<double> handoffs) {
+    nlohmann::json report = sweep_report_on("avx2", "AMD EPYC 7763 64-Core Processor");
+    nlohmann::json probes = nlohmann::json::array();
+    for (std::size_t k = 0; k < handoffs.size(); ++k) {
+      probes.push_back({{"probe", k}, {"core", 0}});
+      probes.push_back({{"probe", k}, {"core", 1}, {"handoff_ns", handoffs[k]}});
+    }
+    report["core_probes"] = {{"threshold", 0.1}, {"probes", probes}};
+    return report;
+  };
+  const std::vector<MachineDifference> moved =
+      machine_differences(with_handoffs({72, 79, 75}), with_handoffs({94, 349, 338, 342}));
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_EQ(moved[0].describe(), "cores' placement: close (a cache line's round trip 75 ns) (base) vs "
+                                 "apart, no cache shared (a cache line's round trip 340 ns) (new)");
+  EXPECT_TRUE(machine_differences(with_handoffs({72, 79, 75}), with_handoffs({94, 90, 88})).empty());
+  EXPECT_TRUE(machine_differences(with_handoffs({72, 79, 75}), sweep_report_on("avx2", "AMD EPYC 7763 64-Core Processor")).empty());
+
   // With cpu objects on both sides they decide, not the marketing name: same name, other model.
   base["context"]["cpu"] = {{"vendor", "AMD"}, {"family", 25}, {"model", 1}, {"microarchitecture", "Zen 3"}};
   candidate = base;
