@@ -278,8 +278,8 @@ TEST(SweepAnalysis, TheCoresHandoffSaysWhereTheySit) {
   const auto& moved = report["core_placement"];
   EXPECT_TRUE(moved["moved"].get<bool>());
   EXPECT_TRUE(moved["apart"].get<bool>());
-  EXPECT_EQ(moved["near_probes"], nlohmann::json({0}));
-  EXPECT_EQ(moved["far_probes"], nlohmann::json({1, 2, 3, 4, 5}));
+  EXPECT_EQ(moved["near_probes"], nlohmann::json::array({0}));
+  EXPECT_EQ(moved["far_probes"], nlohmann::json::array({1, 2, 3, 4, 5}));
   const std::string message = moved["message"].get<std::string>();
   EXPECT_NE(message.find("between cores 0 and 1 took 94 ns at probe 0 and 335-349 ns at probes 1-5"),
             std::string::npos) << message;
