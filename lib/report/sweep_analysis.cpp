@@ -177,24 +177,28 @@ std::string probe_list(const std::vector<int>& probes) {
   return text;
 }
 
-// The cores' placement from the probes' handoffs (a cache line's round trip between each core and
-// the first): the pair of the slowest median, said where it sits apart or moved during the sweep.
-// On the 2-core Zen 4 host of 2026-12-07 the line took 72-94 ns within one die and 335-349 ns
-// after the host moved a virtual core to another, and FC-3's 2-core speedups fell from 1.6 to 0.85
-// with it while no probe of either core's own rates changed.
-std::optional<CorePlacementRecord> core_placement(const SweepRecord& sweep) {
-  if (!sweep.core_probes) return std::nullopt;
-  std::optional<CorePlacementRecord> worst;
+// The pair of the slowest median handoff with its near and far times (a moved pair's probes on
+// either side of the geometric middle of its fastest and slowest).
+struct CorePair {
+  CorePlacementRecord record;
+  std::vector<double> near_ns, far_ns;
+  std::size_t probes = 0;
+};
+
+std::optional<CorePair> slowest_pair(const CoreProbesRecord& core_probes) {
+  std::optional<CorePair> worst;
   std::map<int, std::vector<const CoreProbeRecord*>> by_core;
   int first = -1;  // the core every other core passed the line to
-  for (const CoreProbeRecord& probe : sweep.core_probes->probes) {
+  for (const CoreProbeRecord& probe : core_probes.probes) {
     if (first < 0 || probe.core < first) first = probe.core;
     if (probe.handoff_ns && *probe.handoff_ns > 0) by_core[probe.core].push_back(&probe);
   }
   for (const auto& [core, probes] : by_core) {
     std::vector<double> times;
     for (const CoreProbeRecord* probe : probes) times.push_back(*probe->handoff_ns);
-    CorePlacementRecord r;
+    CorePair pair;
+    pair.probes = probes.size();
+    CorePlacementRecord& r = pair.record;
     r.core = core;
     r.partner = first;
     r.handoff_ns_min = *std::min_element(times.begin(), times.end());
@@ -202,26 +206,43 @@ std::optional<CorePlacementRecord> core_placement(const SweepRecord& sweep) {
     r.handoff_ns_median = median(times);
     r.apart = r.handoff_ns_median >= core_apart_handoff_ns;
     r.moved = r.handoff_ns_max >= core_moved_handoff_ratio * r.handoff_ns_min;
-    if (!worst || r.handoff_ns_median > worst->handoff_ns_median) worst = r;
     if (r.moved) {
       const double middle = std::sqrt(r.handoff_ns_min * r.handoff_ns_max);
       for (const CoreProbeRecord* probe : probes) {
-        (*probe->handoff_ns < middle ? r.near_probes : r.far_probes).push_back(probe->probe);
+        const bool near = *probe->handoff_ns < middle;
+        (near ? r.near_probes : r.far_probes).push_back(probe->probe);
+        (near ? pair.near_ns : pair.far_ns).push_back(*probe->handoff_ns);
       }
-      worst = r;  // a move says more than a slower steady pair
     }
+    const bool slower = !worst || r.handoff_ns_median > worst->record.handoff_ns_median;
+    if (r.moved || slower) worst = std::move(pair);  // a move says more than a slower steady pair
   }
-  if (!worst || (!worst->apart && !worst->moved)) return std::nullopt;
-  CorePlacementRecord& r = *worst;
+  return worst;
+}
+
+}  // namespace
+
+std::optional<CorePlacementRecord> slowest_core_pair(const CoreProbesRecord& core_probes) {
+  std::optional<CorePair> pair = slowest_pair(core_probes);
+  if (!pair) return std::nullopt;
+  return pair->record;
+}
+
+namespace {
+
+// The cores' placement from the probes' handoffs (a cache line's round trip between each core and
+// the first): the pair of the slowest median, said where it sits apart or moved during the sweep.
+// On the 2-core Zen 4 host of 2026-12-07 the line took 72-94 ns within one die and 335-349 ns
+// after the host moved a virtual core to another, and FC-3's 2-core speedups fell from 1.6 to 0.85
+// with it while no probe of either core's own rates changed.
+std::optional<CorePlacementRecord> core_placement(const SweepRecord& sweep) {
+  if (!sweep.core_probes) return std::nullopt;
+  std::optional<CorePair> worst = slowest_pair(*sweep.core_probes);
+  if (!worst || (!worst->record.apart && !worst->record.moved)) return std::nullopt;
+  CorePlacementRecord& r = worst->record;
   const std::string pair = "cores " + std::to_string(r.partner) + " and " + std::to_string(r.core);
   char numbers[160];
   if (r.moved) {
-    std::vector<double> near, far;
-    for (const CoreProbeRecord& probe : sweep.core_probes->probes) {
-      if (probe.core != r.core || !probe.handoff_ns) continue;
-      const bool is_near = std::find(r.near_probes.begin(), r.near_probes.end(), probe.probe) != r.near_probes.end();
-      (is_near ? near : far).push_back(*probe.handoff_ns);
-    }
     // "94 ns at probe 0", "335-349 ns at probes 1-5"
     const auto side = [](const std::vector<double>& times, const std::vector<int>& at) {
       const double low = *std::min_element(times.begin(), times.end());
@@ -234,8 +255,8 @@ std::optional<CorePlacementRecord> core_placement(const SweepRecord& sweep) {
       }
       return std::string(text) + " at probe" + (at.size() == 1 ? " " : "s ") + probe_list(at);
     };
-    r.message = "a cache line's round trip between " + pair + " took " + side(near, r.near_probes) + " and " +
-                side(far, r.far_probes) +
+    r.message = "a cache line's round trip between " + pair + " took " + side(worst->near_ns, r.near_probes) + " and " +
+                side(worst->far_ns, r.far_probes) +
                 " (probe k runs before round k): the cores moved apart or together during the sweep, as a "
                 "host that places a virtual core on another die moves them, or their link got busier. A "
                 "point that moves data between its cores (gradients summed across threads, tokens between "
@@ -243,7 +264,7 @@ std::optional<CorePlacementRecord> core_placement(const SweepRecord& sweep) {
                 "measure it again where the handoff holds still";
   } else {
     std::snprintf(numbers, sizeof numbers, "%.0f ns (median of %zu probes, %.0f-%.0f)", r.handoff_ns_median,
-                  by_core.at(r.core).size(), r.handoff_ns_min, r.handoff_ns_max);
+                  worst->probes, r.handoff_ns_min, r.handoff_ns_max);
     r.message = pair + " pass a cache line in " + numbers +
                 " a round trip: they share no cache level (two dies, or two sockets), and every byte a "
                 "point moves between them crosses the fabric between dies; quote its multi-core speedups "

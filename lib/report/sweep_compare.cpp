@@ -55,22 +55,11 @@ bool has_cpu_object(const nlohmann::json& report) {
 // one machine whose host placed its virtual cores on one die for the one and two dies for the
 // other differ as two machines do: FC-3's 2-core speedups read 1.6 and 0.85 on the same Zen 4.
 std::optional<std::pair<bool, double>> cores_apart(const nlohmann::json& report) {
-  const nlohmann::json& probes = report.value("core_probes", nlohmann::json::object());
-  if (!probes.is_object() || !probes.contains("probes") || !probes.at("probes").is_array()) return std::nullopt;
-  std::map<int, std::vector<double>> by_core;
-  for (const nlohmann::json& probe : probes.at("probes")) {
-    const nlohmann::json& handoff = probe.value("handoff_ns", nlohmann::json());
-    if (handoff.is_number() && handoff.get<double>() > 0) by_core[probe.value("core", 0)].push_back(handoff.get<double>());
-  }
-  std::optional<double> slowest;
-  for (auto& [core, times] : by_core) {
-    std::sort(times.begin(), times.end());
-    const std::size_t n = times.size();
-    const double middle = n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-    slowest = std::max(slowest.value_or(0.0), middle);
-  }
-  if (!slowest) return std::nullopt;
-  return std::pair{*slowest >= core_apart_handoff_ns, *slowest};
+  const SweepRecord sweep = as_sweep_record(report);
+  if (!sweep.core_probes) return std::nullopt;
+  const std::optional<CorePlacementRecord> pair = slowest_core_pair(*sweep.core_probes);
+  if (!pair) return std::nullopt;
+  return std::pair{pair->apart, pair->handoff_ns_median};
 }
 
 std::string placement_text(const std::pair<bool, double>& placement) {

@@ -224,6 +224,9 @@ struct CorePlacementRecord {
 };
 inline constexpr double core_apart_handoff_ns = 200;
 inline constexpr double core_moved_handoff_ratio = 2;
+// The pair of the slowest median handoff (a pair that moved before a slower steady one), message
+// empty; none without a probe that timed a handoff (sweep_analysis.cpp).
+std::optional<CorePlacementRecord> slowest_core_pair(const CoreProbesRecord& core_probes);
 
 // A sweep report. context (the machine and build, collect_context), config (the sweep's settings),
 // features and allreduce (allreduce-bench's output) are kept as the JSON objects they are made as.
