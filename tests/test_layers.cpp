@@ -293,6 +293,64 @@ TEST(Dense, LayersOfEverySizeRunOnTheOwnKernels) {
   if (checked == 0) GTEST_SKIP() << "no SIMD target of this CPU has FMA";
 }
 
+// The weight gradient summed from several batches' factors by rows (the cluster's
+// --node-update factors) has the bits of one backward over the batches' samples in order, on
+// every target and row cut; a bias-free forward of some rows has the bits of the whole forward
+// there. Fails if a call started a row's sum anew, or summed the batches in another order.
+TEST(Dense, WeightGradientRowsFromBatchesEqualOneBackwardOverThem) {
+  Rng rng(9);
+  struct Case { int in, out; std::vector<int> batches; };
+  int checked = 0;
+  for (const Case& c : {Case{784, 300, {32, 32}}, Case{400, 120, {20, 1, 43}}, Case{37, 19, {5, 0, 6}}}) {
+    int B = 0;
+    for (int b : c.batches) B += b;
+    SCOPED_TRACE(std::to_string(c.in) + "->" + std::to_string(c.out) + " over " + std::to_string(B));
+    const Floats inp = random_floats(std::size_t(B) * c.in, rng);
+    const Floats dout = random_floats(std::size_t(B) * c.out, rng);
+    const Floats weight = random_floats(std::size_t(c.out) * c.in, rng);
+    const Floats bias = random_floats(c.out, rng);
+    for_each_supported_isa([&] {
+      if (dense_all_on_sgemm()) return;
+      ++checked;
+      Floats want(weight.size(), 7.0f), dbias(c.out);
+      dense_backward(nullptr, want.data(), dbias.data(), dout.data(), inp.data(), weight.data(), B,
+                     c.in, c.out, DenseBackend::own, GradientWrite::overwrite);
+      Floats want_out(std::size_t(B) * c.out);
+      dense_forward(want_out.data(), inp.data(), weight.data(), bias.data(), B, c.in, c.out);
+      for (const int parts : {1, 2, 3}) {
+        Floats got(weight.size(), 7.0f), got_out(want_out.size());
+        for (int part = 0; part < parts; ++part) {
+          const int first = c.out * part / parts, last = c.out * (part + 1) / parts;
+          int at = 0;
+          for (std::size_t b = 0; b < c.batches.size(); ++b) {
+            dense_weight_gradient_rows(got.data(), dout.data() + std::size_t(at) * c.out,
+                                       inp.data() + std::size_t(at) * c.in, c.batches[b], c.in, c.out,
+                                       first, last, DenseBackend::own,
+                                       b == 0 ? GradientWrite::overwrite : GradientWrite::accumulate);
+            Floats rows(std::size_t(c.batches[b]) * (last - first));
+            dense_forward(rows.data(), inp.data() + std::size_t(at) * c.in,
+                          weight.data() + std::size_t(first) * c.in, bias.data() + first, c.batches[b],
+                          c.in, last - first);
+            for (int i = 0; i < c.batches[b]; ++i) {
+              std::copy_n(rows.data() + std::size_t(i) * (last - first), last - first,
+                          got_out.data() + std::size_t(at + i) * c.out + first);
+            }
+            at += c.batches[b];
+          }
+        }
+        EXPECT_EQ(got, want) << parts << " row parts";
+        EXPECT_EQ(got_out, want_out) << parts << " row parts";
+      }
+      // A dweight of nullptr leaves the weight gradient alone and still sums the bias's.
+      Floats bias_only(c.out);
+      dense_backward(nullptr, nullptr, bias_only.data(), dout.data(), inp.data(), weight.data(), B,
+                     c.in, c.out, DenseBackend::own, GradientWrite::overwrite);
+      EXPECT_EQ(bias_only, dbias);
+    });
+  }
+  if (checked == 0) GTEST_SKIP() << "no SIMD target of this CPU has FMA";
+}
+
 // Runs the optimised and naive conv on one shape, forward and backward, and compares. The
 // scratch buffer starts as NaN (kernels must not read stale scratch) and ends in canaries that
 // catch an undersized scratch_floats().

@@ -59,8 +59,16 @@ TEST(TuneCandidates, EveryStrategyHasOneDefaultAndARealSpace) {
   // copies with 3 micro-batches x 2 balance modes.
   EXPECT_EQ(tune_candidates(ModelKind::lenet5, "stream", 2, 64).size(), 32u * 3 + 6);
   EXPECT_EQ(tune_candidates(ModelKind::fc3, "stream", 2, 64).size(), 8u * 3 + 6);
-  // The cluster: 1 thread, and 2 threads x replicas/slices x static/dynamic.
-  EXPECT_EQ(tune_candidates(ModelKind::fc3, "cluster", 2, 64).size(), 5u);
+  // The cluster: 1 thread, and 2 threads x replicas/slices x static/dynamic; FC-3, whose first
+  // layer is dense, factors too, which auto takes for it (its default).
+  EXPECT_EQ(tune_candidates(ModelKind::lenet5, "cluster", 2, 64).size(), 5u);
+  EXPECT_EQ(tune_candidates(ModelKind::fc3, "cluster", 2, 64).size(), 7u);
+  for (const auto& [model, design] : {std::pair{ModelKind::lenet5, "1x2 replicas dynamic"},
+                                      std::pair{ModelKind::fc3, "1x2 factors dynamic"}}) {
+    for (const auto& c : tune_candidates(model, "cluster", 2, 64)) {
+      EXPECT_EQ(c.is_default, c.label == design) << c.label;
+    }
+  }
   EXPECT_EQ(tune_candidates(ModelKind::fc3, "blas", 4, 64).size(), 4u);
   // LeNet-5's default stream on 2 cores is two copies of one micro-batch (docs/stream.md).
   for (const auto& c : tune_candidates(ModelKind::lenet5, "stream", 2, 64)) {

@@ -74,6 +74,42 @@ void register_dense(const DenseLayer layer) {
   }
 }
 
+// The weight gradient of half a layer's rows summed over two shares of the batch from their
+// factors (--node-update factors: two calls, the second accumulating), against one share's
+// whole weight gradient (what each thread of a data-parallel split computes). Batch = the
+// whole batch; each share holds half of it.
+void register_dense_factor_rows(const DenseLayer layer) {
+  benchmark::RegisterBenchmark(
+      ("dense_weight_gradient_half_rows_two_shares/" + std::string(layer.name)).c_str(),
+      [layer](benchmark::State& state) {
+        const int B = int(state.range(0)), share = B / 2, rows = layer.out / 2;
+        const auto inp = random_buffer(std::size_t(B) * layer.in, 1);
+        const auto dout = random_buffer(std::size_t(B) * layer.out, 4);
+        aligned_vector<float> dweight(std::size_t(layer.out) * layer.in);
+        time_kernel(state, 2.0 * B * rows * layer.in, dweight.data(), [&] {
+          for (int s = 0; s < 2; ++s) {
+            dense_weight_gradient_rows(dweight.data(), dout.data() + std::size_t(s) * share * layer.out,
+                                       inp.data() + std::size_t(s) * share * layer.in, share,
+                                       layer.in, layer.out, 0, rows, DenseBackend::own,
+                                       s == 0 ? GradientWrite::overwrite : GradientWrite::accumulate);
+          }
+        });
+      })->Apply(with_batches);
+  benchmark::RegisterBenchmark(
+      ("dense_weight_gradient_all_rows_one_share/" + std::string(layer.name)).c_str(),
+      [layer](benchmark::State& state) {
+        const int B = int(state.range(0)), share = B / 2;
+        const auto inp = random_buffer(std::size_t(B) * layer.in, 1);
+        const auto dout = random_buffer(std::size_t(B) * layer.out, 4);
+        aligned_vector<float> dweight(std::size_t(layer.out) * layer.in);
+        time_kernel(state, 2.0 * share * layer.out * layer.in, dweight.data(), [&] {
+          dense_weight_gradient_rows(dweight.data(), dout.data(), inp.data(), share, layer.in,
+                                     layer.out, 0, layer.out, DenseBackend::own,
+                                     GradientWrite::overwrite);
+        });
+      })->Apply(with_batches);
+}
+
 // --- conv2d ------------------------------------------------------------------------------------
 
 void register_conv(const ConvLayer layer) {
@@ -321,12 +357,14 @@ void register_sgemm() {
 void register_layer_benchmarks() {
   // FC-3 and LeNet-5's shapes: micro_common.hpp.
   for (const DenseLayer& layer : kFc3Dense) register_dense(layer);
+  register_dense_factor_rows(kFc3Dense[0]);
   register_relu({"fc3.f1", Fc3Sizes::hidden1});
   register_relu({"fc3.f2", Fc3Sizes::hidden2});
 
   for (const ConvLayer& layer : kLenet5Conv) register_conv(layer);
   for (const PoolLayer& layer : kLenet5Pool) register_pool(layer);
   for (const DenseLayer& layer : kLenet5Dense) register_dense(layer);
+  register_dense_factor_rows(kLenet5Dense[0]);
   register_relu({"lenet5.c1", Lenet5Sizes::a1_floats});
   register_relu({"lenet5.c2", Lenet5Sizes::a2_floats});
   register_relu({"lenet5.f1", Lenet5Sizes::hidden1});

@@ -4,6 +4,7 @@
 // channels last (16 channels = one vector), pooling backward fused with ReLU backward.
 #include <algorithm>
 #include <cstring>
+#include <string>
 
 #include "cnnbench/layers.hpp"
 #include "cnnbench/models.hpp"
@@ -26,6 +27,7 @@ struct Workspace::Buffers {
   aligned_vector<float> da1, dp1, da2, dp2, dh1, dh2, dlogits;
   aligned_vector<float> conv_scratch;
   StepTimeline* timeline = nullptr;
+  bool deferred_first_dense = false;  // backward leaves f1.weight's gradient to the caller
 };
 
 Workspace::Workspace(ModelKind kind, int max_batch, DenseBackend dense)
@@ -61,6 +63,8 @@ int Workspace::max_batch() const { return buffers_->max_batch; }
 DenseBackend Workspace::dense_backend() const { return buffers_->dense; }
 void Workspace::set_timeline(StepTimeline* timeline) { buffers_->timeline = timeline; }
 StepTimeline* Workspace::timeline() const { return buffers_->timeline; }
+void Workspace::set_deferred_first_dense(bool deferred) { buffers_->deferred_first_dense = deferred; }
+bool Workspace::deferred_first_dense() const { return buffers_->deferred_first_dense; }
 
 const std::vector<std::string>& timed_layer_names(ModelKind kind) {
   static const std::vector<std::string> fc3 = {"f1", "f2", "f3", "loss"};
@@ -119,9 +123,9 @@ void layer_done(Workspace::Buffers& b, int layer) {
 }
 
 // f1_layer: f1's index in timed_layer_names (f2 and f3 follow it).
-void dense_head_forward(const DenseHeadView& p, const DenseHeadSizes& s, const float* x, int n,
-                        Workspace::Buffers& b, int f1_layer) {
-  dense_forward(b.h1.data(), x, p.f1w, p.f1b, n, s.in, s.hidden1, b.dense);
+// From f1's output in h1 (before its ReLU) on.
+void dense_head_forward_after_f1(const DenseHeadView& p, const DenseHeadSizes& s, int n,
+                                 Workspace::Buffers& b, int f1_layer) {
   relu_forward(b.h1.data(), b.h1.data(), std::size_t(n) * s.hidden1);
   layer_done(b, f1_layer);
   dense_forward(b.h2.data(), b.h1.data(), p.f2w, p.f2b, n, s.hidden1, s.hidden2, b.dense);
@@ -129,6 +133,12 @@ void dense_head_forward(const DenseHeadView& p, const DenseHeadSizes& s, const f
   layer_done(b, f1_layer + 1);
   dense_forward(b.logits.data(), b.h2.data(), p.f3w, p.f3b, n, s.hidden2, classes, b.dense);
   layer_done(b, f1_layer + 2);
+}
+
+void dense_head_forward(const DenseHeadView& p, const DenseHeadSizes& s, const float* x, int n,
+                        Workspace::Buffers& b, int f1_layer) {
+  dense_forward(b.h1.data(), x, p.f1w, p.f1b, n, s.in, s.hidden1, b.dense);
+  dense_head_forward_after_f1(p, s, n, b, f1_layer);
 }
 
 // Tensors [first, last] of a flat gradient buffer set to zero, where a layer's backward can only
@@ -158,7 +168,8 @@ void dense_head_backward(const DenseHeadView& p, const DenseHeadView& g, const D
   layer_done(b, f1_layer + 1);
   if (ready) ready(f1_tensor + 2, f1_tensor + 3);
   relu_backward(b.dh1.data(), b.dh1.data(), b.h1.data(), std::size_t(n) * s.hidden1);
-  dense_backward(dx, g.f1w, g.f1b, b.dh1.data(), x, p.f1w, n, s.in, s.hidden1, b.dense, write);
+  dense_backward(dx, b.deferred_first_dense ? nullptr : g.f1w, g.f1b, b.dh1.data(), x, p.f1w, n,
+                 s.in, s.hidden1, b.dense, write);
   layer_done(b, f1_layer);
   if (ready) ready(f1_tensor, f1_tensor + 1);
 }
@@ -245,6 +256,58 @@ double forward_backward(ModelKind kind, const float* params, float* grads, const
                         const std::uint8_t* y, int n, float grad_scale, Workspace& ws,
                         GradientWrite write) {
   return forward_backward(kind, params, grads, x, y, n, grad_scale, ws, GradientReady{}, write);
+}
+
+bool first_layer_dense(ModelKind kind) { return kind == ModelKind::fc3; }
+
+void first_dense_forward_rows(ModelKind kind, const float* params, const float* x, int n,
+                              int row_begin, int row_end, float* out, DenseBackend backend) {
+  CNNBENCH_CHECK(first_layer_dense(kind), std::string(model_name(kind)) + "'s first layer is not dense");
+  const auto p = fc3_view(params);
+  const std::size_t row = fc3_head.in;
+  dense_forward(out, x, p.f1w + std::size_t(row_begin) * row, p.f1b + row_begin, n, fc3_head.in,
+                row_end - row_begin, backend);
+}
+
+float* first_dense_output(Workspace& ws) { return ws.buffers().h1.data(); }
+
+double forward_backward_after_first_dense(ModelKind kind, const float* params, float* grads,
+                                          const float* x, const std::uint8_t* y, int n,
+                                          float grad_scale, Workspace& ws, GradientWrite write) {
+  CNNBENCH_CHECK(first_layer_dense(kind), std::string(model_name(kind)) + "'s first layer is not dense");
+  CNNBENCH_CHECK(ws.deferred_first_dense(),
+                 "forward_backward_after_first_dense: the workspace must defer f1.weight's gradient");
+  check_batch(ws, n);
+  Workspace::Buffers& b = ws.buffers();
+  const auto p = fc3_view(params);
+  dense_head_forward_after_f1(p, fc3_head, n, b, fc3_f1);
+  const double loss_sum = softmax_xent_forward_backward(b.dlogits.data(), b.logits.data(), y, n,
+                                                        classes, grad_scale);
+  layer_done(b, loss_layer(kind));
+  dense_head_backward(p, fc3_view(grads), fc3_head, nullptr, x, n, b, GradientReady{}, 0, fc3_f1,
+                      write);
+  return loss_sum;
+}
+
+DenseFactors first_dense_factors(ModelKind kind, const Workspace& ws, const float* x, int samples) {
+  const Workspace::Buffers& b = ws.buffers();
+  return {kind == ModelKind::fc3 ? x : b.p2.data(), b.dh1.data(), samples};
+}
+
+int first_dense_rows(ModelKind kind) {
+  return kind == ModelKind::fc3 ? fc3_head.hidden1 : lenet5_head.hidden1;
+}
+
+void first_dense_weight_gradient_rows(ModelKind kind, float* grads, const DenseFactors* batches,
+                                      int count, int row_begin, int row_end, DenseBackend backend) {
+  const DenseHeadSizes& s = kind == ModelKind::fc3 ? fc3_head : lenet5_head;
+  float* dweight = grads + model_spec(kind).tensor("f1.weight").offset;
+  for (int i = 0; i < count; ++i) {
+    const DenseFactors& f = batches[i];
+    dense_weight_gradient_rows(dweight, f.dout, f.inp, f.samples, s.in, s.hidden1, row_begin,
+                               row_end, backend,
+                               i == 0 ? GradientWrite::overwrite : GradientWrite::accumulate);
+  }
 }
 
 void forward_logits(ModelKind kind, const float* params, const float* x, int n, float* logits,

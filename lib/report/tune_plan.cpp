@@ -132,21 +132,27 @@ std::vector<TuneCandidate> stream_candidates(ModelKind model, int cores, int bat
   return out;
 }
 
-std::vector<TuneCandidate> cluster_candidates(int cores) {
+// On one node: the threads, the node update (factors where the model's first layer is dense, the
+// one kind of model it suits: docs/cluster.md) and the balance between the threads.
+std::vector<TuneCandidate> cluster_candidates(ModelKind model, int cores) {
   std::vector<TuneCandidate> out;
   for (int t = 1; t <= cores; ++t) {
-    for (const char* update : {"replicas", "slices"}) {
+    // What --node-update auto runs at this many threads: the sweep's point at t == cores.
+    const std::string automatic =
+        node_update_name(auto_node_update(model, model_spec(model).param_count, 1, t));
+    for (const char* update : {"replicas", "slices", "factors"}) {
+      if (std::string(update) == "factors" && !first_layer_dense(model)) continue;
       for (const char* balance : {"static", "dynamic"}) {
         // One thread has no slices to share out and no other thread to balance against.
-        if (t == 1 && (std::string(update) == "slices" || std::string(balance) == "static")) continue;
+        if (t == 1 && (std::string(update) != "replicas" || std::string(balance) == "static")) continue;
         TuneCandidate cand;
         cand.strategy = "cluster";
         cand.cores = t;
         cand.options = {{"node-update", update}, {"balance", balance}};
         cand.label = "1x" + std::to_string(t) + " " + update + " " + balance;
-        // The sweep's cluster point on one node: all cores, node-update auto (replicas for models
-        // of at most 16 MB, both of ours), balance dynamic.
-        cand.is_default = t == cores && std::string(update) == "replicas" && std::string(balance) == "dynamic";
+        // The sweep's cluster point on one node: all cores, node-update auto, balance dynamic.
+        cand.is_default = t == cores && update == (t > 1 ? automatic : "replicas") &&
+                          std::string(balance) == "dynamic";
         if (cand.is_default) cand.options.clear();
         out.push_back(std::move(cand));
       }
@@ -352,11 +358,20 @@ void predict_cluster(const TuneProfile& p, TuneCandidate& cand) {
   double compute = p.data_seconds(b);
   for (const auto& [layer, seconds] : p.nearest(b).layer_s) compute += p.layer_seconds(layer, b);
   const auto mode = cand.options.find("node-update");
-  const bool slices = mode != cand.options.end() && mode->second == "slices";
+  // The design the candidate runs: its option, else what auto takes for it.
+  const std::string design =
+      mode != cand.options.end() ? mode->second
+                                 : node_update_name(auto_node_update(p.model, model_spec(p.model).param_count,
+                                                                     cand.nodes, t));
   // Floats one thread's update moves over serial's 3n (docs/cluster.md): replicas sum the T
   // buffers themselves up to 2 threads ((T + 2) n), past that a reduce-scatter first (about
-  // 4.5n); slices sum and step their slice (n + 2n / T).
-  const double moved = slices ? 1 + 2.0 / t : t <= 2 ? t + 2.0 : 4.5;
+  // 4.5n); slices sum and step their slice (n + 2n / T); factors step their own rows of f1
+  // (nearly all of FC-3) as serial steps all of them (3n / T), f1's weight gradient being the
+  // same flops in the update as in backward.
+  const double moved = design == "factors" && t > 1 ? 3.0 / t
+                       : design == "slices" && t > 1 ? 1 + 2.0 / t
+                       : t <= 2                      ? t + 2.0
+                                                     : 4.5;
   // --rank-update sharded: each rank steps 1/nodes of the model (docs/cluster.md, "Across ranks").
   const auto rank_update = cand.options.find("rank-update");
   const bool sharded = cand.nodes > 1 && rank_update != cand.options.end() && rank_update->second == "sharded";
@@ -444,7 +459,7 @@ std::vector<TuneCandidate> tune_candidates(ModelKind model, const std::string& s
     return cluster_candidates_over_hosts(cores, nodes);
   }
   if (strategy == "stream") return stream_candidates(model, cores, batch);
-  if (strategy == "cluster") return cluster_candidates(cores);
+  if (strategy == "cluster") return cluster_candidates(model, cores);
   if (strategy == "blas") return blas_candidates(cores);
   fail("tune: no candidates for strategy '" + strategy + "' (it tunes stream, cluster and blas)");
 }
@@ -510,7 +525,7 @@ StreamCosts stream_costs(const TuneProfile& p, double step_1_s, int microbatches
 
 double cross_core_seconds(const TuneProfile& p, double measured_step_s) {
   if (p.cores < 2) return 0;
-  const std::vector<TuneCandidate> candidates = cluster_candidates(p.cores);
+  const std::vector<TuneCandidate> candidates = cluster_candidates(p.model, p.cores);
   const auto profiled = std::find_if(candidates.begin(), candidates.end(),
                                      [](const TuneCandidate& c) { return c.is_default; });
   CNNBENCH_CHECK(profiled != candidates.end(), "tune: the cluster has no default on " +

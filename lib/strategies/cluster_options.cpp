@@ -1,6 +1,7 @@
 // The cluster strategy's command-line options, read through their specs (strategy_options.cpp).
 #include "cnnbench/cluster.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/models.hpp"
 #include "strategy_options.hpp"
 
 namespace cnnbench {
@@ -11,7 +12,17 @@ Slowdown parse_slowdown(const std::string& value) {
 }
 
 const char* node_update_name(NodeUpdate update) {
-  return update == NodeUpdate::replicas ? "replicas" : "slices";
+  switch (update) {
+    case NodeUpdate::replicas: return "replicas";
+    case NodeUpdate::slices: return "slices";
+    case NodeUpdate::factors: return "factors";
+  }
+  return "?";
+}
+
+NodeUpdate auto_node_update(ModelKind kind, std::size_t parameters, int ranks, int threads) {
+  if (first_layer_dense(kind) && ranks == 1 && threads > 1) return NodeUpdate::factors;
+  return parameters * sizeof(float) <= replica_max_bytes ? NodeUpdate::replicas : NodeUpdate::slices;
 }
 
 const char* rank_update_name(RankUpdate update) {
@@ -29,6 +40,7 @@ ClusterOptions parse_cluster_options(const TrainConfig& config) {
   }
   if (given.is(strategy_option::node_update, "replicas")) options.node_update = NodeUpdate::replicas;
   if (given.is(strategy_option::node_update, "slices")) options.node_update = NodeUpdate::slices;
+  if (given.is(strategy_option::node_update, "factors")) options.node_update = NodeUpdate::factors;
   if (given.is(strategy_option::rank_update, "sharded")) options.rank_update = RankUpdate::sharded;
   options.comm_timeout_s = *given.number(strategy_option::comm_timeout);  // it has a default
   CNNBENCH_CHECK(config.threads >= 1, "--threads " + std::to_string(config.threads) +

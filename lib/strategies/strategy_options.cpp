@@ -35,10 +35,13 @@ const OptionSpec overlap{
     .name = "overlap", .kind = OptionKind::choice, .choices = {"on", "off"}, .value_name = "on|off",
     .default_value = "on", .help = "overlap allreduce with backward", .strategies = {"cluster"}};
 const OptionSpec node_update{
-    .name = "node-update", .kind = OptionKind::choice, .choices = {"auto", "replicas", "slices"},
-    .value_name = "auto|replicas|slices", .value_noun = "mode", .default_value = "auto",
+    .name = "node-update", .kind = OptionKind::choice,
+    .choices = {"auto", "replicas", "slices", "factors"},
+    .value_name = "auto|replicas|slices|factors", .value_noun = "mode", .default_value = "auto",
     .help = "how a rank's threads step the model: replicas (each its own copy), slices (each its "
-            "slice of one shared model) or auto (replicas for a model of at most 16 MB)",
+            "slice of one shared model), factors (slices, f1's weight gradient computed by rows "
+            "from every thread's f1 input and output gradient; one rank) or auto (replicas for a "
+            "model of at most 16 MB)",
     .strategies = {"cluster"}};
 const OptionSpec rank_update{
     .name = "rank-update", .kind = OptionKind::choice, .choices = {"replicated", "sharded"},

@@ -127,7 +127,17 @@ class ClusterStrategy final : public Strategy {
     data_ = &train;
     model_ = std::make_unique<Model>(model);
     threads_per_rank_ = config.threads;
-    node_update_ = options_.node_update.value_or(node_update_for(model.params.size()));
+    node_update_ = options_.node_update.value_or(
+        auto_node_update(model.kind, model.params.size(), ranks_, threads_per_rank_));
+    if (node_update_ == NodeUpdate::factors && ranks_ > 1) {
+      fail("--node-update factors: a job of " + std::to_string(ranks_) +
+           " ranks; factors sums f1's weight gradient from the factors the threads of one rank "
+           "share in memory, so it takes one rank (across ranks: replicas or slices)");
+    }
+    // One rank of several threads: backward leaves f1.weight's gradient to the update, and where
+    // f1 is the first layer (FC-3) each thread computes its rows of it for the whole batch.
+    const bool deferred = node_update_ == NodeUpdate::factors && threads_per_rank_ > 1;
+    rows_forward_ = deferred && first_layer_dense(model.kind);
     // Communication only exists between ranks; one rank has nothing to overlap.
     overlapping_ = options_.overlap && ranks_ > 1;
     set_blas_threads(1);
@@ -149,9 +159,16 @@ class ClusterStrategy final : public Strategy {
       ThreadState& state = threads_[static_cast<std::size_t>(worker)];
       state.workspace = std::make_unique<Workspace>(model.kind, max_share);
       state.workspace->set_timeline(&state.timeline);
+      state.workspace->set_deferred_first_dense(deferred);
       state.grads.assign(params, 0.0f);
       state.x.assign(static_cast<std::size_t>(max_share) * train.image_size(), 0.0f);
       state.y.assign(static_cast<std::size_t>(max_share), 0);
+      if (rows_forward_) {
+        const auto rows = static_cast<std::size_t>(first_dense_rows(model.kind));
+        const auto t = static_cast<std::size_t>(worker), threads = static_cast<std::size_t>(threads_per_rank_);
+        state.f1_rows = {rows * t / threads, rows * (t + 1) / threads};
+        state.f1_out.assign(static_cast<std::size_t>(config.batch) * state.f1_rows.size(), 0.0f);
+      }
       if (worker > 0 && node_update_ == NodeUpdate::replicas) {
         state.params = model_->params;
         state.momentum = model_->momentum;
@@ -241,7 +258,17 @@ class ClusterStrategy final : public Strategy {
       const auto s = static_cast<std::size_t>(share);
       compute_share(share, batch_indices + shares.thread_offsets[s], shares.thread_shares[s]);
     };
-    if (overlapping_ || options_.dynamic_balance) {
+    if (rows_forward_) {
+      // Every share's inputs, then every thread's rows of f1 for the whole batch, then the rest
+      // of each share's step: three dispatches, each thread on its own share and rows.
+      pool_->run_on_each([&](int share) {
+        const auto s = static_cast<std::size_t>(share);
+        threads_[s].share_offset = shares.thread_offsets[s] - shares.rank_offset;
+        gather_share(share, batch_indices + shares.thread_offsets[s], shares.thread_shares[s]);
+      });
+      pool_->run_on_each([&](int thread) { forward_first_dense_rows(thread, shares); });
+      pool_->run_on_each(map_share);
+    } else if (overlapping_ || options_.dynamic_balance) {
       // Backward's callbacks call the group through worker 0 (unless any thread may); balanced
       // shares are sized for their worker's core.
       pool_->run_on_each(map_share);
@@ -281,6 +308,8 @@ class ClusterStrategy final : public Strategy {
         node_step_->sum_threads_in_parallel();
         times_.close_all(TimeCategory::reduce);
         node_step_->apply_update();
+      } else if (node_update_ == NodeUpdate::factors) {
+        node_step_->sum_factors_and_step_slices(shares.thread_shares);
       } else {
         node_step_->sum_and_step_slices_of_the_shared_model();  // the sum is fused in
       }
@@ -345,6 +374,53 @@ class ClusterStrategy final : public Strategy {
     return exchange[0];
   }
 
+  // Rows forward: share `share`'s inputs into its thread's buffer (data), before any thread
+  // computes its rows of f1 from them.
+  void gather_share(int share, const std::uint32_t* indices, int count) {
+    ThreadState& state = threads_[static_cast<std::size_t>(share)];
+    state.timeline.close(TimeCategory::imbalance_wait);
+    state.timeline.begin_work();
+    if (count > 0) gather_batch(state.x.data(), state.y.data(), *data_, indices, count);
+    state.timeline.close(TimeCategory::data);
+    state.timeline.end_work();
+  }
+
+  // Rows forward: thread `thread`'s rows of f1 for every share's samples, (batch, rows) in share
+  // order, from the model every thread reads (its rows of f1.weight only this thread's).
+  void forward_first_dense_rows(int thread, const StepShares& shares) {
+    ThreadState& state = threads_[static_cast<std::size_t>(thread)];
+    state.timeline.close(TimeCategory::imbalance_wait);
+    state.timeline.begin_work();
+    const double start = now_seconds();
+    const FloatRange rows = state.f1_rows;
+    for (std::size_t s = 0; s < threads_.size(); ++s) {
+      const int count = shares.thread_shares[s];
+      if (count == 0 || rows.size() == 0) continue;
+      const auto first = static_cast<std::size_t>(threads_[s].share_offset);
+      first_dense_forward_rows(model_->kind, model_->params.data(), threads_[s].x.data(), count,
+                               static_cast<int>(rows.begin), static_cast<int>(rows.end),
+                               state.f1_out.data() + first * rows.size(),
+                               state.workspace->dense_backend());
+    }
+    state.timeline.close_layer(0);
+    state.rows_seconds = now_seconds() - start;
+    state.timeline.end_work();
+  }
+
+  // Rows forward: share `share`'s f1 output assembled from every thread's rows of it.
+  void assemble_first_dense(int share, int count, int offset) {
+    ThreadState& state = threads_[static_cast<std::size_t>(share)];
+    float* out = first_dense_output(*state.workspace);
+    const std::size_t width = static_cast<std::size_t>(first_dense_rows(model_->kind));
+    for (const ThreadState& owner : threads_) {
+      const FloatRange rows = owner.f1_rows;
+      for (int i = 0; i < count; ++i) {
+        const float* from = owner.f1_out.data() + static_cast<std::size_t>(offset + i) * rows.size();
+        std::copy_n(from, rows.size(), out + static_cast<std::size_t>(i) * width + rows.begin);
+      }
+    }
+  }
+
   // With overlap, share == the worker running it (its callbacks may call the group as worker 0).
   void compute_share(int share, const std::uint32_t* indices, int count) {
     const int worker = share;
@@ -364,7 +440,13 @@ class ClusterStrategy final : public Strategy {
     if (count == 0) std::fill(state.grads.begin(), state.grads.end(), 0.0f);
     timeline.close_part(ComputePart::clear_gradients);
     const float grad_scale = 1.0f / static_cast<float>(config_.batch);
-    if (count > 0) {
+    if (count > 0 && rows_forward_) {
+      assemble_first_dense(share, count, state.share_offset);
+      timeline.close_layer(0);
+      state.loss_sum = forward_backward_after_first_dense(
+          model_->kind, model_->params.data(), state.grads.data(), state.x.data(), state.y.data(),
+          count, grad_scale, *state.workspace, GradientWrite::overwrite);
+    } else if (count > 0) {
       gather_batch(state.x.data(), state.y.data(), *data_, indices, count);
       timeline.close(TimeCategory::data);
       if (overlapping_) {
@@ -399,7 +481,7 @@ class ClusterStrategy final : public Strategy {
       compute = now_seconds() - start - communication();
       timeline.close_part(ComputePart::injected);  // as a core this much slower would compute
     }
-    state.compute_seconds = compute;
+    state.compute_seconds = compute + (rows_forward_ ? state.rows_seconds : 0.0);
   }
 
   // ---- metrics and pin map, gathered at points every rank reaches ----------------------------
@@ -462,6 +544,7 @@ class ClusterStrategy final : public Strategy {
   int threads_per_rank_ = 1;
   bool overlapping_ = false;
   NodeUpdate node_update_ = NodeUpdate::replicas;
+  bool rows_forward_ = false;  // factors, FC-3, one rank of several threads: f1 by rows
 
   std::unique_ptr<WorkerPool> pool_;
   std::vector<ThreadState> threads_;

@@ -21,6 +21,19 @@ NodeStep::NodeStep(WorkerPool& pool, std::vector<ThreadState>& threads, Model& m
   for (const FloatRange& slice : slices_) {
     for (ThreadState& state : threads_) slice_parts_.push_back(state.grads.data() + slice.begin);
   }
+  if (design_ != NodeUpdate::factors) return;
+  const ParamTensor& f1 = model.spec().tensor("f1.weight");
+  const auto rows = static_cast<std::size_t>(first_dense_rows(model.kind));
+  f1_weight_offset_ = f1.offset;
+  row_floats_ = f1.count / rows;
+  const std::vector<FloatRange> before = cache_line_slices(FloatRange{0, f1.offset}, threads_per_rank_);
+  const std::vector<FloatRange> after =
+      cache_line_slices(FloatRange{f1.offset + f1.count, model.params.size()}, threads_per_rank_);
+  const auto parts = static_cast<std::size_t>(threads_per_rank_);
+  for (std::size_t t = 0; t < parts; ++t) {
+    factor_rows_.push_back({rows * t / parts, rows * (t + 1) / parts});
+    rest_slices_.push_back({before[t], after[t]});
+  }
 }
 
 float* NodeStep::params_of(int replica) {
@@ -95,6 +108,54 @@ void NodeStep::sum_and_step_slices_of_the_shared_model() {
   for (std::size_t t = 0; t < slices_.size(); ++t) {
     threads_[t].reduced_floats += static_cast<double>((slices_.size() + 2) * slices_[t].size());
   }
+}
+
+// Rows of f1.weight a chunk at a time: its gradient computed over the whole batch and stepped
+// while the chunk (48 x 784 floats for FC-3) is still in L2.
+constexpr std::size_t factor_rows_per_chunk = 48;
+
+void NodeStep::sum_factors_and_step_slices(const std::vector<int>& samples) {
+  const int threads = threads_per_rank_;
+  std::vector<DenseFactors> factors;
+  for (int t = 0; t < threads; ++t) {
+    const ThreadState& state = threads_[static_cast<std::size_t>(t)];
+    factors.push_back(first_dense_factors(model_.kind, *state.workspace, state.x.data(),
+                                          samples[static_cast<std::size_t>(t)]));
+  }
+  std::size_t batch = 0;
+  for (int count : samples) batch += static_cast<std::size_t>(count);
+  pool_.run_on_each([&](int slice) {
+    const auto s = static_cast<std::size_t>(slice);
+    ThreadState& own = threads_[s];
+    measured(slice, TimeCategory::update, [&] {
+      const FloatRange rows = factor_rows_[s];
+      for (std::size_t first = rows.begin; first < rows.end; first += factor_rows_per_chunk) {
+        const std::size_t last = std::min(rows.end, first + factor_rows_per_chunk);
+        first_dense_weight_gradient_rows(model_.kind, own.grads.data(), factors.data(), threads,
+                                         static_cast<int>(first), static_cast<int>(last),
+                                         own.workspace->dense_backend());
+        const std::size_t at = f1_weight_offset_ + first * row_floats_;
+        sgd_step(model_.params.data() + at, own.grads.data() + at, model_.momentum.data() + at,
+                 (last - first) * row_floats_, sgd_);
+      }
+      std::vector<const float*> parts(static_cast<std::size_t>(threads));
+      for (const FloatRange& range : rest_slices_[s]) {
+        if (range.size() == 0) continue;
+        for (std::size_t t = 0; t < parts.size(); ++t) parts[t] = threads_[t].grads.data() + range.begin;
+        sum_sgd_step(model_.params.data() + range.begin, parts.data(), threads,
+                     model_.momentum.data() + range.begin, range.size(), sgd_);
+      }
+    });
+    // The factors read (every sample's f1 input and the slice's columns of its output gradient),
+    // the rows' gradient written and stepped, the other slices summed and stepped.
+    const FloatRange rows = factor_rows_[s];
+    double floats = static_cast<double>(batch * (row_floats_ + rows.size())) +
+                    4.0 * static_cast<double>(rows.size() * row_floats_);
+    for (const FloatRange& range : rest_slices_[s]) {
+      floats += static_cast<double>((static_cast<std::size_t>(threads) + 2) * range.size());
+    }
+    own.reduced_floats += floats;
+  });
 }
 
 // The step on the node's (summed over the ranks) gradient. Replicas: every replica, each on its

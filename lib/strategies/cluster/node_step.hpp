@@ -32,6 +32,13 @@ struct alignas(64) ThreadState {
   // core wrote. NodeUpdate::slices: empty, every thread reads model_.
   aligned_vector<float> params, momentum;
   StepTimeline timeline;  // this share's phases, step by step, since the ranks last met
+  // NodeUpdate::factors where f1 is the first layer (FC-3): this thread's rows of f1, their output
+  // for the whole batch (batch, rows), the seconds it took this step, and where this thread's
+  // share starts in the batch.
+  FloatRange f1_rows;
+  aligned_vector<float> f1_out;
+  double rows_seconds = 0;
+  int share_offset = 0;
   std::unique_ptr<SpanRing> spans;  // --trace only
 };
 
@@ -51,6 +58,10 @@ class NodeStep {
   void sum_every_buffer_into_every_replica();
   void sum_first_bucket_in_parallel();
   void sum_and_step_slices_of_the_shared_model();
+  // NodeUpdate::factors, one rank: thread t computes its rows of f1.weight's gradient from every
+  // thread's factors (samples[s] samples of share s, in share order) and steps them, and sums
+  // and steps its slices of the other tensors, on the one shared model.
+  void sum_factors_and_step_slices(const std::vector<int>& samples);
   void step_own_segments();
   // The step on the node's gradient summed over the ranks: the whole model, or with a sharded
   // exchange only this rank's own segments, cut over the threads.
@@ -85,6 +96,11 @@ class NodeStep {
   int threads_per_rank_;
   std::vector<FloatRange> slices_;   // the reduce-scatter's slice per thread
   std::vector<const float*> slice_parts_;  // (slice, thread) -> thread's gradient at the slice
+  // NodeUpdate::factors: f1.weight's rows per thread, and per thread its slices of the floats
+  // before f1.weight and of those after it.
+  std::vector<FloatRange> factor_rows_;
+  std::vector<std::vector<FloatRange>> rest_slices_;
+  std::size_t f1_weight_offset_ = 0, row_floats_ = 0;
 };
 
 }  // namespace cnnbench

@@ -2,6 +2,8 @@
 // one shared model (docs/cluster.md, "Inside a rank").
 #include "node_update.hpp"
 
+#include <algorithm>
+
 #include "cnnbench/core.hpp"
 
 namespace cnnbench {
@@ -21,9 +23,22 @@ std::vector<FloatRange> cache_line_slices(std::size_t count, int parts) {
   return slices;
 }
 
-NodeUpdate node_update_for(std::size_t parameters) {
-  return parameters * sizeof(float) <= replica_max_bytes ? NodeUpdate::replicas
-                                                         : NodeUpdate::slices;
+std::vector<FloatRange> cache_line_slices(FloatRange range, int parts) {
+  CNNBENCH_CHECK(parts >= 1, "cache_line_slices needs at least one part");
+  const auto n = static_cast<std::size_t>(parts);
+  std::vector<FloatRange> slices(n);
+  std::size_t at = range.begin;
+  for (std::size_t p = 0; p < n; ++p) {
+    std::size_t end = range.end;
+    if (p + 1 < n) {
+      const std::size_t even = range.begin + range.size() * (p + 1) / n;
+      end = std::clamp(even / floats_per_cache_line * floats_per_cache_line, at, range.end);
+    }
+    slices[p] = {at, end};
+    at = end;
+  }
+  return slices;
 }
+
 
 }  // namespace cnnbench

@@ -23,19 +23,14 @@ constexpr std::size_t floats_per_cache_line = 16;
 // allow (the first ones get a line more, the last slice also takes the partial tail line).
 // A slice may be empty when there are fewer lines than parts.
 std::vector<FloatRange> cache_line_slices(std::size_t count, int parts);
+// Floats [range.begin, range.end) cut into `parts` contiguous slices at multiples of a line of
+// the whole buffer (the first starts at range.begin, the last ends at range.end), as evenly as
+// the lines allow.
+std::vector<FloatRange> cache_line_slices(FloatRange range, int parts);
 
-// The design a model of `parameters` floats takes unless --node-update names one: replicas
-// while the parameters fit `replica_max_bytes`, else slices. A rule of the model's size, never
-// of a timing, so reruns take the same design; both designs compute the same bits anyway.
-// Measured on 2 cores (1 x 2, docs/cluster.md): replicas won for LeNet-5 (247 KB) and FC-3
-// (1 MB); FC-3 on slices ran 8% slower, its forward reading the other core's half of the
-// weights. The bound keeps T replicas of a larger model (weights and momentum each) from
-// multiplying its memory; no model measured here reaches it.
-NodeUpdate node_update_for(std::size_t parameters);
 // Replicas of one rank with at most this many threads skip the reduce-scatter: every replica sums
 // all buffers itself ((T + 2) n floats per thread, no more than the scatter's (T + 1) n / T + 3n
 // up to T = 2) in one dispatch instead of two.
 constexpr int every_replica_sums_max_threads = 2;
-constexpr std::size_t replica_max_bytes = std::size_t{16} << 20;
 
 }  // namespace cnnbench

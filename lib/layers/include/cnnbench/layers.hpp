@@ -24,10 +24,21 @@ enum class DenseBackend { own, sgemm, own_only };
 enum class GradientWrite { accumulate, overwrite };
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
                    int in, int out_features, DenseBackend backend = DenseBackend::own);
+// dweight may be nullptr: the weight gradient is then left to dense_weight_gradient_rows (dbias
+// is still summed).
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int B, int in, int out_features,
                     DenseBackend backend = DenseBackend::own,
                     GradientWrite write = GradientWrite::accumulate);
+// The weight gradient's rows [row_begin, row_end) (output features) alone: dweight (out,in) there
+// += (overwrite: =) dout[:, rows]^T inp. On the own kernels every element sums its products in
+// order of the batch, so one call per batch over consecutive batches, the first overwriting,
+// gives the bits of one dense_backward over all their samples: a weight gradient summed from
+// several threads' inputs and output gradients (their "sufficient factors").
+void dense_weight_gradient_rows(float* dweight, const float* dout, const float* inp, int B, int in,
+                                int out_features, int row_begin, int row_end,
+                                DenseBackend backend = DenseBackend::own,
+                                GradientWrite write = GradientWrite::accumulate);
 namespace sgemm {
 // The same layer as OpenBLAS sgemm calls.
 void dense_forward(float* out, const float* inp, const float* weight, const float* bias, int B,
@@ -35,6 +46,9 @@ void dense_forward(float* out, const float* inp, const float* weight, const floa
 void dense_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                     const float* weight, int B, int in, int out_features,
                     GradientWrite write = GradientWrite::accumulate);
+void dense_weight_gradient_rows(float* dweight, const float* dout, const float* inp, int B, int in,
+                                int out_features, int row_begin, int row_end,
+                                GradientWrite write = GradientWrite::accumulate);
 }  // namespace sgemm
 // The own backend runs every layer size on its own cache-blocked kernels, except that every layer
 // runs on sgemm (dense_all_on_sgemm()) when the SIMD target in use has no fused multiply-add (sse4,

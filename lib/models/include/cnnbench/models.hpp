@@ -95,8 +95,15 @@ class Workspace {
   // layer i count as timed_layer_names(kind)[i]); nullptr, the default, times nothing.
   void set_timeline(StepTimeline* timeline);
   StepTimeline* timeline() const;
+  // true: backward leaves f1.weight's gradient (the first dense layer's, FC-3's and LeNet-5's
+  // f1) as it was and keeps that layer's factors, its input and output gradient, until the next
+  // forward (first_dense_factors), for a caller that sums the gradient over several workspaces'
+  // samples itself (first_dense_weight_gradient_rows). f1.bias's gradient is still written.
+  void set_deferred_first_dense(bool deferred);
+  bool deferred_first_dense() const;
   struct Buffers;
   Buffers& buffers() { return *buffers_; }
+  const Buffers& buffers() const { return *buffers_; }
 
  private:
   std::unique_ptr<Buffers> buffers_;
@@ -124,6 +131,41 @@ double forward_backward(ModelKind kind, const float* params, float* grads, const
                         const std::uint8_t* y, int n, float grad_scale, Workspace& ws,
                         const GradientReady& ready,
                         GradientWrite write = GradientWrite::accumulate);
+// The first dense layer's factors after a forward_backward of `samples` samples on a workspace
+// with set_deferred_first_dense(true): its input (samples, in) and the gradient at its output
+// (samples, out), whose products over the samples sum to f1.weight's gradient. x is the batch
+// that forward_backward was given (FC-3's f1 reads it directly).
+struct DenseFactors {
+  const float* inp = nullptr;
+  const float* dout = nullptr;
+  int samples = 0;
+};
+DenseFactors first_dense_factors(ModelKind kind, const Workspace& ws, const float* x, int samples);
+// f1.weight's output rows of the model (FC-3 300, LeNet-5 120).
+int first_dense_rows(ModelKind kind);
+// f1.weight's gradient rows [row_begin, row_end), written over `grads` (flat layout) as the sum
+// over `count` batches' factors, their samples in order: on the own kernels the bits of one
+// forward_backward over all the samples (the batches concatenated) there.
+void first_dense_weight_gradient_rows(ModelKind kind, float* grads, const DenseFactors* batches,
+                                      int count, int row_begin, int row_end,
+                                      DenseBackend backend = DenseBackend::own);
+
+// A model whose first layer is dense (FC-3) can have that layer's rows computed by several
+// threads, each for the whole batch: first_dense_forward_rows writes rows [row_begin, row_end) of
+// f1's output for n samples x, (n, rows) with the bias and before the ReLU, the bits
+// forward_backward computes there; the caller copies every thread's rows of its own samples into
+// first_dense_output(ws) (n, hidden1), and forward_backward_after_first_dense runs the rest: f1's
+// ReLU, the layers after it, the loss and backward, f1.weight's gradient left to the caller as
+// with set_deferred_first_dense(true) (which the workspace must have). Error for LeNet-5.
+bool first_layer_dense(ModelKind kind);
+void first_dense_forward_rows(ModelKind kind, const float* params, const float* x, int n,
+                              int row_begin, int row_end, float* out,
+                              DenseBackend backend = DenseBackend::own);
+float* first_dense_output(Workspace& ws);
+double forward_backward_after_first_dense(ModelKind kind, const float* params, float* grads,
+                                          const float* x, const std::uint8_t* y, int n,
+                                          float grad_scale, Workspace& ws, GradientWrite write);
+
 // Forward only: logits (n,10).
 void forward_logits(ModelKind kind, const float* params, const float* x, int n, float* logits,
                     Workspace& ws);

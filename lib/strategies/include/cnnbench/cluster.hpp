@@ -3,6 +3,7 @@
 // on is in worker_pool.hpp, how a batch is cut into shares in balance.hpp.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -24,9 +25,24 @@ Slowdown parse_slowdown(const std::string& value);
 
 // How a rank's threads step the model on the node's gradient (docs/cluster.md, "Inside a rank").
 // replicas: every thread steps its own copy of the whole model; slices: each thread steps its
-// slice of one shared model. Both compute the same bits.
-enum class NodeUpdate { replicas, slices };
+// slice of one shared model. Both compute the same bits. factors (one rank of several threads):
+// one shared model as with slices, but f1.weight's gradient, the first dense layer's, is never
+// summed from the threads' buffers: backward leaves it, and thread t computes its rows from
+// every thread's input and output gradient of f1 (their sufficient factors) over the whole
+// batch, in sample order, the bits serial computes there; the other tensors are summed in slices.
+enum class NodeUpdate { replicas, slices, factors };
 const char* node_update_name(NodeUpdate update);
+// The design --node-update auto takes for `threads` threads per rank of a job of `ranks` ranks:
+// factors where the model's first layer is dense (FC-3) and one rank has several threads, else
+// replicas while the parameters fit replica_max_bytes, else slices. A rule of the model and the
+// shape, never of a timing, so reruns take the same design. Measured on 2 cores (1 x 2,
+// docs/cluster.md): factors ran FC-3 at 1.7-1.8x serial against replicas' 1.5-1.6x (the threads
+// move activations, not FC-3's 1 MB of gradients and weights, between the cores); for LeNet-5,
+// whose f1 comes after the convolutions and whose forward then reads every row of it, replicas
+// beat both factors and slices. The bound keeps T replicas of a larger model (weights and
+// momentum each) from multiplying its memory; no model measured here reaches it.
+NodeUpdate auto_node_update(ModelKind kind, std::size_t parameters, int ranks, int threads);
+inline constexpr std::size_t replica_max_bytes = std::size_t{16} << 20;
 
 // How the ranks step the model on the batch's gradient (docs/cluster.md, "Across ranks").
 // replicated: every rank receives the whole sum and steps the whole model; sharded: each rank
