@@ -95,6 +95,27 @@ void register_dense_factor_rows(const DenseLayer layer) {
           }
         });
       })->Apply(with_batches);
+  // The forward of half the rows: per share (what a thread of --node-update factors runs on
+  // FC-3's f1), or over the whole batch at once.
+  for (const int calls : {1, 2}) {
+    benchmark::RegisterBenchmark(
+        ("dense_forward_half_rows_" + std::string(calls == 1 ? "whole_batch" : "two_shares") + "/" +
+         layer.name).c_str(),
+        [layer, calls](benchmark::State& state) {
+          const int B = int(state.range(0)), share = B / calls, rows = layer.out / 2;
+          const auto inp = random_buffer(std::size_t(B) * layer.in, 1);
+          const auto weight = random_buffer(std::size_t(layer.out) * layer.in, 2);
+          const auto bias = random_buffer(layer.out, 3);
+          aligned_vector<float> out(std::size_t(B) * rows);
+          time_kernel(state, 2.0 * B * rows * layer.in, out.data(), [&] {
+            for (int s = 0; s < calls; ++s) {
+              dense_forward(out.data() + std::size_t(s) * share * rows,
+                            inp.data() + std::size_t(s) * share * layer.in, weight.data(), bias.data(),
+                            share, layer.in, rows);
+            }
+          });
+        })->Apply(with_batches);
+  }
   benchmark::RegisterBenchmark(
       ("dense_weight_gradient_all_rows_one_share/" + std::string(layer.name)).c_str(),
       [layer](benchmark::State& state) {
