@@ -298,14 +298,15 @@ int first_dense_rows(ModelKind kind) {
   return kind == ModelKind::fc3 ? fc3_head.hidden1 : lenet5_head.hidden1;
 }
 
-void first_dense_weight_gradient_rows(ModelKind kind, float* grads, const DenseFactors* batches,
+void first_dense_weight_gradient_rows(ModelKind kind, float* rows, const DenseFactors* batches,
                                       int count, int row_begin, int row_end, DenseBackend backend) {
   const DenseHeadSizes& s = kind == ModelKind::fc3 ? fc3_head : lenet5_head;
-  float* dweight = grads + model_spec(kind).tensor("f1.weight").offset;
   for (int i = 0; i < count; ++i) {
     const DenseFactors& f = batches[i];
-    dense_weight_gradient_rows(dweight, f.dout, f.inp, f.samples, s.in, s.hidden1, row_begin,
-                               row_end, backend,
+    // The output gradient's columns from row_begin on, as a layer of s.hidden1 outputs whose
+    // rows [0, row_end - row_begin) are wanted.
+    dense_weight_gradient_rows(rows, f.dout + row_begin, f.inp, f.samples, s.in, s.hidden1, 0,
+                               row_end - row_begin, backend,
                                i == 0 ? GradientWrite::overwrite : GradientWrite::accumulate);
   }
 }

@@ -143,10 +143,10 @@ struct DenseFactors {
 DenseFactors first_dense_factors(ModelKind kind, const Workspace& ws, const float* x, int samples);
 // f1.weight's output rows of the model (FC-3 300, LeNet-5 120).
 int first_dense_rows(ModelKind kind);
-// f1.weight's gradient rows [row_begin, row_end), written over `grads` (flat layout) as the sum
-// over `count` batches' factors, their samples in order: on the own kernels the bits of one
-// forward_backward over all the samples (the batches concatenated) there.
-void first_dense_weight_gradient_rows(ModelKind kind, float* grads, const DenseFactors* batches,
+// f1.weight's gradient rows [row_begin, row_end) as the sum over `count` batches' factors, their
+// samples in order, written over `rows` ((row_end - row_begin) x f1's inputs): on the own kernels
+// the bits one forward_backward over all the samples (the batches concatenated) gives there.
+void first_dense_weight_gradient_rows(ModelKind kind, float* rows, const DenseFactors* batches,
                                       int count, int row_begin, int row_end,
                                       DenseBackend backend = DenseBackend::own);
 
