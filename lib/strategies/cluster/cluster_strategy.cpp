@@ -280,7 +280,12 @@ class ClusterStrategy final : public Strategy {
     times_.close_all(TimeCategory::imbalance_wait);
     if (options_.dynamic_balance) {
       std::vector<double> seconds;
-      for (const ThreadState& state : threads_) seconds.push_back(state.compute_seconds);
+      // What a share's size moves: with rows forward, not the thread's rows of f1, which it
+      // computes for the whole batch whatever its share (a core slower there would otherwise be
+      // handed fewer samples for a time that samples cannot shorten).
+      for (const ThreadState& state : threads_) {
+        seconds.push_back(state.compute_seconds - (rows_forward_ ? state.rows_seconds : 0.0));
+      }
       shares_->balance_threads(seconds);
     }
 
