@@ -126,10 +126,16 @@ void NodeStep::sum_factors_and_step_slices(const std::vector<int>& samples) {
   }
   std::size_t batch = 0;
   for (int count : samples) batch += static_cast<std::size_t>(count);
+  // f1's weight gradient is the compute backward would have done: the breakdown counts it to f1.
+  const auto& layers = timed_layer_names(model_.kind);
+  const int f1_layer = static_cast<int>(std::find(layers.begin(), layers.end(), "f1") - layers.begin());
   pool_.run_on_each([&](int slice) {
     const auto s = static_cast<std::size_t>(slice);
     ThreadState& own = threads_[s];
-    measured(slice, TimeCategory::update, [&] {
+    StepTimeline& timeline = own.timeline;
+    timeline.close(TimeCategory::imbalance_wait);
+    timeline.begin_work();
+    {
       const FloatRange rows = factor_rows_[s];
       thread_local aligned_vector<float> chunk;
       chunk.resize(factor_rows_per_chunk * row_floats_);
@@ -138,9 +144,11 @@ void NodeStep::sum_factors_and_step_slices(const std::vector<int>& samples) {
         first_dense_weight_gradient_rows(model_.kind, chunk.data(), factors.data(), threads,
                                          static_cast<int>(first), static_cast<int>(last),
                                          own.workspace->dense_backend());
+        timeline.close_layer(f1_layer);
         const std::size_t at = f1_weight_offset_ + first * row_floats_;
         sgd_step(model_.params.data() + at, chunk.data(), model_.momentum.data() + at,
                  (last - first) * row_floats_, sgd_);
+        timeline.close(TimeCategory::update);
       }
       std::vector<const float*> parts(static_cast<std::size_t>(threads));
       for (const FloatRange& range : rest_slices_[s]) {
@@ -149,7 +157,9 @@ void NodeStep::sum_factors_and_step_slices(const std::vector<int>& samples) {
         sum_sgd_step(model_.params.data() + range.begin, parts.data(), threads,
                      model_.momentum.data() + range.begin, range.size(), sgd_);
       }
-    });
+      timeline.close(TimeCategory::update);
+    }
+    timeline.end_work();
     // The factors read (every sample's f1 input and the slice's columns of its output gradient),
     // the rows' gradient written and stepped, the other slices summed and stepped.
     const FloatRange rows = factor_rows_[s];
