@@ -99,7 +99,9 @@ def check_slow_core(args, validator, tmp):
     retry exactly when its probes were normal; the closing warning names the cause."""
     cores = os.cpu_count() or 1
     slow = cores - 1
-    stderr, report = slowed_sweep(args, validator, Path(tmp, "slow-core.json"), f"{slow}:1:3", "1",
+    # Ten times slower, a drop of 0.9: a sweep beside other tests on 2 cores has seen the core's
+    # median fall with its other probes, and a 3x slowdown then read as a drop of 0.28.
+    stderr, report = slowed_sweep(args, validator, Path(tmp, "slow-core.json"), f"{slow}:1:10", "1",
                                   "a slowed core")
     serial = next(p for p in report["points"] if p["id"] == "fc3/serial/n1c1")
     on_core = [w for w in serial.get("slow_core_warnings", [])
