@@ -20,6 +20,7 @@
 #include "../lib/strategies/cluster/node_update.hpp"
 #include "cnnbench/core.hpp"
 #include "cnnbench/data.hpp"
+#include "cnnbench/layers.hpp"
 #include "cnnbench/models.hpp"
 #include "cnnbench/train.hpp"
 #include "serial_oracle.hpp"
@@ -686,8 +687,13 @@ TEST(ClusterOneRank, FactorsMatchSerialAndF1WeightToTheBit) {
         return std::vector<float>(all.begin() + static_cast<std::ptrdiff_t>(f1.offset),
                                   all.begin() + static_cast<std::ptrdiff_t>(f1.offset + f1.count));
       };
-      EXPECT_EQ(part(ranks[0].params), part(serial.params)) << describe(s);
-      EXPECT_EQ(part(ranks[0].momentum), part(serial.momentum)) << describe(s);
+      // The own kernels sum every element in order of the batch; OpenBLAS, which every dense
+      // layer runs on where the target has no FMA or is narrower than its kernels (CNNBENCH_ISA
+      // avx2 or sse4 on an AVX-512 machine), blocks the sum its own way, so bits hold only there.
+      if (!dense_all_on_sgemm()) {
+        EXPECT_EQ(part(ranks[0].params), part(serial.params)) << describe(s);
+        EXPECT_EQ(part(ranks[0].momentum), part(serial.momentum)) << describe(s);
+      }
       // The other tensors sum per-thread partial gradients: the test above would pass if the
       // whole model were computed serially.
       EXPECT_NE(ranks[0].params, serial.params) << describe(s) << ": nothing was summed across threads";
