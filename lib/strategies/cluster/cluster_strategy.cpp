@@ -163,10 +163,12 @@ class ClusterStrategy final : public Strategy {
       state.grads.assign(params, 0.0f);
       state.x.assign(static_cast<std::size_t>(max_share) * train.image_size(), 0.0f);
       state.y.assign(static_cast<std::size_t>(max_share), 0);
-      if (rows_forward_) {
+      if (deferred) {
         const auto rows = static_cast<std::size_t>(first_dense_rows(model.kind));
         const auto t = static_cast<std::size_t>(worker), threads = static_cast<std::size_t>(threads_per_rank_);
         state.f1_rows = {rows * t / threads, rows * (t + 1) / threads};
+      }
+      if (rows_forward_) {
         state.f1_out.assign(static_cast<std::size_t>(config.batch) * state.f1_rows.size(), 0.0f);
       }
       if (worker > 0 && node_update_ == NodeUpdate::replicas) {

@@ -23,17 +23,13 @@ NodeStep::NodeStep(WorkerPool& pool, std::vector<ThreadState>& threads, Model& m
   }
   if (design_ != NodeUpdate::factors) return;
   const ParamTensor& f1 = model.spec().tensor("f1.weight");
-  const auto rows = static_cast<std::size_t>(first_dense_rows(model.kind));
   f1_weight_offset_ = f1.offset;
-  row_floats_ = f1.count / rows;
+  row_floats_ = f1.count / static_cast<std::size_t>(first_dense_rows(model.kind));
   const std::vector<FloatRange> before = cache_line_slices(FloatRange{0, f1.offset}, threads_per_rank_);
   const std::vector<FloatRange> after =
       cache_line_slices(FloatRange{f1.offset + f1.count, model.params.size()}, threads_per_rank_);
   const auto parts = static_cast<std::size_t>(threads_per_rank_);
-  for (std::size_t t = 0; t < parts; ++t) {
-    factor_rows_.push_back({rows * t / parts, rows * (t + 1) / parts});
-    rest_slices_.push_back({before[t], after[t]});
-  }
+  for (std::size_t t = 0; t < parts; ++t) rest_slices_.push_back({before[t], after[t]});
 }
 
 float* NodeStep::params_of(int replica) {
@@ -136,7 +132,7 @@ void NodeStep::sum_factors_and_step_slices(const std::vector<int>& samples) {
     timeline.close(TimeCategory::imbalance_wait);
     timeline.begin_work();
     {
-      const FloatRange rows = factor_rows_[s];
+      const FloatRange rows = own.f1_rows;
       thread_local aligned_vector<float> chunk;
       chunk.resize(factor_rows_per_chunk * row_floats_);
       for (std::size_t first = rows.begin; first < rows.end; first += factor_rows_per_chunk) {
@@ -162,7 +158,7 @@ void NodeStep::sum_factors_and_step_slices(const std::vector<int>& samples) {
     timeline.end_work();
     // The factors read (every sample's f1 input and the slice's columns of its output gradient),
     // the rows' gradient written and stepped, the other slices summed and stepped.
-    const FloatRange rows = factor_rows_[s];
+    const FloatRange rows = own.f1_rows;
     double floats = static_cast<double>(batch * (row_floats_ + rows.size())) +
                     4.0 * static_cast<double>(rows.size() * row_floats_);
     for (const FloatRange& range : rest_slices_[s]) {

@@ -32,9 +32,9 @@ struct alignas(64) ThreadState {
   // core wrote. NodeUpdate::slices: empty, every thread reads model_.
   aligned_vector<float> params, momentum;
   StepTimeline timeline;  // this share's phases, step by step, since the ranks last met
-  // NodeUpdate::factors where f1 is the first layer (FC-3): this thread's rows of f1, their output
-  // for the whole batch (batch, rows), the seconds it took this step, and where this thread's
-  // share starts in the batch.
+  // NodeUpdate::factors: this thread's rows of f1 (whose gradient it computes and steps); where
+  // f1 is the first layer (FC-3) also their output for the whole batch (batch, rows), the seconds
+  // it took this step, and where this thread's share starts in the batch.
   FloatRange f1_rows;
   aligned_vector<float> f1_out;
   double rows_seconds = 0;
@@ -96,9 +96,8 @@ class NodeStep {
   int threads_per_rank_;
   std::vector<FloatRange> slices_;   // the reduce-scatter's slice per thread
   std::vector<const float*> slice_parts_;  // (slice, thread) -> thread's gradient at the slice
-  // NodeUpdate::factors: f1.weight's rows per thread, and per thread its slices of the floats
-  // before f1.weight and of those after it.
-  std::vector<FloatRange> factor_rows_;
+  // NodeUpdate::factors: per thread its slices of the floats before f1.weight and of those after
+  // it (its rows of f1 are ThreadState::f1_rows).
   std::vector<std::vector<FloatRange>> rest_slices_;
   std::size_t f1_weight_offset_ = 0, row_floats_ = 0;
 };
