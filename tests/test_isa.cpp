@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "cnnbench/core.hpp"
+#include "cnnbench/data.hpp"
 #include "cnnbench/isa_choice.hpp"
 #include "cnnbench/layers.hpp"
 #include "isa_targets.hpp"
@@ -168,6 +170,25 @@ TEST(Isa, EachFamilyRunsOnItsOwnTarget) {
   const KernelOutputs mixed = run_dense_and_conv();
   EXPECT_EQ(mixed.dense, on_scalar.dense);
   EXPECT_EQ(mixed.conv, on_highest.conv);
+}
+
+// Pixels become byte / 255 by division on every target the CPU runs (the vector loops included,
+// over every byte value, a tail shorter than a vector and a start off the vector grid): the
+// floats of torchvision's ToTensor, whichever target the element-wise family was given.
+TEST(Isa, EveryTargetTurnsPixelsIntoToTensorsFloats) {
+  RestoreIsa restore;
+  std::vector<std::uint8_t> bytes(1 + 2 * 256 + 3);
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i * 7 + i / 256);
+  for (const std::string& target : isa_info().supported) {
+    use_isa(target);
+    std::vector<float> out(bytes.size() - 1, -1.0f);
+    pixels_to_unit_floats(out.data(), bytes.data() + 1, out.size());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const float want = static_cast<float>(bytes[i + 1]) / 255.0f;
+      ASSERT_EQ(std::memcmp(&out[i], &want, sizeof want), 0)
+          << target << ": byte " << int(bytes[i + 1]) << " became " << out[i] << ", not " << want;
+    }
+  }
 }
 
 // Measuring picks, per family, a target the CPU runs (never the portable scalar kernels on a CPU

@@ -10,6 +10,7 @@
 
 #include "benchmarks.hpp"
 #include "cnnbench/core.hpp"
+#include "cnnbench/data.hpp"
 #include "cnnbench/models.hpp"
 #include "micro_common.hpp"
 
@@ -49,9 +50,34 @@ void register_train_step(ModelKind kind) {
       ->Arg(256);
 }
 
+// A batch's images to floats and its labels, in a shuffled epoch's order over a set of MNIST's
+// size (47 MB of pixels: more than a core's share of L3, as in training), batch after batch.
+void register_gather_batch() {
+  benchmark::RegisterBenchmark("gather_batch/mnist_size", [](benchmark::State& state) {
+    const int B = int(state.range(0));
+    const Dataset data = make_synthetic(60000, 1);
+    const std::vector<std::uint32_t> order = epoch_order(data.count, 1, 0, true);
+    aligned_vector<float> x(std::size_t(B) * data.image_size());
+    std::vector<std::uint8_t> y(static_cast<std::size_t>(B));
+    std::size_t next = 0;
+    for (auto _ : state) {
+      if (next + std::size_t(B) > order.size()) next = 0;
+      gather_batch(x.data(), y.data(), data, order.data() + next, B);
+      next += std::size_t(B);
+      benchmark::ClobberMemory();
+    }
+    state.counters["images/s"] =
+        benchmark::Counter(double(B), benchmark::Counter::kIsIterationInvariantRate);
+  })
+      ->ArgName("batch")
+      ->Arg(32)
+      ->Arg(64);
+}
+
 }  // namespace
 
 void register_model_benchmarks() {
+  register_gather_batch();
   register_train_step(ModelKind::fc3);
   register_train_step(ModelKind::lenet5);
 }

@@ -85,10 +85,8 @@ void gather_batch(float* x, std::uint8_t* y, const Dataset& data, const std::uin
                                  std::to_string(data.total) + " samples of " + data.source
                            : " is outside the data set of " + std::to_string(data.count)));
     }
-    const std::uint8_t* image = data.images.data() + sample * pixels;
-    float* out = x + static_cast<std::size_t>(i) * pixels;
-    // Division (not multiplication by 1/255) so the floats equal torchvision's ToTensor.
-    for (std::size_t p = 0; p < pixels; ++p) out[p] = static_cast<float>(image[p]) / 255.0f;
+    pixels_to_unit_floats(x + static_cast<std::size_t>(i) * pixels,
+                          data.images.data() + sample * pixels, pixels);
     y[i] = data.labels[sample];
   }
 }

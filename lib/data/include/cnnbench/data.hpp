@@ -102,5 +102,7 @@ std::uint64_t shard_seed(std::uint64_t seed, int shard);
 // set, inside the block the Dataset holds (an index outside it is an error naming the block).
 void gather_batch(float* x, std::uint8_t* y, const Dataset& data, const std::uint32_t* indices,
                   int n);
+// out[i] = bytes[i] / 255 (torchvision's ToTensor), on the SIMD target of the element-wise kernels.
+void pixels_to_unit_floats(float* out, const std::uint8_t* bytes, std::size_t n);
 
 }  // namespace cnnbench
