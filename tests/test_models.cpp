@@ -40,6 +40,17 @@ TEST(ModelSpec, ShapesAndOrderArePyTorchs) {
 }
 
 // The derived sizes are PyTorch's LeNet-5 activations, worked out by hand.
+// The rows of f1 a cluster thread owns are timed as layer first_dense_timed_layer: that is "f1".
+TEST(ModelSpec, FirstDenseTimedLayerIsF1) {
+  for (const ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
+    const auto& names = timed_layer_names(kind);
+    const int layer = first_dense_timed_layer(kind);
+    ASSERT_GE(layer, 0);
+    ASSERT_LT(layer, static_cast<int>(names.size()));
+    EXPECT_EQ(names[static_cast<std::size_t>(layer)], "f1") << model_name(kind);
+  }
+}
+
 TEST(ModelSizes, Lenet5ActivationsAreTheHandWorkedShapes) {
   EXPECT_EQ(Lenet5Sizes::p1_side, 14);  // 28 / 2
   EXPECT_EQ(Lenet5Sizes::a2_side, 10);  // 14 - 5 + 1

@@ -298,6 +298,8 @@ int first_dense_rows(ModelKind kind) {
   return kind == ModelKind::fc3 ? fc3_head.hidden1 : lenet5_head.hidden1;
 }
 
+int first_dense_timed_layer(ModelKind kind) { return kind == ModelKind::fc3 ? fc3_f1 : lenet5_f1; }
+
 void first_dense_weight_gradient_rows(ModelKind kind, float* rows, const DenseFactors* batches,
                                       int count, int row_begin, int row_end, DenseBackend backend) {
   const DenseHeadSizes& s = kind == ModelKind::fc3 ? fc3_head : lenet5_head;

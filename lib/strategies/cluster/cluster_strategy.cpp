@@ -409,7 +409,7 @@ class ClusterStrategy final : public Strategy {
                                state.f1_out.data() + first * rows.size(),
                                state.workspace->dense_backend());
     }
-    state.timeline.close_layer(0);
+    state.timeline.close_layer(first_dense_timed_layer(model_->kind));
     state.rows_seconds = now_seconds() - start;
     state.timeline.end_work();
   }
@@ -449,7 +449,7 @@ class ClusterStrategy final : public Strategy {
     const float grad_scale = 1.0f / static_cast<float>(config_.batch);
     if (count > 0 && rows_forward_) {
       assemble_first_dense(share, count, state.share_offset);
-      timeline.close_layer(0);
+      timeline.close_layer(first_dense_timed_layer(model_->kind));
       state.loss_sum = forward_backward_after_first_dense(
           model_->kind, model_->params.data(), state.grads.data(), state.x.data(), state.y.data(),
           count, grad_scale, *state.workspace, GradientWrite::overwrite);

@@ -123,8 +123,7 @@ void NodeStep::sum_factors_and_step_slices(const std::vector<int>& samples) {
   std::size_t batch = 0;
   for (int count : samples) batch += static_cast<std::size_t>(count);
   // f1's weight gradient is the compute backward would have done: the breakdown counts it to f1.
-  const auto& layers = timed_layer_names(model_.kind);
-  const int f1_layer = static_cast<int>(std::find(layers.begin(), layers.end(), "f1") - layers.begin());
+  const int f1_layer = first_dense_timed_layer(model_.kind);
   pool_.run_on_each([&](int slice) {
     const auto s = static_cast<std::size_t>(slice);
     ThreadState& own = threads_[s];

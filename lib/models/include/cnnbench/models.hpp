@@ -143,6 +143,8 @@ struct DenseFactors {
 DenseFactors first_dense_factors(ModelKind kind, const Workspace& ws, const float* x, int samples);
 // f1.weight's output rows of the model (FC-3 300, LeNet-5 120).
 int first_dense_rows(ModelKind kind);
+// f1's index in timed_layer_names(kind): where its rows' forward and weight gradient are counted.
+int first_dense_timed_layer(ModelKind kind);
 // f1.weight's gradient rows [row_begin, row_end) as the sum over `count` batches' factors, their
 // samples in order, written over `rows` ((row_end - row_begin) x f1's inputs): on the own kernels
 // the bits one forward_backward over all the samples (the batches concatenated) gives there.
