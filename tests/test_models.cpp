@@ -39,7 +39,6 @@ TEST(ModelSpec, ShapesAndOrderArePyTorchs) {
   EXPECT_THROW(parse_model("vgg16"), Error);
 }
 
-// The derived sizes are PyTorch's LeNet-5 activations, worked out by hand.
 // The rows of f1 a cluster thread owns are timed as layer first_dense_timed_layer: that is "f1".
 TEST(ModelSpec, FirstDenseTimedLayerIsF1) {
   for (const ModelKind kind : {ModelKind::fc3, ModelKind::lenet5}) {
@@ -51,6 +50,7 @@ TEST(ModelSpec, FirstDenseTimedLayerIsF1) {
   }
 }
 
+// The derived sizes are PyTorch's LeNet-5 activations, worked out by hand.
 TEST(ModelSizes, Lenet5ActivationsAreTheHandWorkedShapes) {
   EXPECT_EQ(Lenet5Sizes::p1_side, 14);  // 28 / 2
   EXPECT_EQ(Lenet5Sizes::a2_side, 10);  // 14 - 5 + 1
